@@ -1,0 +1,36 @@
+"""checkpoint-guard: a drop-in LangGraph checkpointer layer that makes delta
+channel mode safe (mode marker, fail-closed gate), fast (history cache) and
+operable (delta-safe maintenance).
+
+Data flows ``config -> stack of layers (savers/) -> inner LangGraph saver``.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    CheckpointGuardError,
+    CheckpointModeMismatchError,
+    CheckpointModeReconfigurationError,
+    ConfigError,
+)
+from ._modes import MODE_METADATA_KEY, ChannelMode, ModeFreeze, checkpoint_uses_delta
+from ._schema import delta_messages_field, merge_message_writes, state_schema_for_mode
+from .savers import GuardedSaver, SaverLayer, unwrap, wrap
+
+__all__ = [
+    "MODE_METADATA_KEY",
+    "ChannelMode",
+    "CheckpointGuardError",
+    "CheckpointModeMismatchError",
+    "CheckpointModeReconfigurationError",
+    "ConfigError",
+    "GuardedSaver",
+    "ModeFreeze",
+    "SaverLayer",
+    "checkpoint_uses_delta",
+    "delta_messages_field",
+    "merge_message_writes",
+    "state_schema_for_mode",
+    "unwrap",
+    "wrap",
+]

@@ -1,0 +1,68 @@
+"""The package's error types (re-exported from ``checkpoint_guard``)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointGuardError",
+    "CheckpointModeMismatchError",
+    "CheckpointModeReconfigurationError",
+    "ConfigError",
+]
+
+
+class CheckpointGuardError(RuntimeError):
+    """Base of checkpoint-guard's runtime errors."""
+
+
+class CheckpointModeMismatchError(CheckpointGuardError):
+    """A full-mode saver met a delta-mode checkpoint.
+
+    Raised before anything is handed out or written. ``thread_id``,
+    ``checkpoint_ns`` and ``checkpoint_id`` (may be ``None``) name the checkpoint,
+    ``mode`` is the saver's mode and ``found`` the mode the checkpoint carries.
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        checkpoint_id: str | None = None,
+        mode: str = "full",
+        found: str = "delta",
+        action: str = "read",
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.mode = mode
+        self.found = found
+        where = f"thread {thread_id!r}"
+        if checkpoint_ns:
+            where += f" (namespace {checkpoint_ns!r})"
+        if checkpoint_id:
+            where += f" at checkpoint {checkpoint_id!r}"
+        super().__init__(
+            f"refusing to {action} {where}: it was written in {found!r} channel mode and "
+            f"this saver runs in {mode!r} mode, which would silently read partial or empty "
+            "state. Open it with channel_mode='delta', or convert the thread with "
+            f"`checkpoint-guard migrate --to {mode} {thread_id}`."
+        )
+
+
+class CheckpointModeReconfigurationError(CheckpointGuardError):
+    """A second, different channel mode or snapshot frequency was requested in a
+    process that already froze one. Changing either needs a restart."""
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the key, the value and what is accepted."""
+
+    def __init__(self, key: str, value: object, accepted: str, *, detail: str = "") -> None:
+        self.key = key
+        self.value = value
+        self.accepted = accepted
+        text = f"invalid {key}: {value!r}; accepted: {accepted}"
+        if detail:
+            text += f" ({detail})"
+        super().__init__(text)

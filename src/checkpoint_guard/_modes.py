@@ -1,0 +1,178 @@
+"""Channel modes, the checkpoint marker, delta detection and the process freeze."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from ._errors import CheckpointModeReconfigurationError, ConfigError
+
+__all__ = [
+    "DEFAULT_SNAPSHOT_FREQUENCY",
+    "LEGACY_MODE_METADATA_KEY",
+    "MODE_METADATA_KEY",
+    "PROCESS_MODE",
+    "ChannelMode",
+    "ModeFreeze",
+    "checkpoint_uses_delta",
+    "metadata_uses_delta",
+    "parse_mode",
+    "parse_snapshot_frequency",
+]
+
+MODE_METADATA_KEY = "checkpoint_channel_mode"
+LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
+_UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"
+_JS_DELTA_KEY = "delta_writes_versioned"
+DEFAULT_SNAPSHOT_FREQUENCY = 10
+
+
+class ChannelMode(str, Enum):
+    """How the ``messages`` channel is stored: whole (``full``) or as deltas."""
+
+    FULL = "full"
+    DELTA = "delta"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def parse_mode(value: object, *, key: str = "channel_mode") -> ChannelMode:
+    """Return the ``ChannelMode`` for ``value`` (a ``ChannelMode`` or ``"full"`` /
+    ``"delta"``); anything else raises ``ConfigError`` naming ``key``."""
+    if isinstance(value, ChannelMode):
+        return value
+    if isinstance(value, str):
+        try:
+            return ChannelMode(value)
+        except ValueError:
+            pass
+    raise ConfigError(key, value, "'full' or 'delta'")
+
+
+def parse_snapshot_frequency(value: object, *, key: str = "snapshot_frequency") -> int:
+    """Return ``value`` as a snapshot frequency, an ``int >= 1``; ``bool``, floats,
+    numeric strings and non-positive values raise ``ConfigError`` naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, value, "an integer >= 1")
+    if value < 1:
+        raise ConfigError(key, value, "an integer >= 1")
+    return value
+
+
+def _marker_says_delta(value: object) -> bool:
+    # Absent or exactly "full" means full. Anything else that is present --
+    # "delta", a wrong-cased "Delta", a non-string -- is treated as delta so a
+    # full-mode reader fails closed instead of guessing.
+    if value is None:
+        return False
+    return not (isinstance(value, str) and value == ChannelMode.FULL.value)
+
+
+def metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether checkpoint metadata carries any delta evidence (see
+    ``checkpoint_uses_delta``)."""
+    if not metadata:
+        return False
+    if _marker_says_delta(metadata.get(MODE_METADATA_KEY)):
+        return True
+    if _marker_says_delta(metadata.get(LEGACY_MODE_METADATA_KEY)):
+        return True
+    if metadata.get(_UPSTREAM_COUNTERS_KEY):
+        return True
+    return bool(metadata.get(_JS_DELTA_KEY))
+
+
+def _channel_values_use_delta(checkpoint: Mapping[str, Any] | None) -> bool:
+    if not checkpoint:
+        return False
+    values = checkpoint.get("channel_values")
+    if not isinstance(values, Mapping):
+        return False
+    return any(isinstance(v, _DeltaSnapshot) for v in values.values())
+
+
+def checkpoint_uses_delta(obj: object) -> bool:
+    """Whether ``obj`` carries any evidence of delta channel mode.
+
+    ``obj`` may be a ``CheckpointTuple``, a ``StateSnapshot``, a ``Checkpoint``
+    dict, a metadata mapping, or ``None`` (``False``). Evidence is any of: our
+    marker ``MODE_METADATA_KEY``; the legacy DeerFlow marker; a non-empty
+    ``counters_since_delta_snapshot``; LangGraph.js's ``delta_writes_versioned``;
+    a ``_DeltaSnapshot`` in ``channel_values`` (which covers a thread head where
+    LangGraph dropped the counters after every delta channel snapshotted).
+    A present marker that is not exactly ``"full"`` counts as delta (fail closed).
+    """
+    if obj is None:
+        return False
+    metadata = getattr(obj, "metadata", None)
+    checkpoint = getattr(obj, "checkpoint", None)
+    if metadata is not None or checkpoint is not None:
+        # CheckpointTuple (metadata + checkpoint) or StateSnapshot (metadata).
+        return metadata_uses_delta(metadata) or _channel_values_use_delta(checkpoint)
+    if isinstance(obj, Mapping):
+        if "channel_values" in obj or "channel_versions" in obj:
+            return _channel_values_use_delta(obj) or bool(obj.get(_JS_DELTA_KEY))
+        return metadata_uses_delta(obj)
+    return False
+
+
+class ModeFreeze:
+    """Holds one process's channel mode and snapshot frequency.
+
+    ``freeze`` records the first values and accepts the same values again; a
+    different value raises ``CheckpointModeReconfigurationError``. An invalid
+    value raises ``ConfigError`` and freezes nothing. Tests build a fresh
+    instance instead of touching ``PROCESS_MODE``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mode: ChannelMode | None = None
+        self._frequency: int | None = None
+
+    @property
+    def mode(self) -> ChannelMode | None:
+        """The frozen mode, or ``None`` before the first freeze."""
+        return self._mode
+
+    @property
+    def snapshot_frequency(self) -> int | None:
+        """The frozen snapshot frequency, or ``None`` before the first freeze."""
+        return self._frequency
+
+    def freeze(
+        self, mode: ChannelMode | str, snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
+    ) -> tuple[ChannelMode, int]:
+        """Freeze ``mode`` and ``snapshot_frequency`` (validated first) and return them."""
+        parsed_mode = parse_mode(mode)
+        frequency = parse_snapshot_frequency(snapshot_frequency)
+        with self._lock:
+            if self._mode is not None and self._mode is not parsed_mode:
+                raise CheckpointModeReconfigurationError(
+                    f"this process already runs in {self._mode.value!r} channel mode; "
+                    f"{parsed_mode.value!r} was requested. The mode is frozen per process: "
+                    "change the configuration and restart."
+                )
+            if self._frequency is not None and self._frequency != frequency:
+                raise CheckpointModeReconfigurationError(
+                    f"this process already uses snapshot_frequency={self._frequency}; "
+                    f"{frequency} was requested. It is frozen with the mode: change the "
+                    "configuration and restart every process sharing the database."
+                )
+            self._mode, self._frequency = parsed_mode, frequency
+        return parsed_mode, frequency
+
+    def resolve_frequency(self, explicit: int | None = None) -> int:
+        """The snapshot frequency to use: ``explicit``, else the frozen one, else the default."""
+        if explicit is not None:
+            return parse_snapshot_frequency(explicit)
+        return self._frequency if self._frequency is not None else DEFAULT_SNAPSHOT_FREQUENCY
+
+
+PROCESS_MODE = ModeFreeze()
+"""The process-wide freeze used by ``open_checkpointer`` and the schema helpers."""

@@ -1,0 +1,207 @@
+"""State schema helpers: the exact ``add_messages`` delta reducer and mode-matched schemas.
+
+``DeltaChannel`` calls its reducer as ``reducer(state, [write, write, ...])`` and
+needs it batching-invariant. ``add_messages`` has the right semantics but the
+wrong shape (one update at a time), and folding it is quadratic: every call
+copies the list and rebuilds the id index. ``merge_message_writes`` gives the
+fold's exact result in one pass over the state plus the writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired, Required, get_origin, get_type_hints
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    RemoveMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from typing_extensions import TypedDict, is_typeddict
+
+from ._modes import PROCESS_MODE, ChannelMode, parse_mode, parse_snapshot_frequency
+
+__all__ = ["delta_messages_field", "merge_message_writes", "state_schema_for_mode"]
+
+MESSAGES_KEY = "messages"
+
+
+def _as_messages(value: Any) -> list[Any]:
+    # Same coercion add_messages applies to each side: a non-list becomes a
+    # one-item list; anything but plain (non-chunk) messages is converted.
+    items = value if isinstance(value, list) else [value]
+    if all(
+        issubclass(t, BaseMessage) and not issubclass(t, BaseMessageChunk)
+        for t in set(map(type, items))
+    ):
+        return items
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+
+
+def _null_argument_error(left_given: bool) -> ValueError:
+    # add_messages names the side it *did* receive, judged by truthiness.
+    side = "left" if left_given else "right"
+    return ValueError(
+        f"Must specify non-null arguments for both 'left' and 'right'. Only received: '{side}'."
+    )
+
+
+class _Merger:
+    """The fold state: a list with tombstones plus an id -> positions index.
+
+    ``add_messages`` indexes ``{id: position}`` so a repeated id (possible only
+    after ``REMOVE_ALL_MESSAGES``, whose tail is kept as given) resolves to its last
+    position for replacement, while removal drops every position with that id.
+    """
+
+    __slots__ = ("index", "items")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items: list[Any] = list(items)
+        self.index: dict[Any, list[int]] = {}
+        for pos, m in enumerate(self.items):
+            self.index.setdefault(m.id, []).append(pos)
+
+    def apply(self, right: list[Any]) -> None:
+        remove_all_at = None
+        for i, m in enumerate(right):
+            if m.id is None:
+                m.id = str(uuid.uuid4())
+            if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES:
+                remove_all_at = i
+        if remove_all_at is not None:
+            self.__init__(right[remove_all_at + 1 :])  # type: ignore[misc]
+            return
+        to_remove: set[Any] = set()
+        for m in right:
+            positions = self.index.get(m.id)
+            if positions is not None:
+                if isinstance(m, RemoveMessage):
+                    to_remove.add(m.id)
+                else:
+                    to_remove.discard(m.id)
+                    self.items[positions[-1]] = m
+            elif isinstance(m, RemoveMessage):
+                raise ValueError(
+                    f"Attempting to delete a message with an ID that doesn't exist ('{m.id}')"
+                )
+            else:
+                self.index[m.id] = [len(self.items)]
+                self.items.append(m)
+        for mid in to_remove:
+            for pos in self.index.pop(mid):
+                self.items[pos] = _TOMBSTONE
+
+    def result(self) -> list[Any]:
+        return [m for m in self.items if m is not _TOMBSTONE]
+
+
+_TOMBSTONE: Any = object()
+
+
+def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
+    """Merge a batch of message writes into ``state`` exactly as folding
+    ``add_messages`` over them would, in time linear in ``len(state)`` plus the writes.
+
+    ``writes`` is a sequence of updates, each what a node may return for an
+    ``add_messages`` channel (a message, a list, a dict, a tuple, a string, chunks,
+    ``RemoveMessage``, ``REMOVE_ALL_MESSAGES``). Ids are assigned to id-less messages
+    in place, as ``add_messages`` does; unknown-id removals and null arguments raise
+    the same ``ValueError``. Batching-invariant, so it is a valid ``DeltaChannel``
+    reducer: ``merge(merge(s, a), b) == merge(s, a + b)``. Empty ``writes`` return
+    ``state`` unchanged.
+    """
+    if not writes:
+        return state
+    if state is None:
+        raise _null_argument_error(left_given=False)
+    merger: _Merger | None = None
+    for write in writes:
+        if merger is None:
+            # add_messages coerces both sides before it assigns the left side's ids.
+            if write is None:
+                raise _null_argument_error(left_given=bool(state))
+            left = _as_messages(state)
+            right = _as_messages(write)
+            for m in left:
+                if m.id is None:
+                    m.id = str(uuid.uuid4())
+            merger = _Merger(left)
+        else:
+            if write is None:
+                raise _null_argument_error(left_given=bool(merger.result()))
+            right = _as_messages(write)
+        merger.apply(right)
+    assert merger is not None
+    return merger.result()
+
+
+def delta_messages_field(snapshot_frequency: int = 10) -> Any:
+    """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, ...)]``: a
+    ``messages`` field stored as deltas with a ``_DeltaSnapshot`` every
+    ``snapshot_frequency`` updates (an ``int >= 1``, else ``ConfigError``)."""
+    frequency = parse_snapshot_frequency(snapshot_frequency)
+    return Annotated[
+        list[AnyMessage],
+        DeltaChannel(merge_message_writes, snapshot_frequency=frequency),
+    ]
+
+
+_derived: dict[tuple[Any, int], type] = {}
+_derived_lock = threading.Lock()
+
+
+def _rewrap(original: Any, replacement: Any) -> Any:
+    origin = get_origin(original)
+    if origin is Required:
+        return Required[replacement]
+    if origin is NotRequired:
+        return NotRequired[replacement]
+    return replacement
+
+
+def _derive(schema: Any, frequency: int) -> type:
+    hints = get_type_hints(schema, include_extras=True)
+    fields = dict(hints)
+    field = delta_messages_field(frequency)
+    fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
+    total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
+    name = f"{getattr(schema, '__name__', 'State')}Delta{frequency}"
+    derived = TypedDict(name, fields, total=total)  # type: ignore[operator]
+    derived.__module__ = getattr(schema, "__module__", __name__)
+    derived.__doc__ = (
+        f"{name}: {getattr(schema, '__name__', schema)!r} with 'messages' stored as deltas "
+        f"(snapshot every {frequency} updates)."
+    )
+    return derived  # type: ignore[no-any-return]
+
+
+def state_schema_for_mode(
+    schema: Any, mode: ChannelMode | str, *, snapshot_frequency: int | None = None
+) -> Any:
+    """The state schema a graph should be compiled with in ``mode``.
+
+    Full mode returns ``schema`` unchanged. Delta mode returns a derived
+    ``TypedDict`` whose ``messages`` field is ``delta_messages_field(F)`` (added when
+    ``schema`` has none) and every other field exactly as declared, reducers and
+    Union types included. ``F`` is ``snapshot_frequency``, else the process's frozen
+    frequency, else 10. Derived schemas are cached per ``(schema, F)``, so every
+    call returns the same class.
+    """
+    if parse_mode(mode, key="mode") is ChannelMode.FULL:
+        return schema
+    frequency = PROCESS_MODE.resolve_frequency(snapshot_frequency)
+    key = (schema, frequency)
+    with _derived_lock:
+        derived = _derived.get(key)
+        if derived is None:
+            derived = _derived[key] = _derive(schema, frequency)
+    return derived
+

@@ -1,0 +1,274 @@
+"""``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
+
+Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every
+checkpoint it stores and otherwise passes everything through; it reads full
+threads as they are (the full -> delta migration path).
+
+Full mode refuses, with ``CheckpointModeMismatchError`` and before anything is
+handed out or written, every read that would return a delta checkpoint and every
+write onto one. Reads cost nothing extra: the gate inspects what the inner saver
+returned. Writes need the target's mode; the layer remembers the mode of every
+checkpoint it has read or written (a bounded map: a checkpoint's mode never
+changes), so in steady state a write costs no extra round trip, and at most one
+``get_tuple`` when the target was never seen.
+
+One ordering detail of LangGraph's loop shapes the write gate: it submits a new
+checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
+so ``put_writes(X)`` often arrives before ``put(X)``. Checkpoint ids are uuid6
+(time-ordered), so the layer also keeps, per thread and namespace, the newest
+full checkpoint id it has seen (its "frontier", ``""`` for a thread it found
+empty): ``put_writes`` onto an unseen id newer than the frontier is a checkpoint
+this process is creating and needs no read. Anything else unseen is read once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from cachetools import LRUCache
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from .._errors import CheckpointModeMismatchError
+from .._modes import (
+    MODE_METADATA_KEY,
+    ChannelMode,
+    checkpoint_uses_delta,
+    metadata_uses_delta,
+    parse_mode,
+)
+from ._layer import SaverLayer
+
+__all__ = ["GuardedSaver"]
+
+_Key = tuple[Any, str, str]
+_KNOWN_MODES_MAX = 10_000
+_FRONTIERS_MAX = 10_000
+
+
+def _thread_key(config: RunnableConfig) -> tuple[Any, str]:
+    conf = config.get("configurable") or {}
+    return (conf.get("thread_id"), conf.get("checkpoint_ns", "") or "")
+
+
+def _key(config: RunnableConfig) -> _Key | None:
+    conf = config.get("configurable") or {}
+    checkpoint_id = conf.get("checkpoint_id")
+    if not checkpoint_id:
+        return None
+    return (conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", checkpoint_id)
+
+
+def _mismatch(config: RunnableConfig, *, action: str) -> CheckpointModeMismatchError:
+    conf = config.get("configurable") or {}
+    return CheckpointModeMismatchError(
+        thread_id=str(conf.get("thread_id")),
+        checkpoint_ns=conf.get("checkpoint_ns", "") or "",
+        checkpoint_id=conf.get("checkpoint_id"),
+        mode=ChannelMode.FULL.value,
+        found=ChannelMode.DELTA.value,
+        action=action,
+    )
+
+
+class GuardedSaver(SaverLayer):
+    """Marker injection (delta mode) and the fail-closed gate (full mode).
+
+    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"``; anything else raises
+    ``ConfigError``. In delta mode every stored checkpoint carries the marker,
+    whatever the write path (graph run, ``update_state``, direct ``put``). In full
+    mode ``get_tuple``, every item of ``list`` and every write onto a delta
+    checkpoint raise ``CheckpointModeMismatchError`` first.
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], *, mode: ChannelMode | str) -> None:
+        super().__init__(inner)
+        self.mode = parse_mode(mode, key="mode")
+        self._known: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_MODES_MAX)
+        self._frontier: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
+        self._known_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
+
+    # -- shared logic (no I/O) -------------------------------------------------------
+
+    @property
+    def _full(self) -> bool:
+        return self.mode is ChannelMode.FULL
+
+    def _remember(self, key: _Key | None, is_delta: bool) -> None:
+        if key is None:
+            return
+        with self._known_lock:
+            self._known[key] = is_delta
+            if not is_delta:
+                thread = key[:2]
+                if key[2] > self._frontier.get(thread, ""):
+                    self._frontier[thread] = key[2]
+
+    def _recall(self, key: _Key | None, *, allow_new: bool = False) -> bool | None:
+        """True/False when the mode of the addressed checkpoint is known, else None.
+        With ``allow_new``, an id newer than the thread's frontier counts as full."""
+        if key is None:
+            return False  # no checkpoint addressed: nothing to write onto
+        with self._known_lock:
+            known = self._known.get(key)
+            if known is None and allow_new:
+                frontier = self._frontier.get(key[:2])
+                if frontier is not None and key[2] > frontier:
+                    return False
+            return known
+
+    def _admit(
+        self, tup: CheckpointTuple | None, config: RunnableConfig | None = None
+    ) -> CheckpointTuple | None:
+        """The read gate: hand ``tup`` out only if this mode may read it. ``config``
+        is the request of a ``get_tuple``: a thread found empty starts a frontier."""
+        if not self._full:
+            return tup
+        if tup is None:
+            if config is not None and _key(config) is None:
+                with self._known_lock:
+                    self._frontier.setdefault(_thread_key(config), "")
+            return tup
+        is_delta = checkpoint_uses_delta(tup)
+        self._remember(_key(tup.config), is_delta)
+        if is_delta:
+            raise _mismatch(tup.config, action="read")
+        return tup
+
+    def _stamp(self, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+               config: RunnableConfig) -> CheckpointMetadata:
+        """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
+        that itself carries delta evidence (a delta-schema graph on a full saver)."""
+        if not self._full:
+            stamped = dict(metadata)
+            stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
+            return stamped  # type: ignore[return-value]
+        if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
+            conf = config.get("configurable") or {}
+            raise _mismatch(
+                {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}},
+                action="write",
+            )
+        return metadata
+
+    def _check_parent(self, config: RunnableConfig, parent: CheckpointTuple | None) -> None:
+        is_delta = parent is not None and checkpoint_uses_delta(parent)
+        self._remember(_key(config), is_delta)
+        if is_delta:
+            raise _mismatch(config, action="write onto")
+
+    def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
+        # Recorded before the inner put, which may race with put_writes for it.
+        if self._full:
+            self._remember((*_thread_key(config), checkpoint["id"]), False)
+
+    # -- sync ---------------------------------------------------------------------------
+
+    def _gate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
+        if not self._full:
+            return
+        known = self._recall(_key(config), allow_new=allow_new)
+        if known is None:
+            self._check_parent(config, self.inner.get_tuple(config))
+        elif known:
+            raise _mismatch(config, action="write onto")
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._admit(self.inner.get_tuple(config), config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        items = self.inner.list(config, filter=filter, before=before, limit=limit)
+        if not self._full:
+            return items
+        return (t for t in items if self._admit(t) is not None)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        stamped = self._stamp(checkpoint, metadata, config)
+        self._gate_write_target(config)
+        self._storing(config, checkpoint)
+        return self.inner.put(config, checkpoint, stamped, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._gate_write_target(config, allow_new=True)
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+    # -- async (mirrors the sync block) -------------------------------------------------
+
+    async def _agate_write_target(
+        self, config: RunnableConfig, *, allow_new: bool = False
+    ) -> None:
+        if not self._full:
+            return
+        known = self._recall(_key(config), allow_new=allow_new)
+        if known is None:
+            self._check_parent(config, await self.inner.aget_tuple(config))
+        elif known:
+            raise _mismatch(config, action="write onto")
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._admit(await self.inner.aget_tuple(config), config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            admitted = self._admit(item)
+            if admitted is not None:
+                yield admitted
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        stamped = self._stamp(checkpoint, metadata, config)
+        await self._agate_write_target(config)
+        self._storing(config, checkpoint)
+        return await self.inner.aput(config, checkpoint, stamped, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._agate_write_target(config, allow_new=True)
+        await self.inner.aput_writes(config, writes, task_id, task_path)

@@ -1,0 +1,332 @@
+"""``SaverLayer``: the one base class every checkpoint-guard layer builds on.
+
+A layer wraps an ``inner`` saver and delegates every part of the
+``BaseCheckpointSaver`` contract to it unchanged; a concrete layer overrides only
+what it changes. Delegation is complete on purpose: a layer that forgot, say,
+``aget_delta_channel_history`` would silently fall back to the base-class walk
+(one ``get_tuple`` per ancestor) instead of the inner saver's 2-statement fast path.
+
+The optional maintenance methods (``prune``, ``copy_thread``, ``delete_for_runs``
+and their ``a*`` twins) are decided per inner saver: ``SaverLayer.__new__`` picks a
+subclass that defines exactly the ones the inner saver's type really implements,
+because LangGraph's conformance suite (and capability detection generally) asks
+``type(saver)`` whether it overrides a method.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+__all__ = ["OPTIONAL_METHODS", "SaverLayer", "implements", "unwrap"]
+
+OPTIONAL_METHODS: tuple[str, ...] = (
+    "prune",
+    "aprune",
+    "copy_thread",
+    "acopy_thread",
+    "delete_for_runs",
+    "adelete_for_runs",
+)
+
+
+def implements(saver_type: type, method: str) -> bool:
+    """Whether ``saver_type`` overrides ``BaseCheckpointSaver.<method>`` (the test
+    LangGraph's conformance suite uses for optional capabilities)."""
+    base = getattr(BaseCheckpointSaver, method, None)
+    impl = getattr(saver_type, method, None)
+    return impl is not None and impl is not base
+
+
+def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
+    """Return the innermost saver below any number of layers (``saver`` itself if
+    it is not a layer)."""
+    while isinstance(saver, SaverLayer):
+        saver = saver.inner
+    return saver
+
+
+class _Prune:
+    inner: BaseCheckpointSaver[Any]
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Delegate to the inner saver's ``prune``."""
+        self.inner.prune(thread_ids, strategy=strategy)
+
+
+class _APrune:
+    inner: BaseCheckpointSaver[Any]
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Delegate to the inner saver's ``aprune``."""
+        await self.inner.aprune(thread_ids, strategy=strategy)
+
+
+class _CopyThread:
+    inner: BaseCheckpointSaver[Any]
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Delegate to the inner saver's ``copy_thread``."""
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+
+class _ACopyThread:
+    inner: BaseCheckpointSaver[Any]
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Delegate to the inner saver's ``acopy_thread``."""
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+
+class _DeleteForRuns:
+    inner: BaseCheckpointSaver[Any]
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delegate to the inner saver's ``delete_for_runs``."""
+        self.inner.delete_for_runs(run_ids)
+
+
+class _ADeleteForRuns:
+    inner: BaseCheckpointSaver[Any]
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delegate to the inner saver's ``adelete_for_runs``."""
+        await self.inner.adelete_for_runs(run_ids)
+
+
+_MIXINS: dict[str, type] = {
+    "prune": _Prune,
+    "aprune": _APrune,
+    "copy_thread": _CopyThread,
+    "acopy_thread": _ACopyThread,
+    "delete_for_runs": _DeleteForRuns,
+    "adelete_for_runs": _ADeleteForRuns,
+}
+
+
+class SaverLayer(BaseCheckpointSaver[Any]):
+    """Base of every layer: wraps ``inner`` and delegates the whole saver contract.
+
+    Subclasses override the methods they change and call ``self.inner`` for the
+    rest. ``serde`` is always the inner saver's. ``with_allowlist`` returns a copy of
+    the layer over ``inner.with_allowlist(...)``. Attributes a layer does not have
+    (``conn``, ``storage``, ...) are read from the inner saver.
+    """
+
+    inner: BaseCheckpointSaver[Any]
+    _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
+
+    def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Self:
+        served = frozenset(m for m in OPTIONAL_METHODS if implements(type(inner), m))
+        return object.__new__(cls._variant(served))
+
+    @classmethod
+    def _variant(cls, served: frozenset[str]) -> type[Self]:
+        # Methods the layer class defines itself win over the delegating mixins.
+        missing = [m for m in OPTIONAL_METHODS if m in served and not implements(cls, m)]
+        if not missing:
+            return cls
+        key = (cls, frozenset(missing))
+        variant = SaverLayer._variants.get(key)
+        if variant is None:
+            mixins = tuple(_MIXINS[m] for m in missing)
+            variant = type(cls.__name__, (*mixins, cls), {"__module__": cls.__module__,
+                                                          "__qualname__": cls.__qualname__})
+            SaverLayer._variants[key] = variant
+        return variant  # type: ignore[return-value]
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        if not isinstance(inner, BaseCheckpointSaver):
+            raise TypeError(
+                f"{type(self).__name__} wraps a BaseCheckpointSaver; got {type(inner).__name__}"
+            )
+        # BaseCheckpointSaver.__init__ would set our own serde; ours is the inner's.
+        self.inner = inner
+
+    def __copy__(self) -> Self:
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    # -- identity ------------------------------------------------------------------
+
+    @property  # type: ignore[override]
+    def serde(self) -> SerializerProtocol:
+        """The inner saver's serializer (shared, so encryption carries through)."""
+        return self.inner.serde
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        self.inner.serde = value
+
+    @property
+    def config_specs(self) -> list[Any]:
+        """The inner saver's configuration specs."""
+        return self.inner.config_specs
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes the layer lacks: inner extras such as
+        # ``conn``, ``storage``, ``from_conn_string`` results' handles, ...
+        if name == "inner" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
+        """A copy of this layer over ``inner.with_allowlist(extra_allowlist)``
+        (``self`` when the inner saver returns itself)."""
+        new_inner = self.inner.with_allowlist(extra_allowlist)
+        if new_inner is self.inner:
+            return self
+        return self._rebuild(new_inner)
+
+    def _rebuild(self, new_inner: BaseCheckpointSaver[Any]) -> Self:
+        """A shallow copy of this layer over ``new_inner``, sharing its other state."""
+        clone = self.__copy__()
+        clone.inner = new_inner
+        return clone
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def setup(self) -> Any:
+        """Call the inner saver's ``setup`` (a coroutine for async savers)."""
+        setup = getattr(self.inner, "setup", None)
+        return setup() if setup is not None else None
+
+    async def asetup(self) -> None:
+        """Run the inner saver's ``setup`` (async or sync) to completion."""
+        result = self.setup()
+        if inspect.isawaitable(result):
+            await result
+
+    def __enter__(self) -> Self:
+        enter = getattr(self.inner, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        exit_ = getattr(self.inner, "__exit__", None)
+        return exit_(exc_type, exc, tb) if exit_ is not None else None
+
+    async def __aenter__(self) -> Self:
+        enter = getattr(self.inner, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        exit_ = getattr(self.inner, "__aexit__", None)
+        return await exit_(exc_type, exc, tb) if exit_ is not None else None
+
+    # -- sync contract ---------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.inner.get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self.inner.list(config, filter=filter, before=before, limit=limit)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.inner.put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.inner.delete_thread(thread_id)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+    # -- async contract --------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.inner.aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.inner.adelete_thread(thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+
