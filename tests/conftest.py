@@ -133,7 +133,10 @@ class Store:
             assert self.pg is not None
             url, schema = self.pg
             with psycopg.connect(
-                url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                url,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
                 options=f"-c search_path={schema}",
             ) as pconn:
                 psaver = PostgresSaver(pconn)
@@ -147,7 +150,10 @@ class Store:
             assert self.pg is not None
             url, schema = self.pg
             async with await psycopg.AsyncConnection.connect(
-                url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                url,
+                autocommit=True,
+                prepare_threshold=0,
+                row_factory=dict_row,
                 options=f"-c search_path={schema}",
             ) as apconn:
                 apsaver = AsyncPostgresSaver(apconn)
@@ -189,8 +195,12 @@ SYNC_KINDS = ("memory", "sqlite", "postgres")
 ASYNC_KINDS = ("memory", "aiosqlite", "apostgres")
 # (backend kind, api) pairs: every saver through the API it supports.
 KIND_APIS = [
-    ("memory", "sync"), ("memory", "async"), ("sqlite", "sync"),
-    ("aiosqlite", "async"), ("postgres", "sync"), ("apostgres", "async"),
+    ("memory", "sync"),
+    ("memory", "async"),
+    ("sqlite", "sync"),
+    ("aiosqlite", "async"),
+    ("postgres", "sync"),
+    ("apostgres", "async"),
 ]
 
 

@@ -85,40 +85,54 @@ class Driver:
             return [s async for s in graph.aget_state_history(config, **kw)]
         return list(graph.get_state_history(config, **kw))
 
-    async def update_state(self, graph: Any, config: RunnableConfig, values: Any,
-                           as_node: str | None = None) -> RunnableConfig:
+    async def update_state(
+        self, graph: Any, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
         if self.is_async:
             return await graph.aupdate_state(config, values, as_node=as_node)
         return graph.update_state(config, values, as_node=as_node)
 
-    async def get_tuple(self, saver: BaseCheckpointSaver[Any],
-                        config: RunnableConfig) -> CheckpointTuple | None:
+    async def get_tuple(
+        self, saver: BaseCheckpointSaver[Any], config: RunnableConfig
+    ) -> CheckpointTuple | None:
         if self.is_async:
             return await saver.aget_tuple(config)
         return saver.get_tuple(config)
 
-    async def list(self, saver: BaseCheckpointSaver[Any], config: RunnableConfig | None,
-                   **kw: Any) -> list[CheckpointTuple]:
+    async def list(
+        self, saver: BaseCheckpointSaver[Any], config: RunnableConfig | None, **kw: Any
+    ) -> list[CheckpointTuple]:
         if self.is_async:
             return [t async for t in saver.alist(config, **kw)]
         return list(saver.list(config, **kw))
 
-    async def put(self, saver: BaseCheckpointSaver[Any], config: RunnableConfig,
-                  checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                  versions: ChannelVersions) -> RunnableConfig:
+    async def put(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        versions: ChannelVersions,
+    ) -> RunnableConfig:
         if self.is_async:
             return await saver.aput(config, checkpoint, metadata, versions)
         return saver.put(config, checkpoint, metadata, versions)
 
-    async def put_writes(self, saver: BaseCheckpointSaver[Any], config: RunnableConfig,
-                         writes: Sequence[tuple[str, Any]], task_id: str) -> None:
+    async def put_writes(
+        self,
+        saver: BaseCheckpointSaver[Any],
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+    ) -> None:
         if self.is_async:
             await saver.aput_writes(config, writes, task_id)
         else:
             saver.put_writes(config, writes, task_id)
 
-    async def delta_history(self, saver: BaseCheckpointSaver[Any], config: RunnableConfig,
-                            channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+    async def delta_history(
+        self, saver: BaseCheckpointSaver[Any], config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
         if self.is_async:
             return await saver.aget_delta_channel_history(config=config, channels=channels)
         return saver.get_delta_channel_history(config=config, channels=channels)
@@ -131,14 +145,21 @@ async def run_turns(driver: Driver, graph: Any, thread_id: str, turns: range) ->
 
 def strip_mode(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """Metadata without the things that legitimately differ between stacks/modes."""
-    return {k: v for k, v in metadata.items()
-            if k not in (MODE_METADATA_KEY, "counters_since_delta_snapshot", "run_id")}
+    return {
+        k: v
+        for k, v in metadata.items()
+        if k not in (MODE_METADATA_KEY, "counters_since_delta_snapshot", "run_id")
+    }
 
 
 def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
     """What a user sees of a StateSnapshot, without ids and timestamps."""
-    return (snapshot.values, snapshot.next, strip_mode(snapshot.metadata or {}),
-            [t.name for t in snapshot.tasks])
+    return (
+        snapshot.values,
+        snapshot.next,
+        strip_mode(snapshot.metadata or {}),
+        [t.name for t in snapshot.tasks],
+    )
 
 
 class CountingSaver(SaverLayer):
@@ -172,7 +193,9 @@ class CountingSaver(SaverLayer):
         self.calls["get_tuple"] += 1
         return await super().aget_tuple(config)
 
-    async def alist(self, config: RunnableConfig | None, **kw: Any) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self, config: RunnableConfig | None, **kw: Any
+    ) -> AsyncIterator[CheckpointTuple]:
         self.calls["list"] += 1
         async for item in super().alist(config, **kw):
             yield item

@@ -36,7 +36,9 @@ async def test_wrapped_graph_behaves_exactly_like_raw(store: Store, mode: str) -
         # update_state on an old checkpoint, then one more turn, on both.
         for graph, tid in ((raw_graph, "raw"), (wrapped_graph, "wrapped")):
             old = (await drv.history(graph, cfg(tid)))[4].config
-            forked = await drv.update_state(graph, old, {"messages": [HumanMessage("edit", id="e")]})
+            forked = await drv.update_state(
+                graph, old, {"messages": [HumanMessage("edit", id="e")]}
+            )
             await drv.invoke(graph, None, forked)
             await drv.invoke(graph, human(99), cfg(tid))
 
@@ -73,7 +75,9 @@ async def test_delta_marker_on_every_write_path(store: Store) -> None:
         direct = await drv.get_tuple(raw, cfg("t", checkpoint_id=checkpoint["id"]))
         assert direct is not None
         assert {k: v for k, v in direct.metadata.items() if k != MODE_METADATA_KEY} == {
-            "source": "update", "step": 99}
+            "source": "update",
+            "step": 99,
+        }
 
 
 async def test_full_mode_refuses_delta_thread_and_writes_nothing(store: Store) -> None:
@@ -117,8 +121,9 @@ async def test_full_mode_gate_on_direct_saver_calls(store: Store) -> None:
         # writes onto the delta head: a fresh guard has never seen it (one read), and a
         # guard that has seen it refuses from memory.
         for guard in (GuardedSaver(raw, mode="full"), full):
-            child = dict(head.checkpoint, id="1f000000-0000-6000-8000-0000000000aa",
-                         channel_values={})
+            child = dict(
+                head.checkpoint, id="1f000000-0000-6000-8000-0000000000aa", channel_values={}
+            )
             with pytest.raises(CheckpointModeMismatchError):
                 await drv.put(guard, head.config, child, {"source": "update", "step": 9}, {})
             with pytest.raises(CheckpointModeMismatchError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -31,14 +31,11 @@ _JS_DELTA_KEY = "delta_writes_versioned"
 DEFAULT_SNAPSHOT_FREQUENCY = 10
 
 
-class ChannelMode(str, Enum):
+class ChannelMode(StrEnum):
     """How the ``messages`` channel is stored: whole (``full``) or as deltas."""
 
     FULL = "full"
     DELTA = "delta"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def parse_mode(value: object, *, key: str = "channel_mode") -> ChannelMode:

@@ -42,7 +42,7 @@ def _as_messages(value: Any) -> list[Any]:
         for t in set(map(type, items))
     ):
         return items
-    return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
 
 
 def _null_argument_error(left_given: bool) -> ValueError:
@@ -167,6 +167,10 @@ def _rewrap(original: Any, replacement: Any) -> Any:
     return replacement
 
 
+# The functional form, called with a computed name and fields.
+_make_typeddict: Any = TypedDict
+
+
 def _derive(schema: Any, frequency: int) -> type:
     hints = get_type_hints(schema, include_extras=True)
     fields = dict(hints)
@@ -174,13 +178,13 @@ def _derive(schema: Any, frequency: int) -> type:
     fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
     total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
     name = f"{getattr(schema, '__name__', 'State')}Delta{frequency}"
-    derived = TypedDict(name, fields, total=total)  # type: ignore[operator]
+    derived: type = _make_typeddict(name, fields, total=total)
     derived.__module__ = getattr(schema, "__module__", __name__)
     derived.__doc__ = (
         f"{name}: {getattr(schema, '__name__', schema)!r} with 'messages' stored as deltas "
         f"(snapshot every {frequency} updates)."
     )
-    return derived  # type: ignore[no-any-return]
+    return derived
 
 
 def state_schema_for_mode(
@@ -204,4 +208,3 @@ def state_schema_for_mode(
         if derived is None:
             derived = _derived[key] = _derive(schema, frequency)
     return derived
-

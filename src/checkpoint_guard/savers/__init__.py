@@ -13,9 +13,17 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._modes import ChannelMode
 from ._guard import GuardedSaver
-from ._layer import OPTIONAL_METHODS, SaverLayer, implements, unwrap
+from ._layer import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements, unwrap
 
-__all__ = ["OPTIONAL_METHODS", "GuardedSaver", "SaverLayer", "implements", "unwrap", "wrap"]
+__all__ = [
+    "CAPABILITY_METHODS",
+    "OPTIONAL_METHODS",
+    "GuardedSaver",
+    "SaverLayer",
+    "implements",
+    "unwrap",
+    "wrap",
+]
 
 
 def wrap(

@@ -146,8 +146,9 @@ class GuardedSaver(SaverLayer):
             raise _mismatch(tup.config, action="read")
         return tup
 
-    def _stamp(self, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-               config: RunnableConfig) -> CheckpointMetadata:
+    def _stamp(
+        self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
+    ) -> CheckpointMetadata:
         """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
         if not self._full:
@@ -224,9 +225,7 @@ class GuardedSaver(SaverLayer):
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
-    async def _agate_write_target(
-        self, config: RunnableConfig, *, allow_new: bool = False
-    ) -> None:
+    async def _agate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
         if not self._full:
             return
         known = self._recall(_key(config), allow_new=allow_new)

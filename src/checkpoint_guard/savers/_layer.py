@@ -6,11 +6,12 @@ what it changes. Delegation is complete on purpose: a layer that forgot, say,
 ``aget_delta_channel_history`` would silently fall back to the base-class walk
 (one ``get_tuple`` per ancestor) instead of the inner saver's 2-statement fast path.
 
-The optional maintenance methods (``prune``, ``copy_thread``, ``delete_for_runs``
-and their ``a*`` twins) are decided per inner saver: ``SaverLayer.__new__`` picks a
-subclass that defines exactly the ones the inner saver's type really implements,
-because LangGraph's conformance suite (and capability detection generally) asks
-``type(saver)`` whether it overrides a method.
+Capabilities are decided per inner saver. LangGraph's conformance suite (and
+capability detection generally) asks ``type(saver)`` whether it overrides a
+method, so ``SaverLayer.__new__`` returns a subclass in which every capability
+method the inner saver's type does not implement (``aput_writes`` on the sync
+``SqliteSaver``, ``prune`` on ``InMemorySaver``, ...) is reset to the
+``BaseCheckpointSaver`` original: the layer claims exactly what it can serve.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["OPTIONAL_METHODS", "SaverLayer", "implements", "unwrap"]
+__all__ = ["CAPABILITY_METHODS", "OPTIONAL_METHODS", "SaverLayer", "implements", "unwrap"]
 
 OPTIONAL_METHODS: tuple[str, ...] = (
     "prune",
@@ -40,6 +41,21 @@ OPTIONAL_METHODS: tuple[str, ...] = (
     "acopy_thread",
     "delete_for_runs",
     "adelete_for_runs",
+)
+# Every method whose presence is a capability (the conformance suite's map, plus
+# the sync twins).
+CAPABILITY_METHODS: tuple[str, ...] = (
+    "put",
+    "aput",
+    "put_writes",
+    "aput_writes",
+    "get_tuple",
+    "aget_tuple",
+    "list",
+    "alist",
+    "delete_thread",
+    "adelete_thread",
+    *OPTIONAL_METHODS,
 )
 
 
@@ -59,64 +75,6 @@ def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
     return saver
 
 
-class _Prune:
-    inner: BaseCheckpointSaver[Any]
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Delegate to the inner saver's ``prune``."""
-        self.inner.prune(thread_ids, strategy=strategy)
-
-
-class _APrune:
-    inner: BaseCheckpointSaver[Any]
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Delegate to the inner saver's ``aprune``."""
-        await self.inner.aprune(thread_ids, strategy=strategy)
-
-
-class _CopyThread:
-    inner: BaseCheckpointSaver[Any]
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Delegate to the inner saver's ``copy_thread``."""
-        self.inner.copy_thread(source_thread_id, target_thread_id)
-
-
-class _ACopyThread:
-    inner: BaseCheckpointSaver[Any]
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Delegate to the inner saver's ``acopy_thread``."""
-        await self.inner.acopy_thread(source_thread_id, target_thread_id)
-
-
-class _DeleteForRuns:
-    inner: BaseCheckpointSaver[Any]
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delegate to the inner saver's ``delete_for_runs``."""
-        self.inner.delete_for_runs(run_ids)
-
-
-class _ADeleteForRuns:
-    inner: BaseCheckpointSaver[Any]
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delegate to the inner saver's ``adelete_for_runs``."""
-        await self.inner.adelete_for_runs(run_ids)
-
-
-_MIXINS: dict[str, type] = {
-    "prune": _Prune,
-    "aprune": _APrune,
-    "copy_thread": _CopyThread,
-    "acopy_thread": _ACopyThread,
-    "delete_for_runs": _DeleteForRuns,
-    "adelete_for_runs": _ADeleteForRuns,
-}
-
-
 class SaverLayer(BaseCheckpointSaver[Any]):
     """Base of every layer: wraps ``inner`` and delegates the whole saver contract.
 
@@ -130,23 +88,22 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
 
     def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Self:
-        served = frozenset(m for m in OPTIONAL_METHODS if implements(type(inner), m))
-        return object.__new__(cls._variant(served))
+        lacking = frozenset(m for m in CAPABILITY_METHODS if not implements(type(inner), m))
+        return object.__new__(cls._variant(lacking))
 
     @classmethod
-    def _variant(cls, served: frozenset[str]) -> type[Self]:
-        # Methods the layer class defines itself win over the delegating mixins.
-        missing = [m for m in OPTIONAL_METHODS if m in served and not implements(cls, m)]
-        if not missing:
+    def _variant(cls, lacking: frozenset[str]) -> type[Self]:
+        """``cls`` with the methods in ``lacking`` reset to the base originals."""
+        if not lacking:
             return cls
-        key = (cls, frozenset(missing))
+        key = (cls, lacking)
         variant = SaverLayer._variants.get(key)
         if variant is None:
-            mixins = tuple(_MIXINS[m] for m in missing)
-            variant = type(cls.__name__, (*mixins, cls), {"__module__": cls.__module__,
-                                                          "__qualname__": cls.__qualname__})
+            body: dict[str, Any] = {m: getattr(BaseCheckpointSaver, m) for m in lacking}
+            body.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
+            variant = type(cls.__name__, (cls,), body)
             SaverLayer._variants[key] = variant
-        return variant  # type: ignore[return-value]
+        return variant
 
     def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
         if not isinstance(inner, BaseCheckpointSaver):
@@ -163,7 +120,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
 
     # -- identity ------------------------------------------------------------------
 
-    @property  # type: ignore[override]
+    @property
     def serde(self) -> SerializerProtocol:
         """The inner saver's serializer (shared, so encryption carries through)."""
         return self.inner.serde
@@ -330,3 +287,22 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     ) -> Mapping[str, DeltaChannelHistory]:
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
+    # -- optional maintenance (reset to the base original when the inner lacks it) --
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.inner.prune(thread_ids, strategy=strategy)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.inner.aprune(thread_ids, strategy=strategy)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.inner.delete_for_runs(run_ids)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.inner.adelete_for_runs(run_ids)

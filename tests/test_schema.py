@@ -1,0 +1,236 @@
+"""merge_message_writes equals folding add_messages; mode-matched schemas."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NotRequired, get_type_hints
+from unittest import mock
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from typing_extensions import TypedDict
+
+from checkpoint_guard import (
+    ConfigError,
+    delta_messages_field,
+    merge_message_writes,
+    state_schema_for_mode,
+)
+
+IDS = st.sampled_from(["a", "b", "c", None])
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Any:
+    mid = draw(IDS)
+    content = draw(st.sampled_from(["x", "y", "hello", ""]))
+    kind = draw(st.sampled_from(["human", "ai", "system", "chunk", "dict", "tuple", "str"]))
+    if kind == "human":
+        return HumanMessage(content, id=mid)
+    if kind == "ai":
+        return AIMessage(content, id=mid)
+    if kind == "system":
+        return SystemMessage(content, id=mid)
+    if kind == "chunk":
+        return AIMessageChunk(content=content, id=mid)
+    if kind == "dict":
+        return {"role": "user", "content": content, **({"id": mid} if mid else {})}
+    if kind == "tuple":
+        return ("assistant", content)
+    return content
+
+
+removals = st.one_of(
+    st.sampled_from(["a", "b", "c", "zz"]).map(lambda i: RemoveMessage(id=i)),
+    st.just(RemoveMessage(id=REMOVE_ALL_MESSAGES)),
+)
+items = st.one_of(messages(), removals)
+writes_st = st.lists(st.one_of(items, st.lists(items, max_size=5)), max_size=6)
+states = st.lists(
+    st.builds(lambda c, i: HumanMessage(c, id=i), st.sampled_from(["s", "t"]), IDS), max_size=4
+)
+
+
+@contextmanager
+def counting_uuid() -> Iterator[None]:
+    """Deterministic uuid4 (a fresh counter), so folded and merged ids compare."""
+    counter = itertools.count()
+    with mock.patch.object(uuid, "uuid4", lambda: uuid.UUID(int=next(counter))):
+        yield
+
+
+def _outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", fn())
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def _fold(state: Any, writes: list[Any]) -> Any:
+    return functools.reduce(add_messages, writes, state)
+
+
+@given(state=states, writes=writes_st)
+# a duplicate id (kept by REMOVE_ALL's tail) is replaced at its last position
+@example(
+    state=[],
+    writes=[
+        [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            HumanMessage("1", id="a"),
+            HumanMessage("2", id="a"),
+        ],
+        AIMessage("3", id="a"),
+    ],
+)
+# remove then re-add one id in one write keeps it in place; across writes it moves last
+@example(
+    state=[HumanMessage("s", id="a"), HumanMessage("t", id="b")],
+    writes=[[RemoveMessage(id="a"), AIMessage("n", id="a")]],
+)
+@example(
+    state=[HumanMessage("s", id="a"), HumanMessage("t", id="b")],
+    writes=[RemoveMessage(id="a"), AIMessage("n", id="a")],
+)
+def test_merge_equals_folding_add_messages(state: Any, writes: Any) -> None:
+    with counting_uuid():
+        expected = _outcome(lambda: _fold(copy.deepcopy(state), copy.deepcopy(writes)))
+    with counting_uuid():
+        got = _outcome(lambda: merge_message_writes(copy.deepcopy(state), copy.deepcopy(writes)))
+    assert got == expected
+
+
+@given(state=states, writes=writes_st, cut=st.integers(0, 6))
+def test_merge_is_batching_invariant(state: Any, writes: Any, cut: int) -> None:
+    with counting_uuid():
+        once = _outcome(lambda: merge_message_writes(copy.deepcopy(state), copy.deepcopy(writes)))
+    head, tail = copy.deepcopy(writes[:cut]), copy.deepcopy(writes[cut:])
+    with counting_uuid():
+        twice = _outcome(
+            lambda: merge_message_writes(merge_message_writes(copy.deepcopy(state), head), tail)
+        )
+    assert twice == once
+
+
+def test_merge_edge_cases_match_add_messages() -> None:
+    assert merge_message_writes([HumanMessage("x", id="1")], []) == [HumanMessage("x", id="1")]
+    with pytest.raises(ValueError, match="doesn't exist \\('nope'\\)"):
+        merge_message_writes([], [RemoveMessage(id="nope")])
+    with pytest.raises(ValueError, match="Only received: 'right'"):
+        merge_message_writes(None, [[HumanMessage("x")]])
+    with pytest.raises(ValueError, match="Only received: 'left'"):
+        merge_message_writes([HumanMessage("x", id="1")], [None])
+    state = [HumanMessage("x", id="1")]
+    out = merge_message_writes(state, [[AIMessage("y", id="1")]])
+    assert out == [AIMessage("y", id="1")] and state == [HumanMessage("x", id="1")]
+
+
+def test_merge_is_linear_not_quadratic() -> None:
+    """Counts work, not time: one pass touches each message a bounded number of times."""
+    state = [HumanMessage(str(i), id=str(i)) for i in range(20_000)]
+    writes = [[AIMessage("r", id=f"n{i}")] for i in range(2_000)]
+    calls = 0
+    original = list.append
+
+    class CountingList(list):  # type: ignore[type-arg]
+        def append(self, item: Any) -> None:
+            nonlocal calls
+            calls += 1
+            original(self, item)
+
+    import checkpoint_guard._schema as schema_module
+
+    merger = schema_module._Merger(state)
+    merger.items = CountingList(merger.items)
+    for w in writes:
+        merger.apply(w)
+    assert calls == 2_000
+    assert len(merger.result()) == 22_000
+
+
+def merge_dicts(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
+    return {**(a or {}), **(b or {})}
+
+
+def concat(a: list[str] | None, b: list[str] | None) -> list[str]:
+    return (a or []) + (b or [])
+
+
+class Extra(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    sandbox: Annotated[dict[str, Any] | None, merge_dicts]
+    goal: NotRequired[str]
+    todos: Annotated[list[str] | None, concat]
+
+
+class NoMessages(TypedDict):
+    goal: str
+
+
+def test_state_schema_for_mode() -> None:
+    assert state_schema_for_mode(Extra, "full") is Extra
+    derived = state_schema_for_mode(Extra, "delta", snapshot_frequency=7)
+    assert derived is state_schema_for_mode(Extra, "delta", snapshot_frequency=7)
+    assert derived is not state_schema_for_mode(Extra, "delta", snapshot_frequency=8)
+    hints = get_type_hints(derived, include_extras=True)
+    original = get_type_hints(Extra, include_extras=True)
+    assert set(hints) == set(original)
+    for name in ("sandbox", "goal", "todos"):
+        assert hints[name] == original[name]
+    channel = hints["messages"].__metadata__[0]
+    assert isinstance(channel, DeltaChannel) and channel.snapshot_frequency == 7
+    assert channel.reducer is merge_message_writes
+    added = get_type_hints(
+        state_schema_for_mode(NoMessages, "delta", snapshot_frequency=3), include_extras=True
+    )
+    assert set(added) == {"goal", "messages"}
+    with pytest.raises(ConfigError):
+        state_schema_for_mode(Extra, "sideways")
+    with pytest.raises(ConfigError):
+        delta_messages_field(0)
+
+
+def test_delta_schema_keeps_union_reducer_channels_in_a_graph() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    schema = state_schema_for_mode(Extra, "delta", snapshot_frequency=2)
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {
+            "messages": [AIMessage(f"r{n}", id=f"r{n}")],
+            "sandbox": {f"k{n}": n},
+            "todos": [f"t{n}"],
+        }
+
+    builder = StateGraph(schema)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    builder.add_edge("n", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "u"}}
+    for i in range(5):
+        graph.invoke({"messages": [HumanMessage(f"h{i}", id=f"h{i}")]}, config)
+    values = graph.get_state(config).values
+    assert [m.id for m in values["messages"]] == [
+        x for i in range(5) for x in (f"h{i}", f"r{2 * i + 1}")
+    ]
+    assert values["sandbox"] == {f"k{2 * i + 1}": 2 * i + 1 for i in range(5)}
+    assert values["todos"] == [f"t{2 * i + 1}" for i in range(5)]
