@@ -7,7 +7,9 @@ Data flows ``config -> stack of layers (savers/) -> inner LangGraph saver``.
 
 from __future__ import annotations
 
+from ._config import CheckpointerConfig, HistoryCacheConfig
 from ._errors import (
+    BackendUnavailableError,
     CheckpointGuardError,
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
@@ -15,10 +17,22 @@ from ._errors import (
 )
 from ._modes import MODE_METADATA_KEY, ChannelMode, ModeFreeze, checkpoint_uses_delta
 from ._schema import delta_messages_field, merge_message_writes, state_schema_for_mode
-from .savers import GuardedSaver, SaverLayer, unwrap, wrap
+from .savers import (
+    GuardedSaver,
+    SaverLayer,
+    aopen_checkpointer,
+    open_checkpointer,
+    unwrap,
+    wrap,
+)
 
 __all__ = [
     "MODE_METADATA_KEY",
+    "BackendUnavailableError",
+    "CheckpointerConfig",
+    "HistoryCacheConfig",
+    "aopen_checkpointer",
+    "open_checkpointer",
     "ChannelMode",
     "CheckpointGuardError",
     "CheckpointModeMismatchError",

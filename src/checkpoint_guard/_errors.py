@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "BackendUnavailableError",
     "CheckpointGuardError",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
@@ -50,6 +51,11 @@ class CheckpointModeMismatchError(CheckpointGuardError):
         )
 
 
+class BackendUnavailableError(CheckpointGuardError):
+    """The configured database could not be reached. The message names the host,
+    never a credential."""
+
+
 class CheckpointModeReconfigurationError(CheckpointGuardError):
     """A second, different channel mode or snapshot frequency was requested in a
     process that already froze one. Changing either needs a restart."""
@@ -58,11 +64,16 @@ class CheckpointModeReconfigurationError(CheckpointGuardError):
 class ConfigError(ValueError):
     """Invalid configuration; the message names the key, the value and what is accepted."""
 
-    def __init__(self, key: str, value: object, accepted: str, *, detail: str = "") -> None:
+    def __init__(
+        self, key: str, value: object, accepted: str, *, detail: str = "", unknown: bool = False
+    ) -> None:
         self.key = key
         self.value = value
         self.accepted = accepted
-        text = f"invalid {key}: {value!r}; accepted: {accepted}"
+        if unknown:
+            text = f"unknown key {key!r}; accepted keys: {accepted}"
+        else:
+            text = f"invalid {key}: {value!r}; accepted: {accepted}"
         if detail:
             text += f" ({detail})"
         super().__init__(text)

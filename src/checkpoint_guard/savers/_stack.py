@@ -1,0 +1,65 @@
+"""``open_checkpointer`` / ``aopen_checkpointer``: config -> stack of layers -> inner saver."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from .._config import CheckpointerConfig
+from .._modes import PROCESS_MODE, ModeFreeze
+from ._guard import GuardedSaver
+from ._inner import aopen_inner, make_serde, open_inner
+
+__all__ = ["aopen_checkpointer", "open_checkpointer", "wrap"]
+
+ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def wrap(
+    inner: BaseCheckpointSaver[Any], *, mode: Any, cache: Any = None
+) -> BaseCheckpointSaver[Any]:
+    """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
+    cache), mode=mode)``, without the cache layer when ``cache`` is ``None``."""
+    if cache is not None:
+        raise NotImplementedError("the history cache layer is not available yet")
+    return GuardedSaver(inner, mode=mode)
+
+
+def _prepare(config: ConfigSource, freeze: ModeFreeze | None) -> CheckpointerConfig:
+    resolved = CheckpointerConfig.load(config)
+    (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
+    return resolved
+
+
+@contextmanager
+def open_checkpointer(
+    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Open the configured, wrapped sync checkpointer (tables set up) and close
+    everything on exit, also when the body raises.
+
+    ``config`` is a ``CheckpointerConfig``, a mapping, a YAML path or ``None``
+    (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
+    freezes the channel mode and snapshot frequency in ``freeze`` (the process
+    freeze by default): a later open with different values raises
+    ``CheckpointModeReconfigurationError``.
+    """
+    resolved = _prepare(config, freeze)
+    serde = make_serde(resolved)
+    with open_inner(resolved, serde) as inner:
+        yield wrap(inner, mode=resolved.channel_mode)
+
+
+@asynccontextmanager
+async def aopen_checkpointer(
+    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The async twin of ``open_checkpointer`` (async inner savers)."""
+    resolved = _prepare(config, freeze)
+    serde = make_serde(resolved)
+    async with aopen_inner(resolved, serde) as inner:
+        yield wrap(inner, mode=resolved.channel_mode)

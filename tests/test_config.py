@@ -1,0 +1,461 @@
+"""Backends by configuration: every source, every backend, sync and async; errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langgraph.checkpoint.memory import InMemorySaver
+
+import checkpoint_guard as cg
+from checkpoint_guard import (
+    BackendUnavailableError,
+    CheckpointerConfig,
+    ConfigError,
+    GuardedSaver,
+    ModeFreeze,
+    aopen_checkpointer,
+    open_checkpointer,
+    unwrap,
+)
+from tests.conftest import PG_URL
+from tests.helpers import Driver, cfg, chat_graph, run_turns
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**values: str) -> dict[str, str]:
+    """An environment holding only our variables (so the host's never leak in)."""
+    return {f"CHECKPOINT_GUARD_{k.upper()}": v for k, v in values.items()}
+
+
+@pytest.fixture
+def backend_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    def settings(backend: str) -> dict[str, Any]:
+        if backend == "memory":
+            return {"backend": "memory"}
+        if backend == "sqlite":
+            return {"backend": "sqlite", "url": str(tmp_path / "nested" / "dir" / "cp.sqlite")}
+        url, schema = request.getfixturevalue("pg_schema")
+        return {"backend": "postgres", "url": url, "postgres_schema": schema}
+
+    return settings
+
+
+def _source(kind: str, settings: dict[str, Any], tmp_path: Path) -> tuple[Any, dict[str, str]]:
+    """(config argument, environment) presenting ``settings`` through one source."""
+    if kind == "mapping":
+        return settings, {}
+    if kind == "file":
+        path = tmp_path / "checkpoint-guard.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        return path, {}
+    env = {f"CHECKPOINT_GUARD_{k.upper()}": str(v) for k, v in settings.items()}
+    return None, env
+
+
+INNER_TYPES = {
+    ("memory", False): "InMemorySaver",
+    ("memory", True): "InMemorySaver",
+    ("sqlite", False): "SqliteSaver",
+    ("sqlite", True): "AsyncSqliteSaver",
+    ("postgres", False): "PostgresSaver",
+    ("postgres", True): "AsyncPostgresSaver",
+}
+
+
+@pytest.mark.parametrize("source", ["mapping", "file", "env"])
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_each_backend_from_each_source(
+    backend: str,
+    source: str,
+    is_async: bool,
+    backend_settings: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = {**backend_settings(backend), "channel_mode": "delta", "snapshot_frequency": 3}
+    config, environ = _source(source, settings, tmp_path)
+    for key in [k for k in os.environ if k.startswith("CHECKPOINT_GUARD_")]:
+        if key != "CHECKPOINT_GUARD_REQUIRE_SERVICES":
+            monkeypatch.delenv(key)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    freeze = ModeFreeze()
+    drv = Driver(is_async)
+    opener = (
+        aopen_checkpointer(config, freeze=freeze)
+        if is_async
+        else _as_async(open_checkpointer(config, freeze=freeze))
+    )
+    async with opener as saver:
+        assert isinstance(saver, GuardedSaver) and saver.mode == "delta"
+        assert type(unwrap(saver)).__name__ == INNER_TYPES[(backend, is_async)]
+        graph = chat_graph(saver, "delta", snapshot_frequency=3)
+        await run_turns(drv, graph, "t", range(4))
+        state = await drv.get_state(graph, cfg("t"))
+        assert len(state.values["messages"]) == 8
+        head = await drv.get_tuple(unwrap(saver), cfg("t"))
+        assert head is not None and head.metadata[cg.MODE_METADATA_KEY] == "delta"
+    assert (freeze.mode, freeze.snapshot_frequency) == ("delta", 3)
+    if backend == "sqlite":
+        assert Path(settings["url"]).exists()  # parent directories were created
+
+
+class _as_async:
+    """Drive a sync context manager from an async test."""
+
+    def __init__(self, cm: Any) -> None:
+        self.cm = cm
+
+    async def __aenter__(self) -> Any:
+        return self.cm.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return self.cm.__exit__(*exc)
+
+
+def test_precedence_explicit_over_file_over_env_over_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"channel_mode": "delta", "snapshot_frequency": 7, "history_cache": {"ttl_seconds": 5}}
+        )
+    )
+    environ = {
+        **_env(
+            backend="memory",
+            snapshot_frequency="3",
+            channel_mode="full",
+            history_cache="none",
+            config=str(path),
+        )
+    }
+    from_env = CheckpointerConfig.from_env(environ)
+    # file beats environment, environment beats defaults, nested keys merge
+    assert (from_env.backend, from_env.channel_mode, from_env.snapshot_frequency) == (
+        "memory",
+        "delta",
+        7,
+    )
+    assert (from_env.history_cache.backend, from_env.history_cache.ttl_seconds) == ("none", 5)
+    explicit = CheckpointerConfig.load({"snapshot_frequency": 11}, environ=environ)
+    assert (explicit.backend, explicit.channel_mode, explicit.snapshot_frequency) == (
+        "memory",
+        "delta",
+        11,
+    )
+    assert CheckpointerConfig.load(explicit, environ={}) is explicit
+    defaults = CheckpointerConfig.load(None, environ={})
+    assert (
+        defaults.backend,
+        defaults.url,
+        defaults.channel_mode,
+        defaults.snapshot_frequency,
+        defaults.history_cache.backend,
+    ) == ("sqlite", "checkpoints.sqlite", "full", 10, "memory")
+
+
+BAD_MAPPINGS = [
+    ({"backend": "mongo"}, "invalid backend: 'mongo'; accepted: 'memory', 'sqlite' or 'postgres'"),
+    ({"flavour": 1}, "unknown key 'flavour'; accepted keys: backend, channel_mode"),
+    ({"history_cache": {"size": 1}}, "unknown key 'history_cache.size'; accepted keys: backend"),
+    ({"snapshot_frequency": 0}, "invalid snapshot_frequency: 0; accepted: an integer >= 1"),
+    ({"snapshot_frequency": -5}, "invalid snapshot_frequency: -5; accepted: an integer >= 1"),
+    ({"snapshot_frequency": 2.5}, "invalid snapshot_frequency: 2.5; accepted: an integer >= 1"),
+    ({"snapshot_frequency": "10"}, "invalid snapshot_frequency: '10'; accepted: an integer"),
+    ({"channel_mode": "Delta"}, "invalid channel_mode: 'Delta'; accepted: 'full' or 'delta'"),
+    ({"backend": "postgres"}, "invalid url: None; accepted: a SQLite file path"),
+    ({"backend": "postgres", "url": "mysql://u:pw@h/db"}, "invalid url: 'mysql://u:***@h/db'"),
+    ({"backend": "postgres", "url": "host=h dbname"}, "invalid url: 'host=h dbname'"),
+    (
+        {"history_cache": {"backend": "memcached"}},
+        "invalid history_cache.backend: 'memcached'; accepted: 'none', 'memory' or 'redis'",
+    ),
+    (
+        {"history_cache": {"backend": "redis"}},
+        "invalid history_cache.redis_url: None; accepted: a redis:// or rediss:// URL",
+    ),
+    ({"history_cache": {"max_bytes": 0}}, "invalid history_cache.max_bytes: 0"),
+    ({"history_cache": {"ttl_seconds": -1}}, "invalid history_cache.ttl_seconds: -1"),
+    ({"postgres_schema": "x; drop"}, "invalid postgres_schema: 'x; drop'"),
+]
+
+
+@pytest.mark.parametrize(("mapping", "message"), BAD_MAPPINGS)
+def test_bad_config_errors_name_key_value_and_accepted(mapping: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        CheckpointerConfig.from_mapping(mapping)
+    assert str(err.value).startswith(message), str(err.value)
+    assert "pw" not in str(err.value)
+
+
+def test_bad_env_and_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"invalid snapshot_frequency: 'ten'.*CHECKPOINT_GUARD"):
+        CheckpointerConfig.from_env(_env(snapshot_frequency="ten"))
+    with pytest.raises(
+        ConfigError, match=r"invalid config file: '.*missing.yaml'; accepted: a readable YAML file"
+    ):
+        CheckpointerConfig.from_file(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("backend: [sqlite\n")
+    with pytest.raises(ConfigError, match=r"accepted: valid YAML \(line"):
+        CheckpointerConfig.from_file(broken)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- backend\n")
+    with pytest.raises(ConfigError, match="a YAML mapping"):
+        CheckpointerConfig.from_file(listy)
+    with pytest.raises(ConfigError, match="invalid encrypt: 'maybe'"):
+        CheckpointerConfig.from_env(_env(encrypt="maybe"))
+
+
+def test_dsn_driver_suffix_normalized_and_credentials_hidden() -> None:
+    config = CheckpointerConfig.from_mapping(
+        {"backend": "postgres", "url": "postgresql+psycopg://app:s3cr3t@db.example:6543/prod"}
+    )
+    assert config.url == "postgresql://app:s3cr3t@db.example:6543/prod"
+    for text in (repr(config), str(config), config.cache_key_prefix(), config.database_identity()):
+        assert "s3cr3t" not in text
+    assert config.database_identity() == "postgres:db.example/6543/prod/"
+    kv = CheckpointerConfig.from_mapping(
+        {"backend": "postgres", "url": "host=h password=s3cr3t dbname=d"}
+    )
+    assert "s3cr3t" not in repr(kv)
+
+
+async def test_unreachable_postgres_names_host_not_password() -> None:
+    config = {
+        "backend": "postgres",
+        "url": "postgresql://app:s3cr3t@127.0.0.1:1/prod",
+        "connect_timeout_seconds": 2,
+    }
+    for opener in (open_checkpointer(config, freeze=ModeFreeze()),):
+        with pytest.raises(BackendUnavailableError) as err, opener:
+            pass
+        assert "127.0.0.1:1/prod" in str(err.value) and "s3cr3t" not in str(err.value)
+    with pytest.raises(BackendUnavailableError) as aerr:
+        async with aopen_checkpointer(config, freeze=ModeFreeze()):
+            pass
+    assert "s3cr3t" not in str(aerr.value) and aerr.value.__cause__ is None
+
+
+def test_wrong_password_is_not_echoed(pg_database: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS cg_pw_test")
+        conn.execute("CREATE ROLE cg_pw_test LOGIN PASSWORD 'right-one'")
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(pg_database)
+        params.update(user="cg_pw_test", password="Wr0ngPassw0rd", host="127.0.0.1")
+        url = make_conninfo(**params)
+        with (
+            pytest.raises(BackendUnavailableError) as err,
+            open_checkpointer({"backend": "postgres", "url": url}, freeze=ModeFreeze()),
+        ):
+            pass
+        # trust auth may let the login through; either way no password is shown
+        assert "Wr0ngPassw0rd" not in str(err.value)
+    except BackendUnavailableError:
+        raise
+    except Exception:
+        pass
+    finally:
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute("DROP ROLE IF EXISTS cg_pw_test")
+
+
+def test_everything_closed_on_exit_even_when_body_raises(tmp_path: Path) -> None:
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        open_checkpointer(
+            {"backend": "sqlite", "url": str(tmp_path / "x.sqlite")}, freeze=ModeFreeze()
+        ) as saver,
+    ):
+        conn = unwrap(saver).conn
+        raise RuntimeError("boom")
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        conn.execute("select 1")
+
+
+def test_postgres_pool_closed_and_schema_created(pg_database: str) -> None:
+    import uuid
+
+    import psycopg
+
+    schema = f"made_{uuid.uuid4().hex[:8]}"
+    config = {
+        "backend": "postgres",
+        "url": pg_database,
+        "postgres_schema": schema,
+        "pool_min_size": 1,
+        "pool_max_size": 3,
+    }
+    try:
+        with pytest.raises(KeyError), open_checkpointer(config, freeze=ModeFreeze()) as saver:
+            pool = unwrap(saver).conn
+            assert pool.max_size == 3
+            raise KeyError("x")
+        assert pool.closed
+        with psycopg.connect(pg_database) as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (schema,),
+            ).fetchall()
+        assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs"} <= {t[0] for t in tables}
+    finally:
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_encryption_with_aes_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "0123456789abcdef")
+    db = tmp_path / "enc.sqlite"
+    with open_checkpointer(
+        {"backend": "sqlite", "url": str(db), "encrypt": True, "channel_mode": "delta"},
+        freeze=ModeFreeze(),
+    ) as saver:
+        graph = chat_graph(saver, "delta")
+        graph.invoke({"messages": [("user", "top secret words")]}, cfg("e"))
+        assert "top secret words" in str(graph.get_state(cfg("e")).values)
+    with sqlite3.connect(db) as conn:
+        types = {r[0] for r in conn.execute("SELECT type FROM writes")}
+        raw = b"".join(r[0] for r in conn.execute("SELECT value FROM writes"))
+    assert types and all(t.endswith("+aes") for t in types)
+    assert b"top secret words" not in raw
+    monkeypatch.delenv("LANGGRAPH_AES_KEY")
+    with (
+        pytest.raises(ConfigError, match="invalid encrypt: True; accepted: LANGGRAPH_AES_KEY"),
+        open_checkpointer({"backend": "memory", "encrypt": True}, freeze=ModeFreeze()),
+    ):
+        pass
+
+
+def test_missing_extra_names_the_extra() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["aiosqlite"] = None  # this interpreter cannot import it
+        import asyncio
+        from checkpoint_guard import aopen_checkpointer, ModeFreeze
+        async def main():
+            async with aopen_checkpointer({"backend": "sqlite", "url": ":memory:"},
+                                          freeze=ModeFreeze()):
+                pass
+        try:
+            asyncio.run(main())
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert "needs the 'sqlite' extra: pip install 'checkpoint-guard[sqlite]'" in out.stdout, (
+        out.stderr
+    )
+
+
+def test_two_modes_in_one_process_raise() -> None:
+    code = textwrap.dedent(
+        """
+        from checkpoint_guard import open_checkpointer, CheckpointModeReconfigurationError
+        with open_checkpointer({"backend": "memory", "channel_mode": "delta"}):
+            pass
+        with open_checkpointer({"backend": "memory", "channel_mode": "delta"}):
+            print("same mode again: ok")
+        try:
+            with open_checkpointer({"backend": "memory", "channel_mode": "full"}):
+                pass
+        except CheckpointModeReconfigurationError as exc:
+            print("refused:", exc)
+        try:
+            with open_checkpointer({"backend": "memory", "channel_mode": "delta",
+                                    "snapshot_frequency": 99}):
+                pass
+        except CheckpointModeReconfigurationError as exc:
+            print("refused:", exc)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")},
+    )
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "same mode again: ok", out.stderr
+    assert lines[1].startswith("refused:") and "'delta'" in lines[1] and "'full'" in lines[1]
+    assert lines[2].startswith("refused:") and "snapshot_frequency=10" in lines[2]
+
+
+def test_langgraph_factory_reads_the_environment(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import asyncio
+        from checkpoint_guard.langgraph import checkpointer
+        from checkpoint_guard import unwrap
+        async def main():
+            async with checkpointer() as saver:
+                print(type(saver).__name__, type(unwrap(saver)).__name__, saver.mode)
+        asyncio.run(main())
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    env.update(_env(backend="sqlite", url=str(tmp_path / "lg.sqlite"), channel_mode="delta"))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert out.stdout.split() == ["GuardedSaver", "AsyncSqliteSaver", "delta"], out.stderr
+
+
+def test_demo_end_to_end(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("checkpoint-guard")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "checkpoint_guard"]
+    out = subprocess.run(
+        [*cmd, "demo", "--dir", str(tmp_path), "--turns", "12"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")},
+    )
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    rows = {
+        ln.split()[0]: ln.split()
+        for ln in text.splitlines()
+        if ln.startswith(("full ", "delta ")) and ln.split()[1].isdigit()
+    }
+    assert set(rows) == {"full", "delta"} and rows["full"][1] == rows["delta"][1] == "12"
+    full_bytes, delta_bytes = (int(rows[m][2].replace(",", "")) for m in ("full", "delta"))
+    assert 0 < delta_bytes < full_bytes
+    assert "both modes hold 24 messages, identical" in text
+    assert "refused: refusing to read thread 'demo-delta'" in text
+    assert (tmp_path / "checkpoint-guard-demo.sqlite").exists()
+
+
+def test_cli_bad_usage_exits_2() -> None:
+    from checkpoint_guard.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-command"])
+    assert exc.value.code == 2
+    assert main(["demo", "--turns", "0"]) == 2
+
+
+def test_memory_backend_yields_fresh_memory_saver() -> None:
+    with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as saver:
+        assert isinstance(unwrap(saver), InMemorySaver)
+    assert asyncio.iscoroutinefunction(cg.aopen_checkpointer) is False
+    assert PG_URL
