@@ -237,3 +237,24 @@ def env(**values: str | None) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[tuple[str, str]]:
+    """(redis url, a fresh key prefix); every key under the prefix is deleted afterwards."""
+    try:
+        import redis
+    except ImportError as exc:  # pragma: no cover - dev extra installs it
+        service_unavailable("redis-py", exc)
+    client = redis.Redis.from_url(REDIS_URL, socket_timeout=5)
+    try:
+        client.ping()
+    except Exception as exc:
+        service_unavailable(f"Redis at {REDIS_URL}", exc)
+    prefix = f"cgtest:{uuid.uuid4().hex[:10]}"
+    try:
+        yield REDIS_URL, prefix
+    finally:
+        for key in client.scan_iter(match=prefix + ":*", count=500):
+            client.delete(key)
+        client.close()

@@ -459,3 +459,44 @@ def test_memory_backend_yields_fresh_memory_saver() -> None:
         assert isinstance(unwrap(saver), InMemorySaver)
     assert asyncio.iscoroutinefunction(cg.aopen_checkpointer) is False
     assert PG_URL
+
+
+async def test_stack_follows_history_cache_config(redis_prefix: Any, tmp_path: Path) -> None:
+    from checkpoint_guard import CachedHistorySaver
+    from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
+
+    base = {"backend": "sqlite", "url": str(tmp_path / "s.sqlite")}
+    with open_checkpointer({**base, "channel_mode": "delta"}, freeze=ModeFreeze()) as saver:
+        assert isinstance(saver.inner, CachedHistorySaver)
+        assert isinstance(saver.inner.cache, MemoryHistoryCache)
+    with open_checkpointer({**base, "channel_mode": "full"}, freeze=ModeFreeze()) as saver:
+        assert not isinstance(saver.inner, CachedHistorySaver)  # full mode: no cache layer
+    with open_checkpointer(
+        {**base, "channel_mode": "delta", "history_cache": {"backend": "none"}}, freeze=ModeFreeze()
+    ) as saver:
+        assert not isinstance(saver.inner, CachedHistorySaver)  # disabled: the layer is absent
+    url, prefix = redis_prefix
+    config = {
+        **base,
+        "channel_mode": "delta",
+        "history_cache": {"backend": "redis", "redis_url": url, "key_prefix": prefix},
+    }
+    async with aopen_checkpointer(config, freeze=ModeFreeze()) as asaver:
+        cache = asaver.inner.cache
+        assert isinstance(cache, RedisHistoryCache) and cache.key_prefix == prefix
+        graph = chat_graph(asaver, "delta")
+        await run_turns(Driver(True), graph, "r", range(3))
+        await graph.aget_state(cfg("r"))
+        assert cache.stats()["hits"] >= 1
+    derived = CheckpointerConfig.from_mapping(
+        {
+            "backend": "postgres",
+            "url": "postgresql://u:pw@h/db",
+            "channel_mode": "delta",
+            "history_cache": {"backend": "redis", "redis_url": url},
+        }
+    )
+    assert (
+        derived.cache_key_prefix().startswith("cg:postgres:")
+        and "pw" not in derived.cache_key_prefix()
+    )

@@ -18,6 +18,7 @@ from ._errors import (
 from ._modes import MODE_METADATA_KEY, ChannelMode, ModeFreeze, checkpoint_uses_delta
 from ._schema import delta_messages_field, merge_message_writes, state_schema_for_mode
 from .savers import (
+    CachedHistorySaver,
     GuardedSaver,
     SaverLayer,
     aopen_checkpointer,
@@ -29,6 +30,7 @@ from .savers import (
 __all__ = [
     "MODE_METADATA_KEY",
     "BackendUnavailableError",
+    "CachedHistorySaver",
     "CheckpointerConfig",
     "HistoryCacheConfig",
     "aopen_checkpointer",

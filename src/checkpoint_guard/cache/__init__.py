@@ -1,5 +1,12 @@
-"""History cache backends for ``CachedHistorySaver``."""
+"""History cache backends for ``CachedHistorySaver``.
+
+Small parts: ``_base.py`` holds the entry model (pointers into shared segments),
+copies, sizes and stats; each backend is only storage for that model.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._memory import MemoryHistoryCache
+from ._redis import RedisHistoryCache
+
+__all__ = ["MemoryHistoryCache", "RedisHistoryCache"]

@@ -9,12 +9,14 @@ config names; ``_stack.py`` assembles the stack.
 from __future__ import annotations
 
 from ._guard import GuardedSaver
+from ._history import CachedHistorySaver
 from ._layer import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements, unwrap
 from ._stack import aopen_checkpointer, open_checkpointer, wrap
 
 __all__ = [
     "CAPABILITY_METHODS",
     "OPTIONAL_METHODS",
+    "CachedHistorySaver",
     "GuardedSaver",
     "SaverLayer",
     "aopen_checkpointer",

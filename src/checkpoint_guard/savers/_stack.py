@@ -10,8 +10,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._config import CheckpointerConfig
-from .._modes import PROCESS_MODE, ModeFreeze
+from .._modes import PROCESS_MODE, ChannelMode, ModeFreeze
+from ..cache import MemoryHistoryCache
 from ._guard import GuardedSaver
+from ._history import CachedHistorySaver
 from ._inner import aopen_inner, make_serde, open_inner
 
 __all__ = ["aopen_checkpointer", "open_checkpointer", "wrap"]
@@ -25,8 +27,28 @@ def wrap(
     """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
     cache), mode=mode)``, without the cache layer when ``cache`` is ``None``."""
     if cache is not None:
-        raise NotImplementedError("the history cache layer is not available yet")
+        inner = CachedHistorySaver(inner, cache)
     return GuardedSaver(inner, mode=mode)
+
+
+def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
+    """The history cache ``config`` asks for: ``None`` in full mode or when disabled."""
+    settings = config.history_cache
+    if config.channel_mode is ChannelMode.FULL or settings.backend == "none":
+        return None
+    if settings.backend == "memory":
+        return MemoryHistoryCache(
+            max_bytes=settings.max_bytes, ttl_seconds=settings.ttl_seconds or None
+        )
+    from ..cache import RedisHistoryCache
+
+    return RedisHistoryCache(
+        settings.redis_url,
+        key_prefix=config.cache_key_prefix(),
+        ttl_seconds=settings.ttl_seconds,
+        timeout_seconds=settings.timeout_seconds,
+        serde=serde,
+    )
 
 
 def _prepare(config: ConfigSource, freeze: ModeFreeze | None) -> CheckpointerConfig:
@@ -51,7 +73,12 @@ def open_checkpointer(
     resolved = _prepare(config, freeze)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:
-        yield wrap(inner, mode=resolved.channel_mode)
+        cache = make_cache(resolved, inner.serde)
+        try:
+            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+        finally:
+            if cache is not None:
+                cache.close()
 
 
 @asynccontextmanager
@@ -62,4 +89,9 @@ async def aopen_checkpointer(
     resolved = _prepare(config, freeze)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
-        yield wrap(inner, mode=resolved.channel_mode)
+        cache = make_cache(resolved, inner.serde)
+        try:
+            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+        finally:
+            if cache is not None:
+                await cache.aclose()

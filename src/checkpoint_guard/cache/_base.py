@@ -1,0 +1,147 @@
+"""What every history cache backend shares: the entry model, copies, sizes, stats.
+
+The model (per thread, namespace and channel): a checkpoint's delta history is a
+*pointer* ``(segment, n)``: the segment's seed plus its first ``n`` chunks, where a
+chunk is the writes one ancestor stored for that channel. A child's history is
+its parent's plus one chunk, so consecutive checkpoints share one segment and a
+thread costs what its writes cost (linear), not one write list per checkpoint
+(quadratic). A segment starts at a seed (a stored value: ``_DeltaSnapshot`` or a
+pre-delta plain value) or at a history read whole from the saver. Two children
+extending the same parent share its chunk (each chunk is tagged with the
+checkpoint it came from); a child of a checkpoint in the middle of a segment
+forks a new segment that shares the earlier chunks by reference.
+
+A history entry never changes once computed: it depends only on the target's
+ancestors, whose writes are complete once they have a child. The saver layer
+invalidates a thread when that assumption is broken on purpose (``put_writes``
+onto a checkpoint whose writes are cached, ``delete_thread``, ``prune``, ...).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+__all__ = ["CacheStats", "Chunk", "Seed", "assemble", "fresh", "approx_size"]
+
+logger = logging.getLogger("checkpoint_guard.cache")
+
+Chunk = tuple[PendingWrite, ...]
+"""The writes one checkpoint stored for one channel, in the saver's order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A segment's starting point: ``present`` with ``value``, or none (start empty)."""
+
+    present: bool
+    value: Any = None
+
+
+NO_SEED = Seed(False)
+
+_IMMUTABLE = (str, bytes, int, float, bool, type(None), complex, frozenset, range)
+
+
+def fresh(value: Any) -> Any:
+    """A copy of a cached value that no caller mutation can reach back into the
+    cache: containers are rebuilt, messages shallow-copied (attribute changes,
+    such as the id ``add_messages`` assigns in place, stay on the copy), and
+    anything unknown deep-copied. Immutable scalars are shared."""
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, BaseMessage):
+        return copy.copy(value)
+    if isinstance(value, list):
+        return [fresh(v) for v in value]
+    if isinstance(value, _DeltaSnapshot):
+        return _DeltaSnapshot(fresh(value.value))
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(fresh(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: fresh(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def approx_size(value: Any, _depth: int = 0) -> int:
+    """A cheap, deterministic estimate of the memory ``value`` holds, in bytes
+    (used for byte bounds; no serialization)."""
+    if isinstance(value, (str, bytes)):
+        return sys.getsizeof(value)
+    if isinstance(value, _IMMUTABLE) or _depth > 12:
+        return 32
+    if isinstance(value, BaseMessage):
+        return 64 + approx_size(value.__dict__, _depth + 1)
+    if isinstance(value, _DeltaSnapshot):
+        return 32 + approx_size(value.value, _depth + 1)
+    if isinstance(value, Mapping):
+        return 64 + sum(
+            approx_size(k, _depth + 1) + approx_size(v, _depth + 1) for k, v in value.items()
+        )
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return 56 + 8 * len(value) + sum(approx_size(v, _depth + 1) for v in value)
+    if hasattr(value, "__dict__"):
+        return 64 + approx_size(vars(value), _depth + 1)
+    return sys.getsizeof(value)
+
+
+def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
+    """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
+    ``fresh`` when they are shared cache objects)."""
+    if copy_values:
+        writes = [(t, c, fresh(v)) for chunk in chunks for (t, c, v) in chunk]
+    else:
+        writes = [w for chunk in chunks for w in chunk]
+    entry: DeltaChannelHistory = {"writes": writes}
+    if seed.present:
+        entry["seed"] = fresh(seed.value) if copy_values else seed.value
+    return entry
+
+
+class CacheStats:
+    """Thread-safe counters plus rate-limited error logging (at most one log line
+    per ``log_interval`` seconds, with the count of the ones suppressed)."""
+
+    def __init__(self, log_interval: float = 60.0) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {"hits": 0, "misses": 0, "evictions": 0, "errors": 0}
+        self._log_interval = log_interval
+        self._last_log = float("-inf")
+        self._suppressed = 0
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of ``name``."""
+        with self._lock:
+            self.counts[name] = self.counts.get(name, 0) + n
+
+    def error(self, where: str, exc: BaseException) -> None:
+        """Count a cache error and log it without flooding."""
+        now = time.monotonic()
+        with self._lock:
+            self.counts["errors"] += 1
+            if now - self._last_log < self._log_interval:
+                self._suppressed += 1
+                return
+            suppressed, self._suppressed, self._last_log = self._suppressed, 0, now
+        logger.warning(
+            "history cache %s failed (%s: %s); serving from the saver%s",
+            where,
+            type(exc).__name__,
+            exc,
+            f" ({suppressed} similar errors suppressed)" if suppressed else "",
+        )
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters."""
+        with self._lock:
+            return dict(self.counts)

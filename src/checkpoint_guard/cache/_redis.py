@@ -1,0 +1,406 @@
+"""``RedisHistoryCache``: the shared backend (every worker sees one cache).
+
+Key scheme: one Redis hash per thread, ``{key_prefix}:t:{sha256(thread id)}``;
+the thread id is hashed, so no id (``*``, ``?``, ``[``, ``:``, NUL, unicode, 10 KB)
+can name, match or purge another thread's key, and deleting a thread is one
+``DEL``. Inside the hash every field name is a hex digest as well:
+
+* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n}"``: a pointer.
+* ``s:{segment}`` -> ``"{seed field or -}|{chunk field},{chunk field},..."``.
+* ``c:{h(ns, channel, node)}`` -> one chunk (the writes ``node`` stored), encoded
+  once and shared by every segment that contains it.
+* ``e:{h(...)}`` -> a seed value, stored once per seed.
+
+Reads and updates are Lua scripts, so a reader sees a whole entry or none
+(cancellation or a crash between two commands never leaves half an entry that
+can be served). The hash's TTL is refreshed on every write. Values go through
+``ValueCodec`` (the saver's serde; encryption carries through).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import uuid
+import weakref
+from typing import Any
+
+import msgpack
+from langgraph.checkpoint.base import DeltaChannelHistory
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ._base import CacheStats, Chunk, Seed, assemble
+from ._codec import CodecError, ValueCodec
+
+__all__ = ["RedisHistoryCache"]
+
+DEFAULT_TTL_SECONDS = 24 * 3600
+
+# KEYS[1] thread hash; ARGV[1] pointer field. -> {has_seed, seed, chunk...} | nil
+_READ = """
+local p = redis.call('HGET', KEYS[1], ARGV[1])
+if not p then return nil end
+local seg, n = string.match(p, '^(%x+),(%d+)$')
+if not seg then return nil end
+n = tonumber(n)
+local meta = redis.call('HGET', KEYS[1], 's:' .. seg)
+if not meta then return nil end
+local seedf, list = string.match(meta, '^([^|]*)|(.*)$')
+local fields = {}
+for f in string.gmatch(list, '[^,]+') do
+  if #fields >= n then break end
+  fields[#fields + 1] = f
+end
+if #fields < n then return nil end
+local out = {0, ''}
+if seedf ~= '-' then
+  local seed = redis.call('HGET', KEYS[1], seedf)
+  if not seed then return nil end
+  out[1] = 1
+  out[2] = seed
+end
+for i = 1, #fields, 500 do
+  local batch = redis.call('HMGET', KEYS[1], unpack(fields, i, math.min(i + 499, #fields)))
+  for j = 1, #batch do
+    if not batch[j] then return nil end
+    out[#out + 1] = batch[j]
+  end
+end
+return out
+"""
+
+# KEYS[1]; ARGV: child pointer, parent pointer ('' with a seed), chunk field, chunk
+# bytes, seed field ('' for none), seed bytes, new segment id, ttl ms. -> 1 | 0
+_EXTEND = """
+local key = KEYS[1]
+local child, parent, cf, chunk, sf, seed, newseg, ttl =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+local function finish(seg, n)
+  redis.call('HSET', key, child, seg .. ',' .. n)
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  return 1
+end
+if parent == '' then
+  local seedref = '-'
+  if sf ~= '' then
+    redis.call('HSET', key, sf, seed)
+    seedref = sf
+  end
+  redis.call('HSET', key, cf, chunk)
+  redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. cf)
+  return finish(newseg, 1)
+end
+local p = redis.call('HGET', key, parent)
+if not p then return 0 end
+local seg, n = string.match(p, '^(%x+),(%d+)$')
+n = tonumber(n)
+local meta = redis.call('HGET', key, 's:' .. seg)
+if not meta then return 0 end
+local seedref, list = string.match(meta, '^([^|]*)|(.*)$')
+local fields = {}
+for f in string.gmatch(list, '[^,]+') do fields[#fields + 1] = f end
+if #fields < n then return 0 end
+redis.call('HSET', key, cf, chunk)
+if #fields == n then
+  redis.call('HSET', key, 's:' .. seg, meta .. ',' .. cf)
+  return finish(seg, n + 1)
+end
+if fields[n + 1] == cf then
+  return finish(seg, n + 1)
+end
+local head = {}
+for i = 1, n do head[i] = fields[i] end
+head[n + 1] = cf
+redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. table.concat(head, ','))
+return finish(newseg, n + 1)
+"""
+
+
+def _digest(*parts: Any) -> str:
+    packed = msgpack.packb(
+        [p if isinstance(p, (str, int, bytes)) else repr(p) for p in parts], use_bin_type=True
+    )
+    return hashlib.sha256(packed).hexdigest()[:40]
+
+
+class RedisHistoryCache:
+    """History cache shared by every worker through Redis.
+
+    ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
+    ``redis.asyncio.Redis``); ``key_prefix`` isolates deployments sharing one
+    Redis; ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds``
+    bounds every Redis call, so a slow or stopped Redis costs at most that much
+    per call (the saver layer then answers from the database). ``serde`` is the
+    saver's serializer. Usable from sync and async code (one async client per
+    event loop).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        aclient: Any = None,
+        key_prefix: str = "cg",
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        timeout_seconds: float = 0.25,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        if url is None and client is None and aclient is None:
+            raise ValueError("RedisHistoryCache needs a url, a client or an aclient")
+        if not key_prefix or any(ch.isspace() for ch in key_prefix):
+            raise ValueError(
+                f"key_prefix must be a non-empty string without spaces: {key_prefix!r}"
+            )
+        self.url = url
+        self.key_prefix = key_prefix
+        self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
+        self.timeout_seconds = timeout_seconds
+        self.codec = ValueCodec(serde)
+        self._client = client
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._given_aclient = aclient
+        self._lock = threading.Lock()
+        self._stats = CacheStats()
+
+    def __repr__(self) -> str:
+        return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
+
+    # -- clients -----------------------------------------------------------------------
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "socket_timeout": self.timeout_seconds,
+            "socket_connect_timeout": self.timeout_seconds,
+            "retry_on_timeout": False,
+        }
+
+    def _url(self) -> str:
+        if self.url is None:
+            raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
+        return self.url
+
+    def _sync(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import redis
+
+                self._client = redis.Redis.from_url(self._url(), **self._options())
+            return self._client
+
+    def _async(self) -> Any:
+        if self._given_aclient is not None:
+            return self._given_aclient
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            aclient = self._aclients.get(loop)
+            if aclient is None:
+                import redis.asyncio
+
+                aclient = redis.asyncio.Redis.from_url(self._url(), **self._options())
+                self._aclients[loop] = aclient
+            return aclient
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def _key(self, thread_id: Any) -> str:
+        return f"{self.key_prefix}:t:{_digest('thread', thread_id)}"
+
+    @staticmethod
+    def _pointer(ns: str, channel: str, checkpoint_id: str) -> str:
+        return "p:" + _digest(ns, channel, checkpoint_id)
+
+    # -- request building (shared by sync and async) ---------------------------------------
+
+    def _read_args(self, thread_id: Any, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
+        return (_READ, [self._key(thread_id)], [self._pointer(ns, channel, cid)])
+
+    def _read_result(self, raw: Any) -> DeltaChannelHistory | None:
+        if not raw:
+            self._stats.add("misses")
+            return None
+        try:
+            seed = Seed(True, self.codec.loads(raw[1])) if int(raw[0]) == 1 else Seed(False)
+            chunks = [self.codec.loads(blob) for blob in raw[2:]]
+            if not all(isinstance(chunk, tuple) for chunk in chunks):
+                raise CodecError("cached chunk is not a tuple of writes")
+        except CodecError as exc:
+            self._stats.error("decode", exc)
+            self._stats.add("misses")
+            return None
+        self._stats.add("hits")
+        # decoded values are this call's own objects: no copy needed
+        return assemble(seed, chunks, copy_values=False)
+
+    def _extend_args(
+        self,
+        thread_id: Any,
+        ns: str,
+        channel: str,
+        parent: str | None,
+        child: str,
+        chunk_node: str,
+        chunk: Chunk,
+        seed: Seed | None,
+    ) -> tuple[Any, ...]:
+        seed_field, seed_bytes = "", b""
+        if seed is not None and seed.present:
+            seed_field = "e:" + _digest(ns, channel, "seed", chunk_node)
+            seed_bytes = self.codec.dumps(seed.value)
+        argv = [
+            self._pointer(ns, channel, child),
+            "" if parent is None else self._pointer(ns, channel, parent),
+            "c:" + _digest(ns, channel, chunk_node),
+            self.codec.dumps(tuple(chunk)),
+            seed_field,
+            seed_bytes,
+            uuid.uuid4().hex,
+            self.ttl_ms,
+        ]
+        return (_EXTEND, [self._key(thread_id)], argv)
+
+    def _store_args(
+        self, thread_id: Any, ns: str, channel: str, cid: str, history: DeltaChannelHistory
+    ) -> tuple[Any, ...]:
+        seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
+        writes = tuple(history["writes"])
+        return self._extend_args(thread_id, ns, channel, None, cid, "\0whole:" + cid, writes, seed)
+
+    # -- sync API ------------------------------------------------------------------------
+
+    def _run(self, script: str, keys: list[str], argv: list[Any]) -> Any:
+        client = self._sync()
+        return client.register_script(script)(keys=keys, args=argv)
+
+    def read(
+        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+    ) -> DeltaChannelHistory | None:
+        """The cached history of one checkpoint and channel, or ``None``."""
+        return self._read_result(self._run(*self._read_args(thread_id, ns, channel, checkpoint_id)))
+
+    def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
+        """Whether a pointer for the checkpoint exists."""
+        client = self._sync()
+        return bool(client.hexists(self._key(thread_id), self._pointer(ns, channel, checkpoint_id)))
+
+    def store(
+        self,
+        thread_id: Any,
+        ns: str,
+        channel: str,
+        checkpoint_id: str,
+        history: DeltaChannelHistory,
+    ) -> None:
+        """Cache a history read whole from the saver."""
+        self._run(*self._store_args(thread_id, ns, channel, checkpoint_id, history))
+
+    def extend(
+        self,
+        thread_id: Any,
+        ns: str,
+        channel: str,
+        parent_id: str,
+        child_id: str,
+        chunk: Chunk,
+        seed: Seed | None = None,
+    ) -> bool:
+        """As ``MemoryHistoryCache.extend``."""
+        parent = None if seed is not None else parent_id
+        args = self._extend_args(thread_id, ns, channel, parent, child_id, parent_id, chunk, seed)
+        return bool(self._run(*args))
+
+    def drop_thread(self, thread_id: Any) -> None:
+        """Delete every entry of ``thread_id`` (one key)."""
+        self._sync().delete(self._key(thread_id))
+
+    def clear(self) -> None:
+        """Delete every entry under this cache's key prefix."""
+        client = self._sync()
+        pattern = _glob_escape(self.key_prefix) + ":t:*"
+        batch = list(client.scan_iter(match=pattern, count=500))
+        while batch:
+            client.delete(*batch[:500])
+            batch = batch[500:]
+
+    def stats(self) -> dict[str, int]:
+        """``hits``, ``misses``, ``evictions`` (always 0: Redis evicts), ``errors``."""
+        return self._stats.snapshot()
+
+    def count_error(self, where: str, exc: BaseException) -> None:
+        """Record a failure the saver layer met while using this cache."""
+        self._stats.error(where, exc)
+
+    def thread_bytes(self, thread_id: Any) -> int:
+        """Bytes Redis uses for one thread's entries (``MEMORY USAGE``)."""
+        return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
+
+    def close(self) -> None:
+        """Close the sync client this cache created."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None and self.url is not None:
+            client.close()
+
+    # -- async API ------------------------------------------------------------------------
+
+    async def _arun(self, script: str, keys: list[str], argv: list[Any]) -> Any:
+        return await self._async().register_script(script)(keys=keys, args=argv)
+
+    async def aread(
+        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+    ) -> DeltaChannelHistory | None:
+        raw = await self._arun(*self._read_args(thread_id, ns, channel, checkpoint_id))
+        return self._read_result(raw)
+
+    async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
+        key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
+        return bool(await self._async().hexists(key, field))
+
+    async def astore(
+        self,
+        thread_id: Any,
+        ns: str,
+        channel: str,
+        checkpoint_id: str,
+        history: DeltaChannelHistory,
+    ) -> None:
+        await self._arun(*self._store_args(thread_id, ns, channel, checkpoint_id, history))
+
+    async def aextend(
+        self,
+        thread_id: Any,
+        ns: str,
+        channel: str,
+        parent_id: str,
+        child_id: str,
+        chunk: Chunk,
+        seed: Seed | None = None,
+    ) -> bool:
+        parent = None if seed is not None else parent_id
+        args = self._extend_args(thread_id, ns, channel, parent, child_id, parent_id, chunk, seed)
+        return bool(await self._arun(*args))
+
+    async def adrop_thread(self, thread_id: Any) -> None:
+        await self._async().delete(self._key(thread_id))
+
+    async def aclear(self) -> None:
+        aclient = self._async()
+        pattern = _glob_escape(self.key_prefix) + ":t:*"
+        keys = [k async for k in aclient.scan_iter(match=pattern, count=500)]
+        for i in range(0, len(keys), 500):
+            await aclient.delete(*keys[i : i + 500])
+
+    async def aclose(self) -> None:
+        """Close the clients this cache created."""
+        clients = list(self._aclients.values())
+        self._aclients.clear()
+        for aclient in clients:
+            await aclient.aclose()
+        self.close()
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

@@ -1,0 +1,300 @@
+"""CachedHistorySaver + MemoryHistoryCache: the contract, write for write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Overwrite, interrupt
+
+from checkpoint_guard import CachedHistorySaver, GuardedSaver, state_schema_for_mode, wrap
+from checkpoint_guard.cache import MemoryHistoryCache
+from tests.conftest import Store
+from tests.helpers import ChatState, CountingSaver, Driver, cfg, chat_graph, human, run_turns
+
+CHANNELS = ["messages"]
+
+
+async def contract(
+    drv: Driver, raw: BaseCheckpointSaver[Any], config: Any, channels: list[str]
+) -> Any:
+    """What BaseCheckpointSaver's own walk returns over the stored data."""
+    if drv.is_async:
+        return await BaseCheckpointSaver.aget_delta_channel_history(
+            raw, config=config, channels=channels
+        )
+    return BaseCheckpointSaver.get_delta_channel_history(raw, config=config, channels=channels)
+
+
+async def assert_every_checkpoint_matches(
+    drv: Driver,
+    raw: BaseCheckpointSaver[Any],
+    cached: BaseCheckpointSaver[Any],
+    thread: str,
+    channels: list[str] = CHANNELS,
+) -> int:
+    items = await drv.list(raw, cfg(thread))
+    for item in items:
+        expected = await contract(drv, raw, item.config, channels)
+        got = await drv.delta_history(cached, item.config, channels)
+        assert got == expected, item.config["configurable"]["checkpoint_id"]
+    return len(items)
+
+
+def interrupting_graph(checkpointer: Any, mode: str) -> Any:
+    schema = state_schema_for_mode(ChatState, mode, snapshot_frequency=1000)
+
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"approved {answer}", id=f"ok-{n}")]}
+
+    def reset(state: dict[str, Any]) -> dict[str, Any]:
+        if len(state["messages"]) > 6:
+            return {"messages": Overwrite([HumanMessage("summary", id="sum")])}
+        return {}
+
+    builder = StateGraph(schema)
+    builder.add_node("ask", ask)
+    builder.add_node("reset", reset)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", "reset")
+    builder.add_edge("reset", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("frequency", [2, 1000])
+async def test_history_equals_contract_after_turns_and_forks(store: Store, frequency: int) -> None:
+    drv = Driver(store.is_async)
+    cache = MemoryHistoryCache()
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=frequency)
+        await run_turns(drv, graph, "t", range(6))
+        # fork: update_state on an old checkpoint, continue from it, then the head again
+        old = (await drv.history(graph, cfg("t")))[5].config
+        forked = await drv.update_state(graph, old, {"messages": [HumanMessage("edit", id="e")]})
+        await drv.invoke(graph, human(50), forked)
+        await drv.invoke(graph, human(51), cfg("t"))
+        n = await assert_every_checkpoint_matches(drv, raw, saver, "t")
+        assert n > 15
+        # graph-level: identical to an uncached run of the same script
+        plain = chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=frequency)
+        assert (await drv.get_state(graph, cfg("t"))).values == (
+            await drv.get_state(plain, cfg("t"))
+        ).values
+        stats = cache.stats()
+        assert stats["hits"] > 0 and stats["errors"] == 0
+
+
+async def test_interrupt_resume_and_overwrite(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=MemoryHistoryCache())
+        graph = interrupting_graph(saver, "delta")
+        for i in range(5):
+            await drv.invoke(graph, human(i), cfg("i"))
+            await drv.invoke(graph, Command(resume=f"r{i}"), cfg("i"))
+        await assert_every_checkpoint_matches(drv, raw, saver, "i")
+        values = (await drv.get_state(graph, cfg("i"))).values["messages"]
+        assert values[0].id == "sum"
+
+
+async def test_warm_turns_never_reread_the_chain(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        counter = CountingSaver(raw)
+        graph = chat_graph(
+            wrap(counter, mode="delta", cache=MemoryHistoryCache()),
+            "delta",
+            snapshot_frequency=1000,
+        )
+        await run_turns(drv, graph, "w", range(3))
+        counter.calls.clear()
+        await run_turns(drv, graph, "w", range(3, 10))
+        assert counter.calls["get_delta_channel_history"] == 0
+        # per turn: the raw turn's calls plus one get_tuple per new ancestor (3)
+        assert counter.calls["get_tuple"] <= 7 * (1 + 3)
+
+
+async def test_returned_values_cannot_corrupt_the_cache() -> None:
+    raw = InMemorySaver()
+    saver = wrap(raw, mode="delta", cache=MemoryHistoryCache())
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("m"))
+    head = raw.get_tuple(cfg("m"))
+    assert head is not None
+    first = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    expected = BaseCheckpointSaver.get_delta_channel_history(
+        raw, config=head.config, channels=CHANNELS
+    )
+    assert first == expected
+    writes = first["messages"]["writes"]
+    for _, _, value in writes:
+        for message in value if isinstance(value, list) else [value]:
+            message.content = "tampered"
+            message.id = "tampered"
+        if isinstance(value, list):
+            value.append(AIMessage("extra"))
+    writes.clear()
+    again = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    assert again == expected
+
+
+async def test_put_writes_onto_checkpoint_with_children_invalidates(store: Store) -> None:
+    drv = Driver(store.is_async)
+    cache = MemoryHistoryCache()
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        await run_turns(drv, graph, "p", range(4))
+        await assert_every_checkpoint_matches(drv, raw, saver, "p")  # everything cached
+        items = await drv.list(raw, cfg("p"))
+        middle = items[len(items) // 2]
+        await drv.put_writes(
+            saver, middle.config, [("messages", [HumanMessage("late", id="late")])], "late-task"
+        )
+        await assert_every_checkpoint_matches(drv, raw, saver, "p")
+        head = await drv.delta_history(saver, cfg("p"), CHANNELS)
+        assert any(
+            w[2][0].id == "late" for w in head["messages"]["writes"] if isinstance(w[2], list)
+        )
+
+
+async def test_delete_thread_drops_entries(store: Store) -> None:
+    drv = Driver(store.is_async)
+    cache = MemoryHistoryCache()
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        await run_turns(drv, graph, "d", range(3))
+        await run_turns(drv, graph, "keep", range(3))
+        head = await drv.get_tuple(raw, cfg("d"))
+        assert head is not None
+        hid = head.config["configurable"]["checkpoint_id"]
+        await drv.delta_history(saver, head.config, CHANNELS)
+        assert cache.contains("d", "", "messages", hid)
+        if store.is_async:
+            await saver.adelete_thread("d")
+        else:
+            saver.delete_thread("d")
+        assert not cache.contains("d", "", "messages", hid)
+        assert await drv.delta_history(saver, head.config, CHANNELS) == {"messages": {"writes": []}}
+        assert cache.stats()["threads"] >= 1  # the other thread stays
+
+
+class FailingCache(MemoryHistoryCache):
+    """Fault injection: a memory cache cannot fail by itself."""
+
+    def read(self, *args: Any) -> Any:
+        raise ConnectionError("cache down")
+
+    def extend(self, *args: Any) -> Any:
+        raise ConnectionError("cache down")
+
+
+async def test_failing_cache_costs_speed_only(store: Store) -> None:
+    drv = Driver(store.is_async)
+    cache = FailingCache()
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        await run_turns(drv, graph, "f", range(4))
+        await assert_every_checkpoint_matches(drv, raw, saver, "f")
+        assert cache.stats()["errors"] > 0
+
+
+def test_byte_bound_holds_under_load() -> None:
+    cache = MemoryHistoryCache(max_bytes=60_000)
+    raw = InMemorySaver()
+    saver = wrap(raw, mode="delta", cache=cache)
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    for t in range(6):
+        for i in range(8):
+            graph.invoke(human(i), cfg(f"b{t}"))
+            assert cache.stats()["bytes"] <= 60_000
+    stats = cache.stats()
+    assert stats["evictions"] > 0 and stats["bytes"] <= 60_000
+    for t in range(6):
+        head = raw.get_tuple(cfg(f"b{t}"))
+        assert head is not None
+        assert saver.get_delta_channel_history(
+            config=head.config, channels=CHANNELS
+        ) == BaseCheckpointSaver.get_delta_channel_history(
+            raw, config=head.config, channels=CHANNELS
+        )
+
+
+def test_footprint_is_linear_in_thread_length() -> None:
+    def footprint(turns: int) -> int:
+        cache = MemoryHistoryCache()
+        graph = chat_graph(
+            wrap(InMemorySaver(), mode="delta", cache=cache), "delta", snapshot_frequency=1000
+        )
+        for i in range(turns):
+            graph.invoke(human(i), cfg("l"))
+        return cache.stats()["bytes"]
+
+    small, large = footprint(40), footprint(160)
+    assert small > 0
+    assert large / small < 4 * 1.3  # 4x the turns: about 4x the bytes, not 16x
+
+
+def test_latest_is_resolved_and_never_cached() -> None:
+    raw = InMemorySaver()
+    cache = MemoryHistoryCache()
+    saver = CachedHistorySaver(raw, cache)
+    graph = chat_graph(GuardedSaver(saver, mode="delta"), "delta", snapshot_frequency=1000)
+    for i in range(3):
+        graph.invoke(human(i), cfg("r"))
+    latest = saver.get_delta_channel_history(config=cfg("r"), channels=CHANNELS)
+    head = raw.get_tuple(cfg("r"))
+    assert head is not None
+    assert latest == BaseCheckpointSaver.get_delta_channel_history(
+        raw, config=cfg("r"), channels=CHANNELS
+    )
+    assert cache.contains("r", "", "messages", head.config["configurable"]["checkpoint_id"])
+    assert not cache.contains("r", "", "messages", "")
+    graph.invoke(human(9), cfg("r"))  # a new head: "latest" must follow it
+    assert saver.get_delta_channel_history(
+        config=cfg("r"), channels=CHANNELS
+    ) == BaseCheckpointSaver.get_delta_channel_history(raw, config=cfg("r"), channels=CHANNELS)
+
+
+def test_memory_cache_segments_share_and_fork() -> None:
+    from checkpoint_guard.cache._base import Seed
+
+    cache = MemoryHistoryCache()
+    w = {
+        name: (("task-" + name, "messages", [HumanMessage(name, id=name)]),)
+        for name in ("root", "p", "a", "b")
+    }
+    cache.store("t", "", "messages", "root", {"writes": [], "seed": ["s"]})
+    assert cache.extend("t", "", "messages", "root", "p", w["root"])
+    # two children of p share p's chunk; then each grows its own branch
+    assert cache.extend("t", "", "messages", "p", "a", w["p"])
+    assert cache.extend("t", "", "messages", "p", "b", w["p"])
+    assert cache.extend("t", "", "messages", "a", "a1", w["a"])
+    assert cache.extend("t", "", "messages", "b", "b1", w["b"])
+    flat = lambda *names: [x for n in names for x in w[n]]  # noqa: E731
+    assert cache.read("t", "", "messages", "a1") == {
+        "writes": flat("root", "p", "a"),
+        "seed": ["s"],
+    }
+    assert cache.read("t", "", "messages", "b1") == {
+        "writes": flat("root", "p", "b"),
+        "seed": ["s"],
+    }
+    assert cache.read("t", "", "messages", "a") == cache.read("t", "", "messages", "b")
+    # a snapshot parent starts a new segment with its value as the seed
+    assert cache.extend("t", "", "messages", "b1", "c", w["b"], Seed(True, ["snap"]))
+    assert cache.read("t", "", "messages", "c") == {"writes": flat("b"), "seed": ["snap"]}
+    # unknown parent: nothing stored
+    assert not cache.extend("t", "", "messages", "nope", "x", w["a"])
+    assert cache.read("t", "", "messages", "x") is None
+    assert cache.read("t", "other-ns", "messages", "a1") is None

@@ -1,0 +1,241 @@
+"""RedisHistoryCache against a real Redis: the contract, sharing, isolation, faults."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from checkpoint_guard import GuardedSaver, wrap
+from checkpoint_guard.cache import RedisHistoryCache
+from tests.conftest import Store
+from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.test_history_cache import CHANNELS, assert_every_checkpoint_matches, interrupting_graph
+
+pytestmark = pytest.mark.redis
+
+
+def make_cache(redis_prefix: tuple[str, str], **kw: Any) -> RedisHistoryCache:
+    url, prefix = redis_prefix
+    return RedisHistoryCache(url, key_prefix=prefix, **kw)
+
+
+async def close(cache: RedisHistoryCache, is_async: bool) -> None:
+    if is_async:
+        await cache.aclose()
+    else:
+        cache.close()
+
+
+@pytest.mark.parametrize("frequency", [3, 1000])
+async def test_redis_history_equals_contract(
+    store: Store, redis_prefix: Any, frequency: int
+) -> None:
+    drv = Driver(store.is_async)
+    cache = make_cache(redis_prefix)
+    try:
+        async with store.open() as raw:
+            saver = wrap(raw, mode="delta", cache=cache)
+            graph = chat_graph(saver, "delta", snapshot_frequency=frequency)
+            await run_turns(drv, graph, "t", range(6))
+            old = (await drv.history(graph, cfg("t")))[5].config
+            forked = await drv.update_state(
+                graph, old, {"messages": [HumanMessage("edit", id="e")]}
+            )
+            await drv.invoke(graph, human(50), forked)
+            await drv.invoke(graph, human(51), cfg("t"))
+            await assert_every_checkpoint_matches(drv, raw, saver, "t")
+            igraph = interrupting_graph(saver, "delta")
+            for i in range(4):
+                await drv.invoke(igraph, human(i), cfg("i"))
+                await drv.invoke(igraph, Command(resume=f"r{i}"), cfg("i"))
+            await assert_every_checkpoint_matches(drv, raw, saver, "i")
+            stats = cache.stats()
+            assert stats["hits"] > 0 and stats["errors"] == 0, stats
+    finally:
+        await close(cache, store.is_async)
+
+
+async def test_second_worker_reads_what_the_first_cached(redis_prefix: Any) -> None:
+    """Two stacks (two 'workers') over one saver and one Redis."""
+    raw = InMemorySaver()
+    first = make_cache(redis_prefix)
+    second = make_cache(redis_prefix)
+    try:
+        worker_a = chat_graph(
+            wrap(raw, mode="delta", cache=first), "delta", snapshot_frequency=1000
+        )
+        worker_b = chat_graph(
+            wrap(raw, mode="delta", cache=second), "delta", snapshot_frequency=1000
+        )
+        for i in range(6):
+            (worker_a if i % 2 == 0 else worker_b).invoke(human(i), cfg("shared"))
+        head = raw.get_tuple(cfg("shared"))
+        assert head is not None
+        hits_before = second.stats()["hits"]
+        fresh_stack = wrap(raw, mode="delta", cache=second)
+        got = fresh_stack.get_delta_channel_history(config=head.config, channels=CHANNELS)
+        assert got == BaseCheckpointSaver.get_delta_channel_history(
+            raw, config=head.config, channels=CHANNELS
+        )
+        assert second.stats()["hits"] == hits_before + 1
+        assert (
+            worker_b.get_state(cfg("shared")).values
+            == chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+            .get_state(cfg("shared"))
+            .values
+        )
+    finally:
+        first.close()
+        second.close()
+
+
+HOSTILE = ["*", "?", "[a-z]", "a:b", "t:*", "x\0y", "ünïcødé-线程", "z" * 10_000, "", " "]
+
+
+def test_hostile_thread_ids_are_isolated(redis_prefix: Any) -> None:
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for tid in HOSTILE:
+            for i in range(2):
+                graph.invoke({"messages": [HumanMessage(f"{tid[:20]}-{i}", id=f"m{i}")]}, cfg(tid))
+        for tid in HOSTILE:
+            values = graph.get_state(cfg(tid)).values["messages"]
+            assert [m.content for m in values][0::2] == [f"{tid[:20]}-0", f"{tid[:20]}-1"]
+        import redis
+
+        client = redis.Redis.from_url(redis_prefix[0])
+        keys = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        assert len(keys) == len(HOSTILE)
+        assert all(len(k) < 120 for k in keys)
+        cache.drop_thread("*")
+        assert len(list(client.scan_iter(match=redis_prefix[1] + ":*"))) == len(HOSTILE) - 1
+        assert graph.get_state(cfg("t:*")).values["messages"][0].content == "t:*-0"
+        client.close()
+    finally:
+        cache.close()
+
+
+def test_deployments_with_different_prefixes_never_share(redis_prefix: Any) -> None:
+    url, prefix = redis_prefix
+    a = RedisHistoryCache(url, key_prefix=prefix + ":a")
+    b = RedisHistoryCache(url, key_prefix=prefix + ":b")
+    try:
+        raw_a, raw_b = InMemorySaver(), InMemorySaver()
+        ga = chat_graph(wrap(raw_a, mode="delta", cache=a), "delta", snapshot_frequency=1000)
+        gb = chat_graph(wrap(raw_b, mode="delta", cache=b), "delta", snapshot_frequency=1000)
+        for i in range(3):
+            ga.invoke({"messages": [HumanMessage(f"a{i}", id=f"x{i}")]}, cfg("same-thread"))
+            gb.invoke({"messages": [HumanMessage(f"b{i}", id=f"x{i}")]}, cfg("same-thread"))
+        assert [m.content for m in gb.get_state(cfg("same-thread")).values["messages"]][0::2] == [
+            "b0",
+            "b1",
+            "b2",
+        ]
+        assert [m.content for m in ga.get_state(cfg("same-thread")).values["messages"]][0::2] == [
+            "a0",
+            "a1",
+            "a2",
+        ]
+        a.clear()
+        assert b.stats()["errors"] == 0
+        import redis
+
+        client = redis.Redis.from_url(url)
+        assert not list(client.scan_iter(match=prefix + ":a:*"))
+        assert list(client.scan_iter(match=prefix + ":b:*"))
+        client.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
+    import redis
+
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("c"))
+        expected = (
+            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+            .get_state(cfg("c"))
+            .values
+        )
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        for field in client.hkeys(key):
+            if field.startswith(b"c:"):
+                client.hset(key, field, b"\x93garbage")
+        assert graph.get_state(cfg("c")).values == expected
+        assert cache.stats()["errors"] > 0
+        # a pickled payload is never unpickled
+        import pickle
+
+        import msgpack
+
+        for field in client.hkeys(key):
+            if field.startswith(b"c:"):
+                client.hset(key, field, msgpack.packb(["pickle", pickle.dumps(("x",))]))
+        assert graph.get_state(cfg("c")).values == expected
+    finally:
+        client.close()
+        cache.close()
+
+
+def test_unreachable_redis_fails_open() -> None:
+    cache = RedisHistoryCache("redis://127.0.0.1:1/0", timeout_seconds=0.2)
+    raw = InMemorySaver()
+    graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+    for i in range(3):
+        graph.invoke(human(i), cfg("u"))
+    assert len(graph.get_state(cfg("u")).values["messages"]) == 6
+    assert cache.stats()["errors"] > 0
+    cache.close()
+
+
+async def test_async_and_sync_share_entries(redis_prefix: Any) -> None:
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(3):
+            await graph.ainvoke(human(i), cfg("s"))
+        await graph.aget_state(cfg("s"))
+        hits = cache.stats()["hits"]
+        await asyncio.to_thread(graph.get_state, cfg("s"))
+        assert cache.stats()["hits"] == hits + 1
+    finally:
+        await cache.aclose()
+
+
+def test_redis_bytes_within_2x_of_database_writes(redis_prefix: Any, tmp_path: Any) -> None:
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(str(tmp_path / "s.sqlite"), check_same_thread=False)
+    raw = SqliteSaver(conn)
+    raw.setup()
+    cache = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(120):
+            graph.invoke({"messages": [HumanMessage("q" * 300, id=f"h{i}")]}, cfg("big"))
+        db_bytes = conn.execute(
+            "SELECT sum(length(value)) FROM writes WHERE thread_id='big'"
+        ).fetchone()[0]
+        used = cache.thread_bytes("big")
+        assert 0 < used < 2 * db_bytes, (used, db_bytes)
+    finally:
+        cache.close()
+        conn.close()
