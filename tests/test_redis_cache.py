@@ -158,6 +158,9 @@ def test_deployments_with_different_prefixes_never_share(redis_prefix: Any) -> N
 
 
 def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
+    import pickle
+
+    import msgpack
     import redis
 
     raw = InMemorySaver()
@@ -173,20 +176,23 @@ def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
             .values
         )
         (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
-        for field in client.hkeys(key):
-            if field.startswith(b"c:"):
-                client.hset(key, field, b"\x93garbage")
-        assert graph.get_state(cfg("c")).values == expected
-        assert cache.stats()["errors"] > 0
-        # a pickled payload is never unpickled
-        import pickle
-
-        import msgpack
-
-        for field in client.hkeys(key):
-            if field.startswith(b"c:"):
-                client.hset(key, field, msgpack.packb(["pickle", pickle.dumps(("x",))]))
-        assert graph.get_state(cfg("c")).values == expected
+        garbage = [
+            b"\x93garbage",
+            msgpack.packb(["pickle", pickle.dumps(("x",))]),
+            msgpack.packb(["bytes", msgpack.packb([[1, 2, 3]])]),
+        ]
+        for junk in garbage:
+            for field in client.hkeys(key):
+                if field.startswith(b"c:"):
+                    client.hset(key, field, junk)
+            # another worker: nothing decoded locally, so it reads the corrupt bytes
+            other = make_cache(redis_prefix)
+            reader = chat_graph(
+                wrap(raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
+            )
+            assert reader.get_state(cfg("c")).values == expected
+            assert other.stats()["errors"] > 0 and other.stats()["hits"] == 0
+            other.close()
     finally:
         client.close()
         cache.close()
@@ -239,3 +245,24 @@ def test_redis_bytes_within_2x_of_database_writes(redis_prefix: Any, tmp_path: A
     finally:
         cache.close()
         conn.close()
+
+
+async def test_invalidation_is_seen_through_the_local_tier(store: Store, redis_prefix: Any) -> None:
+    """put_writes onto a checkpoint with children drops the thread; the same worker's
+    decoded chunks belong to the old epoch and are never served again."""
+    drv = Driver(store.is_async)
+    cache = make_cache(redis_prefix)
+    try:
+        async with store.open() as raw:
+            saver = wrap(raw, mode="delta", cache=cache)
+            graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+            await run_turns(drv, graph, "p", range(4))
+            await assert_every_checkpoint_matches(drv, raw, saver, "p")
+            items = await drv.list(raw, cfg("p"))
+            middle = items[len(items) // 2]
+            await drv.put_writes(
+                saver, middle.config, [("messages", [HumanMessage("late", id="late")])], "late"
+            )
+            await assert_every_checkpoint_matches(drv, raw, saver, "p")
+    finally:
+        await close(cache, store.is_async)

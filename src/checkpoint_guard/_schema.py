@@ -33,16 +33,22 @@ __all__ = ["delta_messages_field", "merge_message_writes", "state_schema_for_mod
 MESSAGES_KEY = "messages"
 
 
+_PLAIN_TYPES: set[type] = set()  # message classes seen to need no conversion
+
+
 def _as_messages(value: Any) -> list[Any]:
     # Same coercion add_messages applies to each side: a non-list becomes a
     # one-item list; anything but plain (non-chunk) messages is converted.
     items = value if isinstance(value, list) else [value]
-    if all(
-        issubclass(t, BaseMessage) and not issubclass(t, BaseMessageChunk)
-        for t in set(map(type, items))
-    ):
-        return items
-    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+    for item in items:
+        cls = type(item)
+        if cls in _PLAIN_TYPES:
+            continue
+        if issubclass(cls, BaseMessage) and not issubclass(cls, BaseMessageChunk):
+            _PLAIN_TYPES.add(cls)
+            continue
+        return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+    return items
 
 
 def _null_argument_error(left_given: bool) -> ValueError:
@@ -54,20 +60,26 @@ def _null_argument_error(left_given: bool) -> ValueError:
 
 
 class _Merger:
-    """The fold state: a list with tombstones plus an id -> positions index.
+    """The fold state: a list with tombstones plus an id index.
 
     ``add_messages`` indexes ``{id: position}`` so a repeated id (possible only
-    after ``REMOVE_ALL_MESSAGES``, whose tail is kept as given) resolves to its last
-    position for replacement, while removal drops every position with that id.
+    after ``REMOVE_ALL_MESSAGES``, whose tail is kept as given, or in the initial
+    state) resolves to its last position for replacement, while removal drops
+    every position with that id: ``dups`` keeps the earlier positions of such ids.
     """
 
-    __slots__ = ("index", "items")
+    __slots__ = ("dups", "index", "items")
 
     def __init__(self, items: list[Any]) -> None:
         self.items: list[Any] = list(items)
-        self.index: dict[Any, list[int]] = {}
+        self.index: dict[Any, int] = {}
+        self.dups: dict[Any, list[int]] = {}
+        index = self.index
         for pos, m in enumerate(self.items):
-            self.index.setdefault(m.id, []).append(pos)
+            mid = m.id
+            if mid in index:
+                self.dups.setdefault(mid, []).append(index[mid])
+            index[mid] = pos
 
     def apply(self, right: list[Any]) -> None:
         remove_all_at = None
@@ -79,25 +91,28 @@ class _Merger:
         if remove_all_at is not None:
             self.__init__(right[remove_all_at + 1 :])  # type: ignore[misc]
             return
+        index, items = self.index, self.items
         to_remove: set[Any] = set()
         for m in right:
-            positions = self.index.get(m.id)
-            if positions is not None:
+            mid = m.id
+            pos = index.get(mid)
+            if pos is not None:
                 if isinstance(m, RemoveMessage):
-                    to_remove.add(m.id)
+                    to_remove.add(mid)
                 else:
-                    to_remove.discard(m.id)
-                    self.items[positions[-1]] = m
+                    to_remove.discard(mid)
+                    items[pos] = m
             elif isinstance(m, RemoveMessage):
                 raise ValueError(
-                    f"Attempting to delete a message with an ID that doesn't exist ('{m.id}')"
+                    f"Attempting to delete a message with an ID that doesn't exist ('{mid}')"
                 )
             else:
-                self.index[m.id] = [len(self.items)]
-                self.items.append(m)
+                index[mid] = len(items)
+                items.append(m)
         for mid in to_remove:
-            for pos in self.index.pop(mid):
-                self.items[pos] = _TOMBSTONE
+            items[index.pop(mid)] = _TOMBSTONE
+            for pos in self.dups.pop(mid, ()):
+                items[pos] = _TOMBSTONE
 
     def result(self) -> list[Any]:
         return [m for m in self.items if m is not _TOMBSTONE]

@@ -58,17 +58,19 @@ def fresh(value: Any) -> Any:
     cache: containers are rebuilt, messages shallow-copied (attribute changes,
     such as the id ``add_messages`` assigns in place, stay on the copy), and
     anything unknown deep-copied. Immutable scalars are shared."""
+    cls = type(value)
+    if cls is list:
+        # the common shape of a messages write: a list of messages
+        return [v.__copy__() if isinstance(v, BaseMessage) else fresh(v) for v in value]
+    if isinstance(value, BaseMessage):
+        return value.__copy__()
     if isinstance(value, _IMMUTABLE):
         return value
-    if isinstance(value, BaseMessage):
-        return copy.copy(value)
-    if isinstance(value, list):
-        return [fresh(v) for v in value]
-    if isinstance(value, _DeltaSnapshot):
+    if cls is _DeltaSnapshot:
         return _DeltaSnapshot(fresh(value.value))
-    if isinstance(value, tuple) and type(value) is tuple:
+    if cls is tuple:
         return tuple(fresh(v) for v in value)
-    if isinstance(value, dict) and type(value) is dict:
+    if cls is dict:
         return {k: fresh(v) for k, v in value.items()}
     return copy.deepcopy(value)
 

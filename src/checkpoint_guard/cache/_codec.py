@@ -75,6 +75,20 @@ class ValueCodec:
         )
         return packed
 
+    def dumps_chunk(self, chunk: tuple[tuple[str, str, Any], ...]) -> bytes:
+        """A chunk of writes (``(task_id, channel, value)`` triples) as bytes."""
+        return self.dumps([[t, c, v] for t, c, v in chunk])
+
+    def loads_chunk(self, blob: bytes) -> tuple[tuple[str, str, Any], ...]:
+        """The chunk ``dumps_chunk`` encoded; ``CodecError`` for anything else."""
+        rows = self.loads(blob)
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and isinstance(r[1], str)
+            for r in rows
+        ):
+            raise CodecError("cached chunk is not a list of writes")
+        return tuple((t, c, v) for t, c, v in rows)
+
     def dumps(self, value: Any) -> bytes:
         """``value`` as bytes: a msgpack payload wrapped by the saver's serde."""
         typ, data = self.serde.dumps_typed(self._pack(value))

@@ -11,15 +11,25 @@ can name, match or purge another thread's key, and deleting a thread is one
   once and shared by every segment that contains it.
 * ``e:{h(...)}`` -> a seed value, stored once per seed.
 
-Reads and updates are Lua scripts, so a reader sees a whole entry or none
-(cancellation or a crash between two commands never leaves half an entry that
-can be served). The hash's TTL is refreshed on every write. Values go through
-``ValueCodec`` (the saver's serde; encryption carries through).
+* ``epoch`` -> a random value set when the hash is created: a dropped and
+  recreated thread has a new epoch.
+
+Updates are Lua scripts, so a reader sees a whole entry or none (cancellation or
+a crash between two commands never leaves half an entry that can be served). The
+hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
+saver's serde; encryption carries through).
+
+A read first fetches the entry's index (epoch, seed and chunk field names), then
+only the values this process has not decoded yet: decoded chunks are kept in a
+small local tier keyed by ``(thread, epoch, field)``. A field's content never
+changes within an epoch, so a worker that alternates turns with another decodes
+only the other worker's new chunks, and a warm worker decodes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import threading
 import uuid
@@ -27,6 +37,7 @@ import weakref
 from typing import Any
 
 import msgpack
+from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -37,31 +48,26 @@ __all__ = ["RedisHistoryCache"]
 
 DEFAULT_TTL_SECONDS = 24 * 3600
 
-# KEYS[1] thread hash; ARGV[1] pointer field. -> {has_seed, seed, chunk...} | nil
-_READ = """
+# KEYS[1] thread hash; ARGV[1] pointer field.
+# -> {epoch, seed field or '-', n, "field,field,..."} | nil (one string: cheap to parse)
+_INDEX = """
 local p = redis.call('HGET', KEYS[1], ARGV[1])
 if not p then return nil end
 local seg, n = string.match(p, '^(%x+),(%d+)$')
 if not seg then return nil end
-n = tonumber(n)
 local meta = redis.call('HGET', KEYS[1], 's:' .. seg)
-if not meta then return nil end
+local epoch = redis.call('HGET', KEYS[1], 'epoch')
+if not meta or not epoch then return nil end
 local seedf, list = string.match(meta, '^([^|]*)|(.*)$')
-local fields = {}
-for f in string.gmatch(list, '[^,]+') do
-  if #fields >= n then break end
-  fields[#fields + 1] = f
-end
-if #fields < n then return nil end
-local out = {0, ''}
-if seedf ~= '-' then
-  local seed = redis.call('HGET', KEYS[1], seedf)
-  if not seed then return nil end
-  out[1] = 1
-  out[2] = seed
-end
-for i = 1, #fields, 500 do
-  local batch = redis.call('HMGET', KEYS[1], unpack(fields, i, math.min(i + 499, #fields)))
+return {epoch, seedf, n, list}
+"""
+
+# KEYS[1]; ARGV[1] epoch, ARGV[2..] fields -> values | nil (epoch changed or a value gone)
+_VALUES = """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return nil end
+local out = {}
+for i = 2, #ARGV, 500 do
+  local batch = redis.call('HMGET', KEYS[1], unpack(ARGV, i, math.min(i + 499, #ARGV)))
   for j = 1, #batch do
     if not batch[j] then return nil end
     out[#out + 1] = batch[j]
@@ -76,6 +82,7 @@ _EXTEND = """
 local key = KEYS[1]
 local child, parent, cf, chunk, sf, seed, newseg, ttl =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+redis.call('HSETNX', key, 'epoch', newseg)
 local function finish(seg, n)
   redis.call('HSET', key, child, seg .. ',' .. n)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
@@ -146,6 +153,7 @@ class RedisHistoryCache:
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         timeout_seconds: float = 0.25,
         serde: SerializerProtocol | None = None,
+        local_max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if url is None and client is None and aclient is None:
             raise ValueError("RedisHistoryCache needs a url, a client or an aclient")
@@ -153,6 +161,9 @@ class RedisHistoryCache:
             raise ValueError(
                 f"key_prefix must be a non-empty string without spaces: {key_prefix!r}"
             )
+        import redis  # the 'redis' extra; imported on construction, not on a first read
+
+        del redis
         self.url = url
         self.key_prefix = key_prefix
         self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
@@ -165,6 +176,10 @@ class RedisHistoryCache:
         self._given_aclient = aclient
         self._lock = threading.Lock()
         self._stats = CacheStats()
+        # decoded values by (thread key, epoch, field), sized by their encoded bytes
+        self._local: LRUCache[tuple[str, str, str], tuple[int, Any]] = LRUCache(
+            maxsize=local_max_bytes, getsizeof=lambda item: item[0]
+        )
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
@@ -215,25 +230,66 @@ class RedisHistoryCache:
 
     # -- request building (shared by sync and async) ---------------------------------------
 
-    def _read_args(self, thread_id: Any, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
-        return (_READ, [self._key(thread_id)], [self._pointer(ns, channel, cid)])
+    def _index_args(self, thread_id: Any, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
+        return (_INDEX, [self._key(thread_id)], [self._pointer(ns, channel, cid)])
 
-    def _read_result(self, raw: Any) -> DeltaChannelHistory | None:
-        if not raw:
-            self._stats.add("misses")
+    def _missing(self, key: str, index: Any) -> tuple[str, str, list[str], list[str]] | None:
+        """(epoch, seed field, chunk fields, fields not decoded locally) for an index."""
+        if not index or len(index) != 4:
             return None
+        epoch, seed_field, count, joined = (
+            x.decode() if isinstance(x, bytes) else str(x) for x in index
+        )
+        n = int(count)
+        fields = joined.split(",", n)[:n]
+        if len(fields) < n:
+            return None
+        wanted = ([seed_field] if seed_field != "-" else []) + fields
+        with self._lock:
+            missing = [f for f in wanted if (key, epoch, f) not in self._local]
+        return epoch, seed_field, fields, missing
+
+    def _remember(self, key: str, epoch: str, fields: list[str], blobs: Any) -> bool:
+        """Decode fetched values into the local tier; False when they are unusable."""
+        if not blobs or len(blobs) != len(fields):
+            return False
         try:
-            seed = Seed(True, self.codec.loads(raw[1])) if int(raw[0]) == 1 else Seed(False)
-            chunks = [self.codec.loads(blob) for blob in raw[2:]]
-            if not all(isinstance(chunk, tuple) for chunk in chunks):
-                raise CodecError("cached chunk is not a tuple of writes")
+            decoded = [
+                (
+                    f,
+                    len(b),
+                    self.codec.loads_chunk(b) if f.startswith("c:") else self.codec.loads(b),
+                )
+                for f, b in zip(fields, blobs, strict=True)
+            ]
         except CodecError as exc:
             self._stats.error("decode", exc)
-            self._stats.add("misses")
-            return None
-        self._stats.add("hits")
-        # decoded values are this call's own objects: no copy needed
-        return assemble(seed, chunks, copy_values=False)
+            return False
+        with self._lock:
+            for field, size, value in decoded:
+                with contextlib.suppress(ValueError):  # larger than the whole local tier
+                    self._local[(key, epoch, field)] = (size, value)
+        return True
+
+    def _assemble(
+        self, key: str, epoch: str, seed_field: str, fields: list[str]
+    ) -> DeltaChannelHistory | None:
+        with self._lock:
+            try:
+                seed = (
+                    Seed(True, self._local[(key, epoch, seed_field)][1])
+                    if seed_field != "-"
+                    else Seed(False)
+                )
+                chunks = [self._local[(key, epoch, f)][1] for f in fields]
+            except KeyError:  # evicted locally in between
+                return None
+        # the local tier's objects are shared between reads: hand out copies
+        return assemble(seed, chunks, copy_values=True)
+
+    def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
+        self._stats.add("hits" if result is not None else "misses")
+        return result
 
     def _extend_args(
         self,
@@ -254,7 +310,7 @@ class RedisHistoryCache:
             self._pointer(ns, channel, child),
             "" if parent is None else self._pointer(ns, channel, parent),
             "c:" + _digest(ns, channel, chunk_node),
-            self.codec.dumps(tuple(chunk)),
+            self.codec.dumps_chunk(chunk),
             seed_field,
             seed_bytes,
             uuid.uuid4().hex,
@@ -279,7 +335,18 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel, or ``None``."""
-        return self._read_result(self._run(*self._read_args(thread_id, ns, channel, checkpoint_id)))
+        key = self._key(thread_id)
+        plan = self._missing(
+            key, self._run(*self._index_args(thread_id, ns, channel, checkpoint_id))
+        )
+        if plan is None:
+            return self._hit_or_miss(None)
+        epoch, seed_field, fields, missing = plan
+        if missing:
+            blobs = self._run(_VALUES, [key], [epoch, *missing])
+            if not self._remember(key, epoch, missing, blobs):
+                return self._hit_or_miss(None)
+        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
 
     def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a pointer for the checkpoint exists."""
@@ -333,6 +400,14 @@ class RedisHistoryCache:
         """Record a failure the saver layer met while using this cache."""
         self._stats.error(where, exc)
 
+    def ping(self) -> bool:
+        """Connect (if needed) and check that Redis answers."""
+        return bool(self._sync().ping())
+
+    async def aping(self) -> bool:
+        """Async ``ping``."""
+        return bool(await self._async().ping())
+
     def thread_bytes(self, thread_id: Any) -> int:
         """Bytes Redis uses for one thread's entries (``MEMORY USAGE``)."""
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
@@ -352,8 +427,17 @@ class RedisHistoryCache:
     async def aread(
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        raw = await self._arun(*self._read_args(thread_id, ns, channel, checkpoint_id))
-        return self._read_result(raw)
+        key = self._key(thread_id)
+        index = await self._arun(*self._index_args(thread_id, ns, channel, checkpoint_id))
+        plan = self._missing(key, index)
+        if plan is None:
+            return self._hit_or_miss(None)
+        epoch, seed_field, fields, missing = plan
+        if missing:
+            blobs = await self._arun(_VALUES, [key], [epoch, *missing])
+            if not self._remember(key, epoch, missing, blobs):
+                return self._hit_or_miss(None)
+        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
 
     async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
