@@ -41,5 +41,9 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=PY)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (the harness arrives with the benchmark issue; this is a stub)."""
-    session.log("bench: the benchmark harness is not built yet; nothing to run.")
+    """The history-cache speed targets (needs Redis); results in bench-results/."""
+    session.install("-e", ".[dev]")
+    args = session.posargs or ["--repetitions", "3"]
+    session.run(
+        "python", "benchmarks/cache_targets.py", "--out", "bench-results/cache_targets.json", *args
+    )

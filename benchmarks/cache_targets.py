@@ -147,8 +147,22 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--cold-turns", type=int, default=999)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    runs = [_one_run(args) for _ in range(args.repetitions)]
+    # the median of each measurement over the repetitions
+    rows = []
+    for i, first in enumerate(runs[0]):
+        row = dict(first)
+        for key, value in first.items():
+            if isinstance(value, float):
+                row[key] = statistics.median(run[i][key] for run in runs)
+        rows.append(row)
+    return _report(rows, args.out, args.repetitions)
+
+
+def _one_run(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
 
@@ -180,6 +194,10 @@ def main() -> int:
             }
         )
         rows.append(case_alternating(db(), args.turns, args.redis_url, f"{prefix}:alt"))
+    return rows
+
+
+def _report(rows: list[dict[str, Any]], out: Path | None, repetitions: int) -> int:
     by = {(r["stack"], r.get("mode")): r for r in rows}
     full, raw_delta = by[("raw", "full")], by[("raw", "delta")]
     memory, redis_one = by[("memory", "delta")], by[("redis", "delta")]
@@ -211,9 +229,9 @@ def main() -> int:
         },
     }
     text = json.dumps(report, indent=2)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
     print(text)
     return 0
 
