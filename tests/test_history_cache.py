@@ -298,3 +298,24 @@ def test_memory_cache_segments_share_and_fork() -> None:
     assert not cache.extend("t", "", "messages", "nope", "x", w["a"])
     assert cache.read("t", "", "messages", "x") is None
     assert cache.read("t", "other-ns", "messages", "a1") is None
+
+
+async def test_postgres_history_beyond_first_1024_checkpoints(pg_schema: tuple[str, str]) -> None:
+    """langgraph#8448 reported PostgresSaver's fast path returning an empty history for
+    targets older than its first 1,024-row page. On langgraph-checkpoint-postgres
+    3.2.0 (our floor) the fast path agrees with the base walk there; the cached
+    stack does too, for every kind of target."""
+    store = Store("postgres", False, pg=pg_schema)
+    drv = Driver(False)
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=MemoryHistoryCache())
+        graph = chat_graph(saver, "delta", snapshot_frequency=100_000)
+        await run_turns(drv, graph, "long", range(350))
+        items = await drv.list(raw, cfg("long"))
+        assert len(items) > 1024
+        for index in (0, 1, 700, 1024, 1030, len(items) - 2):
+            config = items[index].config
+            expected = await contract(drv, raw, config, CHANNELS)
+            assert raw.get_delta_channel_history(config=config, channels=CHANNELS) == expected
+            assert saver.get_delta_channel_history(config=config, channels=CHANNELS) == expected
+        assert len(expected["messages"]["writes"]) == 1
