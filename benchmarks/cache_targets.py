@@ -222,6 +222,7 @@ def _report(rows: list[dict[str, Any]], out: Path | None, repetitions: int) -> i
         "alternating_last10_over_one_process_redis_last10": 1.5,
     }
     report = {
+        "repetitions": repetitions,
         "rows": rows,
         "ratios": ratios,
         "targets": {

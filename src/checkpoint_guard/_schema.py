@@ -82,6 +82,18 @@ class _Merger:
             index[mid] = pos
 
     def apply(self, right: list[Any]) -> None:
+        if len(right) == 1 and not isinstance(right[0], RemoveMessage):
+            # the common write: one message; same effect as the general path below
+            m = right[0]
+            if m.id is None:
+                m.id = str(uuid.uuid4())
+            pos = self.index.get(m.id)
+            if pos is None:
+                self.index[m.id] = len(self.items)
+                self.items.append(m)
+            else:
+                self.items[pos] = m
+            return
         remove_all_at = None
         for i, m in enumerate(right):
             if m.id is None:

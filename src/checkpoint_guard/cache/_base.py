@@ -61,9 +61,9 @@ def fresh(value: Any) -> Any:
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
-        return [v.__copy__() if isinstance(v, BaseMessage) else fresh(v) for v in value]
+        return [_copy_message(v) if isinstance(v, BaseMessage) else fresh(v) for v in value]
     if isinstance(value, BaseMessage):
-        return value.__copy__()
+        return _copy_message(value)
     if isinstance(value, _IMMUTABLE):
         return value
     if cls is _DeltaSnapshot:
@@ -73,6 +73,24 @@ def fresh(value: Any) -> Any:
     if cls is dict:
         return {k: fresh(v) for k, v in value.items()}
     return copy.deepcopy(value)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _copy_message(message: Any) -> Any:
+    # What pydantic's __copy__ does (a shallow copy with its own field dict,
+    # fields-set and extras), without its generic dispatch: this runs once per
+    # cached message per read.
+    copied = _new(type(message))
+    _set(copied, "__dict__", message.__dict__.copy())
+    _set(copied, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    extra = message.__pydantic_extra__
+    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+    private = message.__pydantic_private__
+    _set(copied, "__pydantic_private__", None if private is None else dict(private))
+    return copied
 
 
 def approx_size(value: Any, _depth: int = 0) -> int:
