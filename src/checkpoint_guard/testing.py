@@ -1,0 +1,388 @@
+"""A reusable parity kit: test any saver (or wrapper) against ``InMemorySaver``.
+
+``assert_saver_parity(make_saver)`` runs a hypothesis state machine that drives
+the saver under test and a model ``InMemorySaver`` with the same operations —
+``put`` (new threads, namespaces, children of any checkpoint, so forks happen),
+``put_writes`` (regular and special channels, idempotent re-writes, several task
+paths in one step), ``get_tuple`` (latest and by id), ``list`` (filters,
+``before``, ``limit``), ``delete_thread`` and ``get_delta_channel_history`` (any
+checkpoint, any subset of channels) — and compares every answer, modulo the
+checkpoint-guard mode marker. The first disagreement raises ``AssertionError``;
+hypothesis shrinks it and attaches the minimal sequence of operations.
+
+The strategies and ``SaverParityMachine`` are public, for your own machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, _DeltaSnapshot
+
+from ._modes import MODE_METADATA_KEY
+
+__all__ = [
+    "CHANNELS",
+    "TASK_PATHS",
+    "SaverParityMachine",
+    "assert_saver_parity",
+    "channel_values",
+    "make_parity_machine",
+    "namespaces",
+    "thread_ids",
+    "write_values",
+]
+
+MakeSaver = Callable[[], AbstractContextManager[Any] | AbstractAsyncContextManager[Any]]
+
+CHANNELS = ("messages", "notes")
+"""Channels the machine writes: ``messages`` carries messages, ``notes`` plain values."""
+
+# A task id always runs at one task path, as in LangGraph (savers keep the path of
+# a task's first write; a re-write under another path is not a case they agree on).
+TASK_PATHS = {"task-a": "", "task-b": "~__pregel_pull, node", "task-c": "~__pregel_pull, other"}
+
+thread_ids = st.sampled_from(["t1", "t2", "a:b", "*", "ünï"])
+"""A few thread ids, some hostile to key schemes (``:``, glob, unicode)."""
+
+namespaces = st.sampled_from(["", "sub"])
+
+write_values = st.one_of(
+    st.integers(-5, 5),
+    st.text(max_size=4),
+    st.builds(lambda n: [HumanMessage(f"h{n}", id=f"m{n}")], st.integers(0, 6)),
+    st.builds(lambda n: [AIMessage(f"a{n}", id=f"m{n}")], st.integers(0, 6)),
+)
+"""Values a task may write: scalars, or a message list (ids from a small pool)."""
+
+channel_values = st.dictionaries(
+    st.sampled_from(CHANNELS),
+    st.one_of(
+        st.builds(lambda v: _DeltaSnapshot([HumanMessage(f"s{v}", id=f"s{v}")]), st.integers(0, 3)),
+        st.lists(st.integers(0, 3), max_size=2),
+    ),
+    max_size=2,
+)
+"""Values stored in a checkpoint: a ``_DeltaSnapshot`` seed or a plain value."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A checkpoint the machine stored: where it lives and its id."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+
+    def config(self) -> RunnableConfig:
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": self.ns,
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
+
+
+def _cfg(thread_id: str, ns: str | None = None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    return {"configurable": conf}
+
+
+def _view(tup: CheckpointTuple | None) -> Any:
+    """What must agree between savers (marker removed, storage details dropped)."""
+    if tup is None:
+        return None
+    cp = tup.checkpoint
+    metadata = {k: v for k, v in tup.metadata.items() if k != MODE_METADATA_KEY}
+    parent = tup.parent_config["configurable"].get("checkpoint_id") if tup.parent_config else None
+    return (
+        tup.config["configurable"].get("thread_id"),
+        tup.config["configurable"].get("checkpoint_ns", ""),
+        cp["id"],
+        cp["channel_values"],
+        cp["channel_versions"],
+        cp["versions_seen"],
+        metadata,
+        parent,
+        list(tup.pending_writes or []),
+    )
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", fn())
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        return ("error", type(exc).__name__)
+
+
+class SaverParityMachine(RuleBasedStateMachine):
+    """Drives ``make_saver()`` and an ``InMemorySaver`` in lockstep.
+
+    Subclass it with ``make_saver`` (and optionally ``delta_history``) set, or use
+    ``make_parity_machine``. Each example opens a fresh saver and closes it in
+    ``teardown``.
+    """
+
+    make_saver: MakeSaver
+    delta_history: bool = True
+    refs = Bundle("refs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = InMemorySaver()
+        self._cm: Any = type(self).make_saver()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if hasattr(self._cm, "__enter__"):
+            self.subject: BaseCheckpointSaver[Any] = self._cm.__enter__()
+        else:
+            self._loop = asyncio.new_event_loop()
+            self.subject = self._loop.run_until_complete(self._cm.__aenter__())
+        self._ids = 0
+        self._versions = 0
+        self.known: list[Ref] = []
+
+    def teardown(self) -> None:
+        if self._loop is None:
+            self._cm.__exit__(None, None, None)
+        else:
+            self._loop.run_until_complete(self._cm.__aexit__(None, None, None))
+            self._loop.close()
+
+    # -- calling the subject through its own API -------------------------------------------
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self._loop is None:
+            result = getattr(self.subject, name)(*args, **kwargs)
+            return list(result) if name == "list" else result
+        method = getattr(self.subject, "a" + name)
+
+        async def run() -> Any:
+            if name == "list":
+                return [t async for t in method(*args, **kwargs)]
+            return await method(*args, **kwargs)
+
+        return self._loop.run_until_complete(run())
+
+    def _both(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        def model() -> Any:
+            result = getattr(self.model, name)(*args, **kwargs)
+            return list(result) if name == "list" else result
+
+        return _outcome(model), _outcome(lambda: self._call(name, *args, **kwargs))
+
+    # -- rules --------------------------------------------------------------------------
+
+    @initialize(target=refs, thread_id=thread_ids, values=channel_values)
+    def first_checkpoint(self, thread_id: str, values: dict[str, Any]) -> Ref:
+        return self._put(thread_id, "", None, values, "input")
+
+    @rule(
+        target=refs,
+        thread_id=thread_ids,
+        ns=namespaces,
+        values=channel_values,
+        source=st.sampled_from(["input", "loop", "update", "fork"]),
+    )
+    def put_root(self, thread_id: str, ns: str, values: dict[str, Any], source: str) -> Ref:
+        return self._put(thread_id, ns, None, values, source)
+
+    @rule(
+        target=refs,
+        parent=refs,
+        values=channel_values,
+        source=st.sampled_from(["loop", "update", "fork"]),
+    )
+    def put_child(self, parent: Ref, values: dict[str, Any], source: str) -> Ref:
+        return self._put(parent.thread_id, parent.ns, parent, values, source)
+
+    def _put(
+        self, thread_id: str, ns: str, parent: Ref | None, values: dict[str, Any], source: str
+    ) -> Ref:
+        self._ids += 1
+        # time-ordered, unique ids, like uuid6 checkpoint ids
+        checkpoint_id = f"1f000000-0000-6000-8000-{self._ids:012d}"
+        versions = {}
+        for channel in values:
+            self._versions += 1
+            versions[channel] = f"{self._versions:032d}.0"
+        checkpoint: Checkpoint = {
+            "v": 4,
+            "id": checkpoint_id,
+            "ts": f"2026-01-01T00:00:{self._ids % 60:02d}+00:00",
+            "channel_values": dict(values),
+            "channel_versions": dict(versions),
+            "versions_seen": {"node": dict(versions)},
+            "updated_channels": None,
+        }
+        metadata = {"source": source, "step": self._ids, "run_id": f"run-{self._ids % 3}"}
+        config = (
+            parent.config()
+            if parent is not None
+            else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+        )
+        model, subject = self._both("put", config, checkpoint, metadata, versions)
+        assert model[0] == subject[0] == "ok", (model, subject)
+        ref = Ref(thread_id, ns, checkpoint_id)
+        self.known.append(ref)
+        if self.delta_history and parent is not None:
+            # every new child: its history is where lost or reordered writes show
+            self._check_history(ref, list(CHANNELS))
+        return ref
+
+    # A batch is all regular channels or all special ones (as LangGraph's loop writes
+    # them): savers legitimately differ on re-writes of mixed batches (SQLite and
+    # PostgreSQL ignore a special re-write there, InMemorySaver overwrites).
+    @rule(
+        ref=refs,
+        writes=st.one_of(
+            st.lists(st.tuples(st.sampled_from(CHANNELS), write_values), min_size=1, max_size=3),
+            st.lists(
+                st.tuples(st.sampled_from([ERROR, INTERRUPT]), write_values), min_size=1, max_size=2
+            ),
+        ),
+        task=st.sampled_from(sorted(TASK_PATHS)),
+    )
+    def put_writes(self, ref: Ref, writes: list[tuple[str, Any]], task: str) -> None:
+        path = TASK_PATHS[task]
+        model, subject = self._both("put_writes", ref.config(), writes, task, path)
+        assert model[0] == subject[0], (model, subject)
+
+    @rule(ref=refs, latest=st.booleans())
+    def get_tuple(self, ref: Ref, latest: bool) -> None:
+        config = _cfg(ref.thread_id, ref.ns) if latest else ref.config()
+        model, subject = self._both("get_tuple", config)
+        assert model[0] == subject[0], (model, subject)
+        if model[0] == "ok":
+            assert _view(subject[1]) == _view(model[1])
+
+    @rule(thread_id=thread_ids, ns=namespaces)
+    def get_latest_anywhere(self, thread_id: str, ns: str) -> None:
+        # also threads that never existed or were deleted
+        model, subject = self._both("get_tuple", _cfg(thread_id, ns))
+        assert model[0] == subject[0], (model, subject)
+        if model[0] == "ok":
+            assert _view(subject[1]) == _view(model[1])
+
+    @rule(
+        thread_id=st.one_of(st.none(), thread_ids),
+        ns=st.one_of(st.none(), namespaces),
+        source=st.one_of(st.none(), st.sampled_from(["loop", "update", "input"])),
+        before=st.one_of(st.none(), refs),
+        limit=st.one_of(st.none(), st.integers(1, 4)),
+    )
+    def list_checkpoints(
+        self,
+        thread_id: str | None,
+        ns: str | None,
+        source: str | None,
+        before: Ref | None,
+        limit: int | None,
+    ) -> None:
+        config = _cfg(thread_id, ns) if thread_id is not None else None
+        kwargs: dict[str, Any] = {"limit": limit}
+        if source is not None:
+            kwargs["filter"] = {"source": source}
+        if before is not None:
+            kwargs["before"] = before.config()
+        # Across threads or namespaces the order is unspecified (InMemorySaver goes
+        # thread by thread, SQL savers by id): compare those listings as sets, unlimited.
+        ordered = thread_id is not None and ns is not None
+        if not ordered:
+            kwargs["limit"] = None
+        model, subject = self._both("list", config, **kwargs)
+        assert model[0] == subject[0], (model, subject)
+        if model[0] == "ok":
+            got, want = [_view(t) for t in subject[1]], [_view(t) for t in model[1]]
+            if not ordered:
+                got, want = sorted(got, key=repr), sorted(want, key=repr)
+            assert got == want
+
+    @rule(thread_id=thread_ids)
+    def delete_thread(self, thread_id: str) -> None:
+        model, subject = self._both("delete_thread", thread_id)
+        assert model[0] == subject[0], (model, subject)
+
+    @precondition(lambda self: self.delta_history)
+    @rule(ref=refs, channels=st.lists(st.sampled_from(CHANNELS), max_size=2, unique=True))
+    def compare_delta_history(self, ref: Ref, channels: list[str]) -> None:
+        self._check_history(ref, channels)
+
+    def _check_history(self, ref: Ref, channels: list[str]) -> None:
+        expected = _outcome(
+            lambda: BaseCheckpointSaver.get_delta_channel_history(
+                self.model, config=ref.config(), channels=channels
+            )
+        )
+        got = _outcome(
+            lambda: self._call("get_delta_channel_history", config=ref.config(), channels=channels)
+        )
+        assert got == expected, (ref, channels)
+
+
+def make_parity_machine(
+    make_saver: MakeSaver, *, delta_history: bool = True
+) -> type[SaverParityMachine]:
+    """A ``SaverParityMachine`` subclass bound to ``make_saver``."""
+    return type(
+        "ParityMachine",
+        (SaverParityMachine,),
+        {"make_saver": staticmethod(make_saver), "delta_history": delta_history},
+    )
+
+
+def assert_saver_parity(
+    make_saver: MakeSaver,
+    *,
+    max_examples: int | None = None,
+    delta_history: bool = True,
+    stateful_step_count: int = 30,
+    settings: Settings | None = None,
+) -> None:
+    """Check that the saver ``make_saver()`` yields behaves like ``InMemorySaver``.
+
+    ``make_saver`` is a zero-argument callable returning a context manager (sync
+    or async) that yields a fresh, empty saver; async ones are driven through the
+    ``a*`` methods. Returns ``None`` when every step agrees; raises
+    ``AssertionError`` on the first disagreement, with hypothesis's minimal
+    reproducing sequence of operations attached. ``delta_history`` compares
+    ``get_delta_channel_history`` with ``BaseCheckpointSaver``'s walk over the
+    model's data. ``max_examples`` defaults to the active hypothesis profile;
+    ``settings`` (a ``hypothesis.settings``) overrides anything else.
+    """
+    machine = make_parity_machine(make_saver, delta_history=delta_history)
+    base = settings or Settings()
+    chosen = Settings(
+        base,
+        max_examples=max_examples if max_examples is not None else base.max_examples,
+        stateful_step_count=stateful_step_count,
+        deadline=None,
+        report_multiple_bugs=False,  # one minimal failure, raised as AssertionError
+    )
+    run_state_machine_as_test(machine, settings=chosen)
