@@ -1,0 +1,194 @@
+"""Faults caused for real: a Redis server stopped, restarted and put to sleep; PostgreSQL
+connections killed with pg_terminate_backend."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from checkpoint_guard import GuardedSaver, ModeFreeze, open_checkpointer, unwrap, wrap
+from checkpoint_guard.cache import RedisHistoryCache
+from tests.conftest import REQUIRE_SERVICES
+from tests.helpers import cfg, chat_graph, human
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    """A redis-server of this test's own, on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "local",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except Exception:
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        message = "redis-server is not installed"
+        if REQUIRE_SERVICES:
+            pytest.fail(message)
+        pytest.skip(message)
+    server = PrivateRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _expected(turns: int) -> Any:
+    graph = chat_graph(GuardedSaver(InMemorySaver(), mode="delta"), "delta", 1000)
+    for i in range(turns):
+        graph.invoke(human(i), cfg("x"))
+    return graph.get_state(cfg("x")).values
+
+
+def test_redis_stopped_and_restarted_mid_run(private_redis: PrivateRedis) -> None:
+    cache = RedisHistoryCache(private_redis.url, key_prefix="fault", timeout_seconds=0.2)
+    raw = InMemorySaver()
+    graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("x"))
+    assert cache.stats()["errors"] == 0
+    private_redis.stop()
+    for i in range(4, 8):
+        graph.invoke(human(i), cfg("x"))
+    assert cache.stats()["errors"] > 0
+    assert graph.get_state(cfg("x")).values == _expected(8)
+    private_redis.start()  # empty: everything cached before is gone
+    hits = cache.stats()["hits"]
+    for i in range(8, 12):
+        graph.invoke(human(i), cfg("x"))
+    assert cache.stats()["hits"] > hits
+    assert graph.get_state(cfg("x")).values == _expected(12)
+    cache.close()
+
+
+def test_slow_redis_is_bounded_by_the_cache_timeout(private_redis: PrivateRedis) -> None:
+    """While Redis sleeps (DEBUG SLEEP), turns complete from the saver: the turn ends
+    before the sleep does."""
+    import redis
+
+    cache = RedisHistoryCache(private_redis.url, key_prefix="slow", timeout_seconds=0.2)
+    graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+    for i in range(3):
+        graph.invoke(human(i), cfg("x"))
+    sleeper = redis.Redis(port=private_redis.port)
+    done = threading.Event()
+
+    def sleep_server() -> None:
+        sleeper.execute_command("DEBUG", "SLEEP", "3")
+        done.set()
+
+    thread = threading.Thread(target=sleep_server)
+    thread.start()
+    time.sleep(0.2)  # let the server enter the sleep
+    errors = cache.stats()["errors"]
+    graph.invoke(human(3), cfg("x"))
+    finished_while_asleep = not done.is_set()
+    thread.join()
+    assert finished_while_asleep
+    assert cache.stats()["errors"] > errors
+    assert graph.get_state(cfg("x")).values == _expected(4)
+    sleeper.close()
+    cache.close()
+
+
+def test_postgres_connection_killed_mid_run(pg_schema: tuple[str, str]) -> None:
+    import psycopg
+
+    url, schema = pg_schema
+    config = {
+        "backend": "postgres",
+        "url": url,
+        "postgres_schema": schema,
+        "channel_mode": "delta",
+        "snapshot_frequency": 1000,
+        "pool_max_size": 2,
+    }
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        for i in range(3):
+            graph.invoke(human(i), cfg("x"))
+        with psycopg.connect(url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND application_name = '' AND state IS NOT NULL"
+            ).fetchall()
+        assert killed
+        failures = 0
+        done = 3
+        for i in range(3, 7):
+            try:
+                graph.invoke(human(i), cfg("x"))
+                done += 1
+            except psycopg.OperationalError:
+                failures += 1  # surfaced, not swallowed
+        values = graph.get_state(cfg("x")).values
+        # the pool recovered; every completed turn is there, in order
+        humans = [m.content for m in values["messages"] if m.type == "human"]
+        assert humans[:3] == ["turn 0", "turn 1", "turn 2"]
+        assert len(humans) >= done
+        # no checkpoint is left without its parent
+        raw = unwrap(saver)
+        items = list(raw.list(cfg("x")))
+        ids = {t.config["configurable"]["checkpoint_id"] for t in items}
+        for tup in items:
+            if tup.parent_config:
+                assert tup.parent_config["configurable"]["checkpoint_id"] in ids
+        graph.invoke(human(99), cfg("x"))
+        assert graph.get_state(cfg("x")).values["messages"][-2].content == "turn 99"
+        print({"failures": failures, "completed": done})
