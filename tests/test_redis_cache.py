@@ -266,3 +266,36 @@ async def test_invalidation_is_seen_through_the_local_tier(store: Store, redis_p
             await assert_every_checkpoint_matches(drv, raw, saver, "p")
     finally:
         await close(cache, store.is_async)
+
+
+def test_cached_values_are_encrypted_with_the_saver_serde(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "0123456789abcdef")
+    serde = EncryptedSerializer.from_pycryptodome_aes()
+    raw = InMemorySaver(serde=serde)
+    cache = make_cache(redis_prefix, serde=raw.serde)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(3):
+            graph.invoke({"messages": [HumanMessage(f"secret-{i}", id=f"s{i}")]}, cfg("enc"))
+        graph.get_state(cfg("enc"))
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        blobs = b"".join(v for f, v in client.hgetall(key).items() if f.startswith(b"c:"))
+        assert blobs and b"secret-" not in blobs
+        other = make_cache(redis_prefix, serde=raw.serde)
+        reader = chat_graph(wrap(raw, mode="delta", cache=other), "delta", 1000)
+        assert [m.content for m in reader.get_state(cfg("enc")).values["messages"]][0::2] == [
+            "secret-0",
+            "secret-1",
+            "secret-2",
+        ]
+        assert other.stats()["hits"] >= 1 and other.stats()["errors"] == 0
+        other.close()
+    finally:
+        client.close()
+        cache.close()
