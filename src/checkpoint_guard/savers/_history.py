@@ -23,7 +23,7 @@ call is answered from the inner saver.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from cachetools import LRUCache
@@ -311,6 +311,32 @@ class CachedHistorySaver(SaverLayer):
         tup = await self.inner.aget_tuple(config)
         self._learn(tup, head=_parts(config)[2] is None)
         return tup
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        # get_state_history materializes each listed checkpoint: knowing their
+        # parents saves a get_tuple per entry
+        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
+            self._learn(tup)
+            yield tup
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            self._learn(tup)
+            yield tup
 
     def put(
         self,
