@@ -13,7 +13,7 @@ import os
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,25 +218,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     """A fresh store for every backend, each driven through its own API."""
     kind, api = request.param
     return make_store(kind, api == "async", request, tmp_path)
-
-
-@contextmanager
-def env(**values: str | None) -> Iterator[None]:
-    """Temporarily set (or with ``None`` remove) environment variables."""
-    old = {k: os.environ.get(k) for k in values}
-    try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

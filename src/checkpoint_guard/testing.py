@@ -166,7 +166,6 @@ class SaverParityMachine(RuleBasedStateMachine):
             self.subject = self._loop.run_until_complete(self._cm.__aenter__())
         self._ids = 0
         self._versions = 0
-        self.known: list[Ref] = []
 
     def teardown(self) -> None:
         if self._loop is None:
@@ -250,7 +249,6 @@ class SaverParityMachine(RuleBasedStateMachine):
         model, subject = self._both("put", config, checkpoint, metadata, versions)
         assert model[0] == subject[0] == "ok", (model, subject)
         ref = Ref(thread_id, ns, checkpoint_id)
-        self.known.append(ref)
         if self.delta_history and parent is not None:
             # every new child: its history is where lost or reordered writes show
             self._check_history(ref, list(CHANNELS))

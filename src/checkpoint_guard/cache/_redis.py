@@ -176,6 +176,7 @@ class RedisHistoryCache:
         self._given_aclient = aclient
         self._lock = threading.Lock()
         self._stats = CacheStats()
+        self._scripts: dict[tuple[int, str], tuple[Any, Any]] = {}
         # decoded values by (thread key, epoch, field), sized by their encoded bytes
         self._local: LRUCache[tuple[str, str, str], tuple[int, Any]] = LRUCache(
             maxsize=local_max_bytes, getsizeof=lambda item: item[0]
@@ -327,9 +328,17 @@ class RedisHistoryCache:
 
     # -- sync API ------------------------------------------------------------------------
 
+    def _script(self, client: Any, script: str) -> Any:
+        """The client's Script object for ``script`` (its SHA computed once, not per call)."""
+        with self._lock:
+            found = self._scripts.get((id(client), script))
+            if found is None or found[0] is not client:
+                found = (client, client.register_script(script))
+                self._scripts[(id(client), script)] = found
+            return found[1]
+
     def _run(self, script: str, keys: list[str], argv: list[Any]) -> Any:
-        client = self._sync()
-        return client.register_script(script)(keys=keys, args=argv)
+        return self._script(self._sync(), script)(keys=keys, args=argv)
 
     def read(
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
@@ -416,13 +425,14 @@ class RedisHistoryCache:
         """Close the sync client this cache created."""
         with self._lock:
             client, self._client = self._client, None
+            self._scripts.clear()
         if client is not None and self.url is not None:
             client.close()
 
     # -- async API ------------------------------------------------------------------------
 
     async def _arun(self, script: str, keys: list[str], argv: list[Any]) -> Any:
-        return await self._async().register_script(script)(keys=keys, args=argv)
+        return await self._script(self._async(), script)(keys=keys, args=argv)
 
     async def aread(
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
