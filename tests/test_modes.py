@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import StateSnapshot
 
@@ -34,7 +35,7 @@ def test_channel_mode_is_a_str_enum() -> None:
 def test_bad_modes_raise_config_error(bad: object) -> None:
     with pytest.raises(ConfigError) as err:
         cg.GuardedSaver(
-            cg.unwrap(__import__("langgraph.checkpoint.memory").checkpoint.memory.InMemorySaver()),
+            InMemorySaver(),
             mode=bad,
         )  # type: ignore[arg-type]
     assert "'full' or 'delta'" in str(err.value) and repr(bad) in str(err.value)
