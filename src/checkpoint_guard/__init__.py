@@ -14,6 +14,10 @@ from ._errors import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
     ConfigError,
+    LineageIntegrityError,
+    MessageNotFoundError,
+    RollbackUnavailableError,
+    StateUnavailableError,
 )
 from ._modes import MODE_METADATA_KEY, ChannelMode, ModeFreeze, checkpoint_uses_delta
 from ._schema import delta_messages_field, merge_message_writes, state_schema_for_mode
@@ -41,6 +45,10 @@ __all__ = [
     "CheckpointModeReconfigurationError",
     "ConfigError",
     "GuardedSaver",
+    "LineageIntegrityError",
+    "MessageNotFoundError",
+    "RollbackUnavailableError",
+    "StateUnavailableError",
     "ModeFreeze",
     "SaverLayer",
     "checkpoint_uses_delta",

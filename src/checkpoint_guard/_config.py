@@ -44,11 +44,12 @@ ENV_KEYS: dict[str, str] = {
     "CHECKPOINT_GUARD_REDIS_URL": "history_cache.redis_url",
     "CHECKPOINT_GUARD_POSTGRES_SCHEMA": "postgres_schema",
     "CHECKPOINT_GUARD_ENCRYPT": "encrypt",
+    "CHECKPOINT_GUARD_FIX_OVERWRITE": "fix_overwrite",
 }
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 # environment values that are integers / booleans (strings there, typed in files)
 _ENV_INTS = {"snapshot_frequency"}
-_ENV_BOOLS = {"encrypt"}
+_ENV_BOOLS = {"encrypt", "fix_overwrite"}
 
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
@@ -60,6 +61,7 @@ _ACCEPTED: dict[str, str] = {
     "pool_max_size": "an integer >= 1 and >= pool_min_size",
     "connect_timeout_seconds": "a number > 0",
     "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
+    "fix_overwrite": "true or false",
     "history_cache": "a mapping with keys backend, max_bytes, ttl_seconds, redis_url, "
     "key_prefix, timeout_seconds",
     "history_cache.backend": "'none', 'memory' or 'redis'",
@@ -138,6 +140,9 @@ class CheckpointerConfig(BaseModel):
     pool_max_size: int = Field(10, ge=1)
     connect_timeout_seconds: float = Field(10.0, gt=0)
     encrypt: bool = False
+    # Install checkpoint_guard.state's Overwrite first-write fix when opening (it
+    # stands down by itself once LangGraph is fixed).
+    fix_overwrite: bool = True
 
     @field_validator("channel_mode", mode="before")
     @classmethod

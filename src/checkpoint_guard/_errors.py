@@ -8,6 +8,10 @@ __all__ = [
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
     "ConfigError",
+    "LineageIntegrityError",
+    "MessageNotFoundError",
+    "RollbackUnavailableError",
+    "StateUnavailableError",
 ]
 
 
@@ -77,3 +81,23 @@ class ConfigError(ValueError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+class StateUnavailableError(CheckpointGuardError):
+    """Thread state cannot be materialized safely here (for example a delta thread
+    without the graph's channel table); nothing was returned or written."""
+
+
+class RollbackUnavailableError(CheckpointGuardError):
+    """A rollback point cannot be restored: its capture failed (restore is disabled
+    rather than partial) or it belongs to another thread, namespace or mode."""
+
+
+class LineageIntegrityError(CheckpointGuardError):
+    """A checkpoint's parent chain is broken: a cycle, a dangling or foreign parent,
+    a parent that resolves to a different checkpoint, or the depth bound ran out.
+    Raised instead of guessing, so a sibling branch is never selected."""
+
+
+class MessageNotFoundError(CheckpointGuardError, LookupError):
+    """The message is not part of the state the lineage walk started from."""

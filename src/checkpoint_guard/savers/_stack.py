@@ -54,6 +54,11 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
 def _prepare(config: ConfigSource, freeze: ModeFreeze | None) -> CheckpointerConfig:
     resolved = CheckpointerConfig.load(config)
     (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
+    if resolved.fix_overwrite:
+        # Imported here: the state toolkit builds on the saver layers.
+        from ..state._overwrite import apply_overwrite_fix
+
+        apply_overwrite_fix()
     return resolved
 
 

@@ -1,0 +1,633 @@
+"""``StateAccessor``: graph + checkpointer + mode, the one way to read and write thread state.
+
+Sync and async twins share the pure helpers at the top; each I/O method is a thin
+shell. Every read goes through a ``GuardedSaver`` of the accessor's mode (added
+when the checkpointer has none), so the full-mode gate applies to every tuple the
+graph reads, and every returned snapshot is checked once more.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+from langgraph.pregel import Pregel
+from langgraph.types import Overwrite, StateSnapshot
+
+from .._errors import (
+    CheckpointModeMismatchError,
+    ConfigError,
+    RollbackUnavailableError,
+    StateUnavailableError,
+)
+from .._modes import ChannelMode, checkpoint_uses_delta, parse_mode
+from ..savers._guard import GuardedSaver
+from ..savers._layer import SaverLayer
+from ._graphs import (
+    MUTATION_NODE,
+    channel_empty_value,
+    effective_state_schema,
+    is_reducer_channel,
+    state_mutation_graph,
+)
+
+__all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor"]
+
+AbsentPolicy = Literal["keep", "reset"]
+GraphSource = Any  # a compiled graph, a zero-argument factory returning one, or None
+
+
+# -- value types --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What a checkpoint says about itself without materializing state.
+
+    ``created_at`` is the checkpoint's ``ts``; ``pending_writes`` counts its raw
+    pending writes; ``uses_delta`` is ``checkpoint_uses_delta`` of the tuple.
+    """
+
+    config: RunnableConfig
+    parent_config: RunnableConfig | None
+    metadata: Mapping[str, Any]
+    created_at: str | None
+    pending_writes: int
+    uses_delta: bool
+
+    @property
+    def checkpoint_id(self) -> str:
+        """The checkpoint's id."""
+        return str(self.config["configurable"]["checkpoint_id"])
+
+
+@dataclass(frozen=True)
+class RollbackPoint:
+    """A thread's state before a run: materialized values plus the head's raw
+    pending writes, captured by ``StateAccessor.capture_rollback_point``.
+
+    ``checkpoint_id`` is ``None`` for a thread that had no checkpoint. When the capture
+    failed, ``error`` holds the cause and ``available`` is false: restoring it raises
+    ``RollbackUnavailableError`` (never a partial restore).
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    mode: ChannelMode
+    checkpoint_id: str | None = None
+    config: RunnableConfig | None = None
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    pending_writes: tuple[tuple[str, str, Any], ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def available(self) -> bool:
+        """Whether this point can be restored."""
+        return self.error is None
+
+
+# -- pure helpers ---------------------------------------------------------------------------
+
+
+def _conf(config: RunnableConfig) -> dict[str, Any]:
+    return dict(config.get("configurable") or {})
+
+
+def _thread_config(config: RunnableConfig) -> RunnableConfig:
+    conf = _conf(config)
+    conf.pop("checkpoint_id", None)
+    return {"configurable": conf}
+
+
+def _find_guard(saver: BaseCheckpointSaver[Any]) -> GuardedSaver | None:
+    layer: Any = saver
+    while isinstance(layer, SaverLayer):
+        if isinstance(layer, GuardedSaver):
+            return layer
+        layer = layer.inner
+    return None
+
+
+def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
+    guard = _find_guard(saver)
+    if guard is None:
+        return GuardedSaver(saver, mode=mode)
+    if guard.mode is not mode:
+        raise ConfigError(
+            "mode",
+            mode.value,
+            f"the checkpointer's own mode {guard.mode.value!r}",
+            detail="the accessor and its GuardedSaver must agree",
+        )
+    return saver
+
+
+def _mismatch_for(config: RunnableConfig | None, action: str) -> CheckpointModeMismatchError:
+    conf = _conf(config or {})
+    return CheckpointModeMismatchError(
+        thread_id=str(conf.get("thread_id")),
+        checkpoint_ns=conf.get("checkpoint_ns", "") or "",
+        checkpoint_id=conf.get("checkpoint_id"),
+        action=action,
+    )
+
+
+def _is_internal_channel(name: str) -> bool:
+    return name.startswith(("__", "branch:"))
+
+
+def _degraded_snapshot(config: RunnableConfig, tup: CheckpointTuple | None) -> StateSnapshot:
+    """A full-mode snapshot of the stored checkpoint, without a graph."""
+    if tup is None:
+        return StateSnapshot({}, (), config, None, None, None, (), ())
+    values = {
+        k: v for k, v in tup.checkpoint["channel_values"].items() if not _is_internal_channel(k)
+    }
+    created_at: Any = tup.checkpoint.get("ts") or (tup.metadata or {}).get("created_at")
+    return StateSnapshot(
+        values, (), tup.config, tup.metadata, created_at, tup.parent_config, (), ()
+    )
+
+
+def _info(tup: CheckpointTuple) -> CheckpointInfo:
+    return CheckpointInfo(
+        config=tup.config,
+        parent_config=tup.parent_config,
+        metadata=MappingProxyType(dict(tup.metadata or {})),
+        created_at=tup.checkpoint.get("ts"),
+        pending_writes=len(tup.pending_writes or ()),
+        uses_delta=checkpoint_uses_delta(tup),
+    )
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None (unlimited) or an int >= 0, got {limit!r}")
+
+
+def _state_channels(mutation_graph: Any) -> dict[str, Any]:
+    return dict(mutation_graph.builder.channels)
+
+
+def replacement_writes(
+    channels: Mapping[str, Any],
+    values: Mapping[str, Any],
+    current: Mapping[str, Any],
+    absent: AbsentPolicy,
+) -> dict[str, Any]:
+    """The update that makes a thread read ``values``: ``Overwrite`` for reducer
+    channels, the plain value otherwise. Channels absent from ``values`` keep their
+    value (``absent="keep"``) or, when currently set, go back to their empty value
+    (``absent="reset"``). A key outside the channel table raises ``ValueError``
+    rather than being dropped."""
+    if absent not in ("keep", "reset"):
+        raise ValueError(f"absent must be 'keep' or 'reset', got {absent!r}")
+    unknown = sorted(k for k in values if k not in channels)
+    if unknown:
+        raise ValueError(
+            f"keys {unknown} are not channels of the thread's schema "
+            f"(channels: {sorted(channels)}); pass the graph whose schema declares them"
+        )
+    writes: dict[str, Any] = {}
+    for name, value in values.items():
+        writes[name] = Overwrite(value) if is_reducer_channel(channels[name]) else value
+    if absent == "reset":
+        for name in current:
+            if name in channels and name not in values:
+                empty = channel_empty_value(channels[name])
+                writes[name] = Overwrite(empty) if is_reducer_channel(channels[name]) else empty
+    return writes
+
+
+def _group_writes(
+    pending: Iterable[tuple[str, str, Any]],
+) -> list[tuple[str, list[tuple[str, Any]]]]:
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in pending:
+        groups.setdefault(task_id, []).append((channel, value))
+    return list(groups.items())
+
+
+# -- the accessor -------------------------------------------------------------------------
+
+
+class StateAccessor:
+    """Thread state through one graph, one checkpointer and one channel mode.
+
+    ``graph`` is a compiled graph, a zero-argument factory returning one (called when
+    needed; a failure means "no graph") or ``None``. ``checkpointer`` defaults to the
+    graph's own; it is used through a ``GuardedSaver`` of ``mode`` (one is added when
+    the stack has none; a stack guarded in another mode raises ``ConfigError``).
+
+    Without a graph, full mode degrades reads to the stored checkpoint and delta mode
+    raises ``StateUnavailableError``; writes always need a graph.
+    """
+
+    def __init__(
+        self,
+        graph: GraphSource,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+        *,
+        mode: ChannelMode | str,
+    ) -> None:
+        self.mode = parse_mode(mode, key="mode")
+        if checkpointer is None and isinstance(graph, Pregel):
+            own = graph.checkpointer
+            checkpointer = own if isinstance(own, BaseCheckpointSaver) else None
+        if not isinstance(checkpointer, BaseCheckpointSaver):
+            raise ConfigError(
+                "checkpointer", checkpointer, "a BaseCheckpointSaver (or a graph compiled with one)"
+            )
+        self.checkpointer: BaseCheckpointSaver[Any] = _gated_saver(checkpointer, self.mode)
+        self._source = graph
+        self._bound: Any = None
+        self._schema_source: Any = None
+
+    @classmethod
+    def for_schema(
+        cls,
+        schema: Any,
+        checkpointer: BaseCheckpointSaver[Any],
+        *,
+        mode: ChannelMode | str,
+        snapshot_frequency: int | None = None,
+    ) -> StateAccessor:
+        """An accessor whose graph is the (cached) state-only graph of ``schema`` (a
+        schema or a sequence of schemas: state plus middleware), adapted to ``mode``.
+        Use it where the application graph cannot be built; ``next``/``tasks`` then
+        describe the state-only graph (always empty)."""
+        graph = state_mutation_graph(schema, mode, snapshot_frequency=snapshot_frequency)
+        return cls(graph, checkpointer, mode=mode)
+
+    def __repr__(self) -> str:
+        return f"StateAccessor(mode={self.mode.value!r}, checkpointer={self.checkpointer!r})"
+
+    # -- graph resolution (no I/O) ---------------------------------------------------------
+
+    def graph(self) -> Any:
+        """The bound graph, or ``None`` when none can be built."""
+        if self._bound is not None:
+            return self._bound
+        source = self._source
+        if source is None:
+            return None
+        if not isinstance(source, Pregel):
+            try:
+                source = source()
+            except Exception:
+                return None  # a factory failure (bad model config, outage) means "no graph"
+            if not isinstance(source, Pregel):
+                return None
+        self._schema_source = source
+        self._bound = source.copy(update={"checkpointer": self.checkpointer})
+        return self._bound
+
+    def _require_graph(self, what: str) -> Any:
+        graph = self.graph()
+        if graph is None:
+            raise StateUnavailableError(
+                f"cannot {what}: no graph could be built, and {what} needs the thread's "
+                "channel table"
+            )
+        return graph
+
+    def _degrade_or_refuse(self, config: RunnableConfig) -> None:
+        if self.mode is ChannelMode.DELTA:
+            thread = _conf(config).get("thread_id")
+            raise StateUnavailableError(
+                f"cannot read thread {thread!r} in delta mode without its graph: delta "
+                "checkpoints store only each step's writes, and materializing them needs "
+                "the graph's channel table. Fix the graph factory and retry."
+            )
+
+    def mutation_graph(self) -> Any:
+        """The (cached) state mutation graph for this accessor's thread schema, bound
+        to the accessor's checkpointer."""
+        graph = self._require_graph("rewrite state")
+        source = self._schema_source or graph
+        builder = getattr(source, "builder", None)
+        if builder is not None and list(builder.nodes) == [MUTATION_NODE]:
+            mutation = source  # already a state-only graph (for_schema)
+        else:
+            mutation = state_mutation_graph(source)
+        return mutation.copy(update={"checkpointer": self.checkpointer})
+
+    def effective_schema(self) -> Any:
+        """The thread's effective schema (state plus middleware channels)."""
+        self._require_graph("derive the schema")
+        return effective_state_schema(self._schema_source)
+
+    def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
+        if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
+            raise _mismatch_for(snapshot.config, "read")
+        return snapshot
+
+    # -- reads (sync) ------------------------------------------------------------------------
+
+    def get(self, config: RunnableConfig) -> StateSnapshot:
+        """The materialized state at ``config`` (the head without a ``checkpoint_id``).
+
+        Full mode raises ``CheckpointModeMismatchError`` on any delta evidence. Without a
+        graph: full mode returns the stored checkpoint (values = stored channel values,
+        ``created_at`` from ``ts``, empty ``next``/``tasks``), delta mode raises
+        ``StateUnavailableError``."""
+        graph = self.graph()
+        if graph is None:
+            self._degrade_or_refuse(config)
+            return self._gate(_degraded_snapshot(config, self.checkpointer.get_tuple(config)))
+        return self._gate(graph.get_state(config))
+
+    def history(
+        self,
+        config: RunnableConfig,
+        *,
+        limit: int | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[StateSnapshot]:
+        """Materialized snapshots, newest first. ``limit=0`` returns ``[]`` without
+        touching storage; ``None`` is unlimited; negative raises ``ValueError``.
+        Gated and degraded like ``get``."""
+        _check_limit(limit)
+        if limit == 0:
+            return []
+        graph = self.graph()
+        if graph is None:
+            self._degrade_or_refuse(config)
+            tuples = self.checkpointer.list(
+                _thread_config(config), limit=limit, before=before, filter=filter
+            )
+            return [self._gate(_degraded_snapshot(t.config, t)) for t in tuples]
+        items = graph.get_state_history(config, limit=limit, before=before, filter=filter)
+        return [self._gate(s) for s in items]
+
+    def get_info(self, config: RunnableConfig) -> CheckpointInfo | None:
+        """The addressed checkpoint's metadata without materializing state (gated);
+        ``None`` for an empty thread."""
+        tup = self.checkpointer.get_tuple(config)
+        return None if tup is None else _info(tup)
+
+    def history_info(
+        self,
+        config: RunnableConfig,
+        *,
+        limit: int | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[CheckpointInfo]:
+        """``get_info`` for every checkpoint, newest first; ``limit`` as in ``history``."""
+        _check_limit(limit)
+        if limit == 0:
+            return []
+        tuples = self.checkpointer.list(
+            _thread_config(config), limit=limit, before=before, filter=filter
+        )
+        return [_info(t) for t in tuples]
+
+    # -- reads (async) -----------------------------------------------------------------------
+
+    async def aget(self, config: RunnableConfig) -> StateSnapshot:
+        """Async ``get``."""
+        graph = self.graph()
+        if graph is None:
+            self._degrade_or_refuse(config)
+            tup = await self.checkpointer.aget_tuple(config)
+            return self._gate(_degraded_snapshot(config, tup))
+        return self._gate(await graph.aget_state(config))
+
+    async def ahistory(
+        self,
+        config: RunnableConfig,
+        *,
+        limit: int | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[StateSnapshot]:
+        """Async ``history``."""
+        _check_limit(limit)
+        if limit == 0:
+            return []
+        graph = self.graph()
+        if graph is None:
+            self._degrade_or_refuse(config)
+            tuples = self.checkpointer.alist(
+                _thread_config(config), limit=limit, before=before, filter=filter
+            )
+            return [self._gate(_degraded_snapshot(t.config, t)) async for t in tuples]
+        items = graph.aget_state_history(config, limit=limit, before=before, filter=filter)
+        return [self._gate(s) async for s in items]
+
+    async def aget_info(self, config: RunnableConfig) -> CheckpointInfo | None:
+        """Async ``get_info``."""
+        tup = await self.checkpointer.aget_tuple(config)
+        return None if tup is None else _info(tup)
+
+    async def ahistory_info(
+        self,
+        config: RunnableConfig,
+        *,
+        limit: int | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[CheckpointInfo]:
+        """Async ``history_info``."""
+        _check_limit(limit)
+        if limit == 0:
+            return []
+        tuples = self.checkpointer.alist(
+            _thread_config(config), limit=limit, before=before, filter=filter
+        )
+        return [_info(t) async for t in tuples]
+
+    # -- writes (sync) -----------------------------------------------------------------------
+
+    def update(
+        self, config: RunnableConfig, values: Any, *, as_node: str | None = None
+    ) -> RunnableConfig:
+        """``graph.update_state`` after the compatibility check: the addressed checkpoint
+        is read through the gate first, so a full-mode accessor refuses a delta thread
+        before anything is written."""
+        graph = self._require_graph("update state")
+        self.checkpointer.get_tuple(config)  # the gate raises here on a mismatch
+        return graph.update_state(config, values, as_node=as_node)  # type: ignore[no-any-return]
+
+    def replace(
+        self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
+    ) -> RunnableConfig:
+        """Make the checkpoint after ``config`` read exactly ``values`` for the given keys,
+        bypassing reducers (``Overwrite``), through the state mutation graph.
+
+        Absent keys: ``"keep"`` leaves them as they are (inherited from the parent
+        checkpoint); ``"reset"`` sets every currently-set absent channel to its empty
+        value (type default, else ``None``). A key outside the thread's channel table
+        raises ``ValueError``. Without a ``checkpoint_id`` this writes onto the head;
+        with one, LangGraph forks from that checkpoint. Returns the new checkpoint's
+        config; no task is scheduled."""
+        mutation = self.mutation_graph()
+        current = self.get(config).values if absent == "reset" else {}
+        writes = replacement_writes(_state_channels(mutation), values, current, absent)
+        self.checkpointer.get_tuple(config)
+        return mutation.update_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
+
+    def resume_linear(self, config: RunnableConfig) -> RunnableConfig:
+        """Rewrite the state of the checkpoint ``config`` addresses onto the thread's head
+        (no branch): every channel of that state is overwritten and head-only channels
+        are reset. The returned config addresses the new head; run the graph with the
+        thread config (no ``checkpoint_id``) to continue linearly."""
+        selected = self.get(config)
+        if selected.metadata is None:
+            raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
+        head = _thread_config(config)
+        return self.replace(head, dict(selected.values), absent="reset")
+
+    # -- writes (async) ----------------------------------------------------------------------
+
+    async def aupdate(
+        self, config: RunnableConfig, values: Any, *, as_node: str | None = None
+    ) -> RunnableConfig:
+        """Async ``update``."""
+        graph = self._require_graph("update state")
+        await self.checkpointer.aget_tuple(config)
+        return await graph.aupdate_state(config, values, as_node=as_node)  # type: ignore[no-any-return]
+
+    async def areplace(
+        self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
+    ) -> RunnableConfig:
+        """Async ``replace``."""
+        mutation = self.mutation_graph()
+        current = (await self.aget(config)).values if absent == "reset" else {}
+        writes = replacement_writes(_state_channels(mutation), values, current, absent)
+        await self.checkpointer.aget_tuple(config)
+        return await mutation.aupdate_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
+
+    async def aresume_linear(self, config: RunnableConfig) -> RunnableConfig:
+        """Async ``resume_linear``."""
+        selected = await self.aget(config)
+        if selected.metadata is None:
+            raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
+        return await self.areplace(_thread_config(config), dict(selected.values), absent="reset")
+
+    # -- rollback ----------------------------------------------------------------------------
+
+    def _point(
+        self, config: RunnableConfig, tup: CheckpointTuple | None, snapshot: StateSnapshot | None
+    ) -> RollbackPoint:
+        conf = _conf(config)
+        thread_id = str(conf.get("thread_id"))
+        ns = conf.get("checkpoint_ns", "") or ""
+        if tup is None or snapshot is None:
+            return RollbackPoint(thread_id=thread_id, checkpoint_ns=ns, mode=self.mode)
+        return RollbackPoint(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            mode=self.mode,
+            checkpoint_id=tup.config["configurable"]["checkpoint_id"],
+            config=tup.config,
+            values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
+            pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
+        )
+
+    def _failed_point(self, config: RunnableConfig, exc: BaseException) -> RollbackPoint:
+        conf = _conf(config)
+        return RollbackPoint(
+            thread_id=str(conf.get("thread_id")),
+            checkpoint_ns=conf.get("checkpoint_ns", "") or "",
+            mode=self.mode,
+            error=exc,
+        )
+
+    def _check_point(self, point: RollbackPoint) -> None:
+        if not point.available:
+            raise RollbackUnavailableError(
+                f"rollback for thread {point.thread_id!r} is disabled: the capture failed "
+                f"({type(point.error).__name__}: {point.error}); nothing was restored"
+            ) from point.error
+        if point.mode is not self.mode:
+            raise RollbackUnavailableError(
+                f"rollback point was captured in {point.mode.value!r} mode, this accessor "
+                f"runs in {self.mode.value!r}"
+            )
+
+    def _restore_writes(self, point: RollbackPoint) -> tuple[RunnableConfig, dict[str, Any]]:
+        mutation = self.mutation_graph()
+        writes = replacement_writes(_state_channels(mutation), point.values, {}, "keep")
+        assert point.config is not None
+        return point.config, writes
+
+    def _empty_root(self, point: RollbackPoint) -> tuple[RunnableConfig, Any, dict[str, Any]]:
+        config: RunnableConfig = {
+            "configurable": {"thread_id": point.thread_id, "checkpoint_ns": point.checkpoint_ns}
+        }
+        metadata = {"source": "input", "step": -1, "parents": {}}
+        return config, empty_checkpoint(), metadata
+
+    def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
+        """Capture the thread's state before a run: the head's materialized values
+        (the checkpoint's record view) and its raw pending writes.
+
+        Never raises for a failed capture: the returned point has ``available`` false
+        and ``restore`` refuses it, so a failure can only disable rollback, never cause
+        a partial one."""
+        try:
+            head = _thread_config(config)
+            graph = self._require_graph("capture a rollback point")
+            tup = self.checkpointer.get_tuple(head)
+            snapshot = None if tup is None else self._gate(graph.get_state(tup.config))
+            return self._point(config, tup, snapshot)
+        except Exception as exc:
+            return self._failed_point(config, exc)
+
+    def restore(self, point: RollbackPoint) -> RunnableConfig:
+        """Make the thread read exactly ``point``'s state again, carrying only its
+        pending writes; returns the config of the restored head.
+
+        The restored head is a new checkpoint whose parent is the captured one (its
+        channels inherited, every captured channel overwritten -- delta channels are
+        snapshotted, so no write of the abandoned run replays into it). A point captured
+        on an empty thread restores a new empty root checkpoint. Raises
+        ``RollbackUnavailableError`` for a failed capture or another mode."""
+        self._check_point(point)
+        if point.checkpoint_id is None:
+            config, checkpoint, metadata = self._empty_root(point)
+            return self.checkpointer.put(config, checkpoint, metadata, {})  # type: ignore[arg-type]
+        base, writes = self._restore_writes(point)
+        mutation = self.mutation_graph()
+        new_config: RunnableConfig = mutation.update_state(base, writes, as_node=MUTATION_NODE)
+        for task_id, task_writes in _group_writes(point.pending_writes):
+            self.checkpointer.put_writes(new_config, task_writes, task_id)
+        return new_config
+
+    async def acapture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
+        """Async ``capture_rollback_point``."""
+        try:
+            head = _thread_config(config)
+            graph = self._require_graph("capture a rollback point")
+            tup = await self.checkpointer.aget_tuple(head)
+            snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
+            return self._point(config, tup, snapshot)
+        except Exception as exc:
+            return self._failed_point(config, exc)
+
+    async def arestore(self, point: RollbackPoint) -> RunnableConfig:
+        """Async ``restore``."""
+        self._check_point(point)
+        if point.checkpoint_id is None:
+            config, checkpoint, metadata = self._empty_root(point)
+            return await self.checkpointer.aput(config, checkpoint, metadata, {})  # type: ignore[arg-type]
+        base, writes = self._restore_writes(point)
+        mutation = self.mutation_graph()
+        new_config: RunnableConfig = await mutation.aupdate_state(
+            base, writes, as_node=MUTATION_NODE
+        )
+        for task_id, task_writes in _group_writes(point.pending_writes):
+            await self.checkpointer.aput_writes(new_config, task_writes, task_id)
+        return new_config

@@ -1,0 +1,226 @@
+"""Effective schemas, the state mutation graph and the compiled-graph cache.
+
+A thread's channel table is the union of every schema its graph registered: the
+state schema plus node input schemas (that is how LangChain agent middleware adds
+channels). A graph built from the state schema alone would silently drop the
+extra channels when it writes, so everything here starts from that union.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, get_type_hints
+
+from langgraph._internal._typing import MISSING
+from langgraph.channels.base import BaseChannel
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.pregel import Pregel
+from typing_extensions import TypedDict
+
+from .._errors import ConfigError
+from .._modes import PROCESS_MODE, ChannelMode, parse_mode
+from .._schema import state_schema_for_mode
+
+__all__ = [
+    "DEFAULT_GRAPH_CACHE_MAX",
+    "GRAPH_CACHE",
+    "MUTATION_NODE",
+    "CompiledGraphCache",
+    "channel_empty_value",
+    "effective_state_schema",
+    "is_reducer_channel",
+    "state_mutation_graph",
+]
+
+DEFAULT_GRAPH_CACHE_MAX = 64
+MUTATION_NODE = "state_mutation"
+"""The mutation graph's only node. It is not a node of the application graph, so
+LangGraph's ``as_node`` inference on the application graph ignores it."""
+
+SchemaSource = Any  # a compiled StateGraph, a StateGraph, a schema type or a sequence of them
+
+
+class CompiledGraphCache:
+    """A thread-safe LRU of compiled graphs keyed by (schemas, mode, snapshot frequency, node).
+
+    ``max_size`` is an ``int >= 1`` or a zero-argument callable returning one; it is
+    re-read on every insertion, and assigning it evicts down to the new cap at once,
+    so the cap can change while the process runs. The cap only decides eviction: a
+    rebuilt graph is compiled from the same key and behaves identically.
+    """
+
+    def __init__(self, max_size: int | Callable[[], int] = DEFAULT_GRAPH_CACHE_MAX) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._max: int | Callable[[], int] = DEFAULT_GRAPH_CACHE_MAX
+        self.hits = self.misses = self.evictions = 0
+        self.max_size = max_size
+
+    @property
+    def max_size(self) -> int:
+        """The current cap (a callable cap is evaluated now)."""
+        value = self._max() if callable(self._max) else self._max
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError("graph_cache_max", value, "an integer >= 1")
+        return value
+
+    @max_size.setter
+    def max_size(self, value: int | Callable[[], int]) -> None:
+        if not callable(value) and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ConfigError("graph_cache_max", value, "an integer >= 1")
+        with self._lock:
+            self._max = value
+            self._evict()
+
+    def _evict(self) -> None:
+        cap = self.max_size
+        while len(self._items) > cap:
+            self._items.popitem(last=False)
+            self.evictions += 1
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The graph cached under ``key``, built with ``build()`` on a miss."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+            graph = build()
+            self._items[key] = graph
+            self._evict()
+            return graph
+
+    def clear(self) -> None:
+        """Drop every cached graph."""
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def stats(self) -> dict[str, int]:
+        """``hits``, ``misses``, ``evictions``, ``size`` and ``max_size``."""
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+            "size": len(self._items),
+            "max_size": self.max_size,
+        }
+
+
+GRAPH_CACHE = CompiledGraphCache()
+"""The process-wide cache behind ``state_mutation_graph`` and ``StateAccessor.for_schema``."""
+
+_merged: dict[tuple[Any, ...], type] = {}
+_merged_lock = threading.Lock()
+_make_typeddict: Any = TypedDict
+
+
+def _schemas_of(source: SchemaSource) -> tuple[Any, ...]:
+    builder = getattr(source, "builder", source)
+    if isinstance(builder, StateGraph):
+        # state schema first, then input/output and node input schemas (middleware)
+        return tuple(dict.fromkeys([builder.state_schema, *builder.schemas]))
+    if isinstance(source, Pregel):
+        raise TypeError(
+            "a graph compiled without StateGraph has no schema to derive a channel table from"
+        )
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        return tuple(dict.fromkeys(source))
+    return (source,)
+
+
+def effective_state_schema(source: SchemaSource) -> Any:
+    """The schema whose channel table is the thread's: every field of every schema
+    the graph registered (state, input/output and node input schemas -- the way
+    middleware contributes channels), the first declaration of a name winning.
+
+    ``source`` is a compiled ``StateGraph``, a ``StateGraph`` builder, a schema, or a
+    sequence of schemas. A single schema is returned unchanged; a union is a cached
+    ``TypedDict`` (one class per distinct tuple of schemas).
+    """
+    schemas = _schemas_of(source)
+    if len(schemas) == 1:
+        return schemas[0]
+    with _merged_lock:
+        merged = _merged.get(schemas)
+        if merged is None:
+            fields: dict[str, Any] = {}
+            for schema in schemas:
+                for name, hint in get_type_hints(schema, include_extras=True).items():
+                    fields.setdefault(name, hint)
+            name = "Effective" + "".join(getattr(s, "__name__", "State") for s in schemas[:3])
+            merged = _make_typeddict(name, fields, total=False)
+            merged.__module__ = getattr(schemas[0], "__module__", __name__)
+            _merged[schemas] = merged
+    return merged
+
+
+def is_reducer_channel(channel: Any) -> bool:
+    """Whether a plain write into ``channel`` goes through a reducer (so replacing its
+    value needs ``Overwrite``)."""
+    return isinstance(channel, (BinaryOperatorAggregate, DeltaChannel))
+
+
+def channel_empty_value(channel: BaseChannel[Any, Any, Any]) -> Any:
+    """The value a channel starts with: its type's default when constructible
+    (``[]``, ``0``, ``{}``), else ``None``."""
+    fresh = channel.from_checkpoint(MISSING)
+    if fresh.is_available():
+        try:
+            return fresh.get()
+        except Exception:  # pragma: no cover - is_available said yes
+            return None
+    return None
+
+
+def _noop(state: Any) -> dict[str, Any]:
+    # Writes nothing and routes to END: updates "as" this node never schedule work.
+    return {}
+
+
+def _build(schema: Any) -> Any:
+    builder = StateGraph(schema)
+    builder.add_node(MUTATION_NODE, _noop)
+    builder.add_edge(START, MUTATION_NODE)
+    builder.add_edge(MUTATION_NODE, END)
+    return builder.compile()
+
+
+def state_mutation_graph(
+    source: SchemaSource,
+    mode: ChannelMode | str | None = None,
+    *,
+    snapshot_frequency: int | None = None,
+) -> Any:
+    """A compiled graph with one no-op node (``MUTATION_NODE``, entry = finish) and
+    exactly the channel table of ``source``'s effective schema, without a
+    checkpointer (bind one with ``graph.copy(update={"checkpointer": saver})`` or
+    use ``StateAccessor``).
+
+    Writing through it (``update_state(..., as_node=MUTATION_NODE)``) stores
+    every channel of the table and schedules no task, so a rewritten head stays idle.
+    ``source`` as for ``effective_state_schema``. With ``mode`` given, every schema is
+    first adapted with ``state_schema_for_mode(schema, mode, snapshot_frequency=F)``
+    (pass raw schemas then, not a compiled graph's already-adapted ones). Cached in
+    ``GRAPH_CACHE`` by (schemas, mode, F).
+    """
+    schemas = _schemas_of(source)
+    parsed = parse_mode(mode, key="mode") if mode is not None else None
+    frequency = PROCESS_MODE.resolve_frequency(snapshot_frequency)
+    if parsed is not None:
+        schemas = tuple(
+            dict.fromkeys(
+                state_schema_for_mode(s, parsed, snapshot_frequency=frequency) for s in schemas
+            )
+        )
+    key = ("mutation", schemas, parsed, frequency if parsed is ChannelMode.DELTA else None)
+    return GRAPH_CACHE.get_or_build(key, lambda: _build(effective_state_schema(schemas)))

@@ -1,0 +1,201 @@
+"""Lineage: the checkpoint before a message, found by walking parent links.
+
+Regenerate and edit-and-replay need the checkpoint just before a message. A
+chronological scan of the thread can pick a sibling created by an earlier
+regeneration; the parent chain cannot. So the walk follows ``parent_config``
+only, and fails closed (``LineageIntegrityError``) on a cycle, a dangling or
+foreign parent, a parent that resolves to another checkpoint, or an exhausted
+depth. The one tolerated gap is a *missing* legacy parent link (a non-root
+checkpoint stored without a parent): only then a bounded newest-first scan of
+older checkpoints is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.types import StateSnapshot
+
+from .._errors import LineageIntegrityError, MessageNotFoundError
+from ._accessor import StateAccessor
+
+__all__ = [
+    "DEFAULT_FALLBACK_LIMIT",
+    "DEFAULT_MAX_DEPTH",
+    "afind_checkpoint_before_message",
+    "find_checkpoint_before_message",
+]
+
+DEFAULT_MAX_DEPTH = 10_000
+DEFAULT_FALLBACK_LIMIT = 400
+_ROOT = "root"
+_LEGACY = "legacy"
+
+
+def _ids(config: RunnableConfig | None) -> tuple[str, str, str | None]:
+    conf = (config or {}).get("configurable") or {}
+    return (
+        str(conf.get("thread_id")),
+        conf.get("checkpoint_ns", "") or "",
+        conf.get("checkpoint_id"),
+    )
+
+
+def _contains(snapshot: StateSnapshot, message_id: str, key: str) -> bool:
+    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    for message in values.get(key) or ():
+        mid = message.get("id") if isinstance(message, dict) else getattr(message, "id", None)
+        if mid == message_id:
+            return True
+    return False
+
+
+def _not_found(message_id: str, config: RunnableConfig) -> MessageNotFoundError:
+    return MessageNotFoundError(f"message {message_id!r} is not in the state at {_ids(config)!r}")
+
+
+def _integrity(cur: CheckpointTuple, problem: str) -> LineageIntegrityError:
+    thread, ns, cid = _ids(cur.config)
+    where = f"thread {thread!r}" + (f" namespace {ns!r}" if ns else "")
+    return LineageIntegrityError(
+        f"lineage of {where} is broken at checkpoint {cid!r}: {problem}; refusing to guess "
+        "(a chronological scan could select a sibling branch)"
+    )
+
+
+def _parent_step(
+    cur: CheckpointTuple, seen: set[str], depth: int, max_depth: int
+) -> RunnableConfig | str:
+    """The parent config to read next, ``_ROOT`` at a true root, ``_LEGACY`` when a
+    non-root checkpoint has no parent link; raises on every integrity problem."""
+    if depth >= max_depth:
+        raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
+    parent = cur.parent_config
+    if parent is None:
+        step = (cur.metadata or {}).get("step", -1)
+        return _ROOT if isinstance(step, int) and step <= -1 else _LEGACY
+    thread, ns, _ = _ids(cur.config)
+    p_thread, p_ns, p_id = _ids(parent)
+    if (p_thread, p_ns) != (thread, ns):
+        raise _integrity(cur, f"its parent belongs to thread {p_thread!r} namespace {p_ns!r}")
+    if not p_id:
+        raise _integrity(cur, "its parent link has no checkpoint id")
+    if p_id in seen:
+        raise _integrity(cur, f"parent {p_id!r} closes a cycle")
+    return parent
+
+
+def _checked_parent(
+    cur: CheckpointTuple, requested: RunnableConfig, got: CheckpointTuple | None
+) -> CheckpointTuple:
+    want = _ids(requested)[2]
+    if got is None:
+        raise _integrity(cur, f"parent {want!r} does not exist (dangling link)")
+    if _ids(got.config)[:2] != _ids(requested)[:2] or _ids(got.config)[2] != want:
+        raise _integrity(cur, f"parent {want!r} resolved to {_ids(got.config)!r}")
+    return got
+
+
+def _start_config(config: RunnableConfig) -> RunnableConfig:
+    conf = dict(config.get("configurable") or {})
+    conf.setdefault("checkpoint_ns", "")
+    return {"configurable": conf}
+
+
+def find_checkpoint_before_message(
+    accessor: StateAccessor,
+    config: RunnableConfig,
+    message_id: str,
+    *,
+    messages_key: str = "messages",
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
+) -> StateSnapshot | None:
+    """The newest ancestor of ``config``'s checkpoint (the head without an id) whose
+    state does not contain message ``message_id``, as a materialized snapshot -- the
+    base to regenerate or replay from. ``None`` when the thread's root already holds it.
+
+    Walks ``parent_config`` links only. A non-root checkpoint without a parent link
+    (legacy data) allows a newest-first scan of at most ``fallback_limit`` older
+    checkpoints. Raises ``MessageNotFoundError`` when the starting state lacks the
+    message and ``LineageIntegrityError`` on a cycle, a dangling or foreign parent, a
+    mismatched parent or more than ``max_depth`` steps. Reads are gated like the
+    accessor's."""
+    graph = accessor._require_graph("walk lineage")
+    saver = accessor.checkpointer
+    cur = saver.get_tuple(_start_config(config))
+    if cur is None or not _contains(accessor.get(cur.config), message_id, messages_key):
+        raise MessageNotFoundError(
+            f"message {message_id!r} is not in the state at {_ids(config)!r}"
+        )
+    seen = {str(_ids(cur.config)[2])}
+    depth = 0
+    while True:
+        step = _parent_step(cur, seen, depth, max_depth)
+        if step == _ROOT:
+            return None
+        if step == _LEGACY:
+            for older in saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit):
+                if _ids(older.config)[2] and not _contains(
+                    accessor.get(older.config), message_id, messages_key
+                ):
+                    return accessor.get(older.config)
+            return None
+        assert isinstance(step, dict)
+        parent = _checked_parent(cur, step, saver.get_tuple(step))
+        seen.add(str(_ids(parent.config)[2]))
+        depth += 1
+        snapshot = accessor._gate(graph.get_state(parent.config))
+        if not _contains(snapshot, message_id, messages_key):
+            return snapshot
+        cur = parent
+
+
+async def afind_checkpoint_before_message(
+    accessor: StateAccessor,
+    config: RunnableConfig,
+    message_id: str,
+    *,
+    messages_key: str = "messages",
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
+) -> StateSnapshot | None:
+    """Async ``find_checkpoint_before_message``."""
+    graph = accessor._require_graph("walk lineage")
+    saver = accessor.checkpointer
+    cur = await saver.aget_tuple(_start_config(config))
+    if cur is None or not _contains(await accessor.aget(cur.config), message_id, messages_key):
+        raise MessageNotFoundError(
+            f"message {message_id!r} is not in the state at {_ids(config)!r}"
+        )
+    seen = {str(_ids(cur.config)[2])}
+    depth = 0
+    while True:
+        step = _parent_step(cur, seen, depth, max_depth)
+        if step == _ROOT:
+            return None
+        if step == _LEGACY:
+            async for older in saver.alist(
+                _thread_only(cur), before=cur.config, limit=fallback_limit
+            ):
+                if _ids(older.config)[2]:
+                    snapshot = await accessor.aget(older.config)
+                    if not _contains(snapshot, message_id, messages_key):
+                        return snapshot
+            return None
+        assert isinstance(step, dict)
+        parent = _checked_parent(cur, step, await saver.aget_tuple(step))
+        seen.add(str(_ids(parent.config)[2]))
+        depth += 1
+        snapshot = accessor._gate(await graph.aget_state(parent.config))
+        if not _contains(snapshot, message_id, messages_key):
+            return snapshot
+        cur = parent
+
+
+def _thread_only(tup: CheckpointTuple) -> RunnableConfig:
+    thread, ns, _ = _ids(tup.config)
+    out: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    return {"configurable": out}

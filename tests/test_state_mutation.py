@@ -1,0 +1,213 @@
+"""State mutation graph, wholesale replacement and the Overwrite first-write fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import Overwrite
+
+from checkpoint_guard import CheckpointerConfig, GuardedSaver, ModeFreeze, open_checkpointer
+from checkpoint_guard.state import (
+    MUTATION_NODE,
+    StateAccessor,
+    _overwrite,
+    apply_overwrite_fix,
+    overwrite_fix_active,
+    probe_overwrite_first_write_bug,
+    remove_overwrite_fix,
+    state_mutation_graph,
+)
+from tests.conftest import Store
+from tests.helpers import ChatState, Driver, cfg, human, run_turns
+from tests.test_state_support import F, MiddlewareState, app_graph, ids
+
+FORMS = [
+    lambda v: Overwrite(v),
+    lambda v: {"__overwrite__": v},
+    lambda v: {"type": "__overwrite__", "value": v},
+]
+
+
+@pytest.fixture
+def fix() -> Iterator[None]:
+    """The fix installed for the test; the process state is put back afterwards."""
+    was = overwrite_fix_active()
+    apply_overwrite_fix()
+    yield
+    if not was:
+        remove_overwrite_fix()
+
+
+@pytest.fixture
+def no_fix() -> Iterator[None]:
+    was = overwrite_fix_active()
+    remove_overwrite_fix()
+    yield
+    if was:
+        apply_overwrite_fix()
+
+
+def _empty_union_channel() -> Any:
+    return BinaryOperatorAggregate(dict | None, lambda a, b: {**(a or {}), **(b or {})})  # type: ignore[arg-type]
+
+
+async def _replace(acc: StateAccessor, is_async: bool, config: Any, values: Any, **kw: Any) -> Any:
+    if is_async:
+        return await acc.areplace(config, values, **kw)
+    return acc.replace(config, values, **kw)
+
+
+# -- the mutation graph --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["full", "delta"])
+def test_mutation_graph_has_the_threads_channel_table(mode: str) -> None:
+    app = app_graph(None, mode)
+    mutation = state_mutation_graph(app)
+    assert list(mutation.builder.nodes) == [MUTATION_NODE]
+    # every state channel of the application graph, middleware ones included, same kind
+    assert dict(mutation.builder.channels).keys() == dict(app.builder.channels).keys()
+    assert {"todos", "sandbox", "notes", "messages", "turns"} <= set(mutation.builder.channels)
+    for name, channel in app.builder.channels.items():
+        assert mutation.builder.channels[name] == channel, name
+    messages = mutation.builder.channels["messages"]
+    assert isinstance(messages, DeltaChannel) == (mode == "delta")
+    if mode == "delta":
+        assert messages.snapshot_frequency == F
+    # the schema route reaches the same table, and the cache returns one graph
+    from_schemas = state_mutation_graph([ChatState, MiddlewareState], mode, snapshot_frequency=F)
+    assert dict(from_schemas.builder.channels).keys() == dict(mutation.builder.channels).keys()
+    assert state_mutation_graph(app) is mutation
+
+
+@pytest.mark.parametrize("mode", ["full", "delta"])
+async def test_replace_keeps_or_resets_absent_channels_and_schedules_nothing(
+    store: Store, mode: str, fix: None
+) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = app_graph(GuardedSaver(raw, mode=mode), mode)
+        await run_turns(drv, graph, "t", range(3))
+        acc = StateAccessor(graph, mode=mode)
+        before = (await drv.get_state(graph, cfg("t"))).values
+        new = [HumanMessage("summary", id="sum")]
+        await _replace(acc, drv.is_async, cfg("t"), {"messages": new, "notes": {"k": "v"}})
+        state = await drv.get_state(graph, cfg("t"))
+        # reducers bypassed: exactly the given values, not merged
+        assert ids(state.values) == ["sum"] and state.values["notes"] == {"k": "v"}
+        # absent="keep": everything else as it was, middleware channels included
+        for key in ("turns", "todos", "sandbox"):
+            assert state.values[key] == before[key], key
+        assert state.next == () and state.tasks == ()
+        assert state.metadata["source"] == "update"
+        # the thread continues normally from the replaced state
+        await drv.invoke(graph, human(9), cfg("t"))
+        after = (await drv.get_state(graph, cfg("t"))).values
+        assert ids(after)[:2] == ["sum", "human-9"] and after["turns"] == before["turns"] + 1
+        # absent="reset": set channels back to their empty value (type default or None)
+        await _replace(acc, drv.is_async, cfg("t"), {"messages": new}, absent="reset")
+        reset = (await drv.get_state(graph, cfg("t"))).values
+        assert reset == {
+            "messages": new,
+            "turns": 0,
+            "notes": None,
+            "todos": None,
+            "sandbox": None,
+        }
+        with pytest.raises(ValueError, match="not channels"):
+            await _replace(acc, drv.is_async, cfg("t"), {"nope": 1})
+
+
+@pytest.mark.parametrize("mode", ["full", "delta"])
+async def test_replace_into_never_written_union_reducers(
+    store: Store, mode: str, fix: None
+) -> None:
+    """The Overwrite first-write case: a fresh thread, Union-typed reducer channels."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = app_graph(GuardedSaver(raw, mode=mode), mode)
+        acc = StateAccessor(graph, mode=mode)
+        await _replace(acc, drv.is_async, cfg("f"), {"notes": {"a": "1"}, "todos": ["q"]})
+        assert (await drv.get_state(graph, cfg("f"))).values["notes"] == {"a": "1"}
+        await drv.invoke(graph, human(0), cfg("f"))
+        values = (await drv.get_state(graph, cfg("f"))).values
+        assert values["notes"] == {"a": "1", "last": "turn 0"}
+        assert values["todos"] == ["q", "todo-1"]
+
+
+# -- the Overwrite fix -------------------------------------------------------------------
+
+
+def test_probe_sees_the_bug_in_unpatched_langgraph(no_fix: None) -> None:
+    channel = _empty_union_channel()
+    channel.update([Overwrite({"a": 1})])
+    broken = channel.get() != {"a": 1}
+    assert probe_overwrite_first_write_bug() == broken
+    assert not overwrite_fix_active()
+
+
+@pytest.mark.parametrize("form", range(len(FORMS)))
+def test_fix_handles_every_form_and_keeps_langgraph_semantics(form: int, no_fix: None) -> None:
+    assert apply_overwrite_fix() is True
+    patched = BinaryOperatorAggregate.update
+    assert apply_overwrite_fix() is True and BinaryOperatorAggregate.update is patched  # idempotent
+    wrap = FORMS[form]
+    channel = _empty_union_channel()
+    channel.update([wrap({"a": 1})])
+    assert channel.get() == {"a": 1}
+    channel.update([{"b": 2}])
+    assert channel.get() == {"a": 1, "b": 2}
+    # writes after an Overwrite in the same step are ignored; two Overwrites are refused
+    fresh = _empty_union_channel()
+    fresh.update([wrap({"x": 1}), {"y": 2}])
+    assert fresh.get() == {"x": 1}
+    with pytest.raises(InvalidUpdateError):
+        _empty_union_channel().update([wrap({"x": 1}), wrap({"y": 2})])
+    # a plain first write is unchanged
+    plain = _empty_union_channel()
+    plain.update([{"p": 1}, {"q": 2}])
+    assert plain.get() == {"p": 1, "q": 2}
+    assert probe_overwrite_first_write_bug() is True  # the probe judges LangGraph, not us
+
+
+def test_fix_stands_down_when_the_probe_says_langgraph_is_fixed(
+    no_fix: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = BinaryOperatorAggregate.update
+    monkeypatch.setattr(_overwrite, "probe_overwrite_first_write_bug", lambda: False)
+    assert apply_overwrite_fix() is False
+    assert BinaryOperatorAggregate.update is original and not overwrite_fix_active()
+
+
+def test_graph_level_bug_and_fix(no_fix: None) -> None:
+    def run() -> Any:
+        graph = app_graph(InMemorySaver(), "full")
+        graph.update_state(cfg("g"), {"notes": Overwrite({"a": "1"})}, as_node="bot")
+        graph.invoke(human(0), cfg("g"))
+        return graph.get_state(cfg("g")).values["notes"]
+
+    if probe_overwrite_first_write_bug():
+        with pytest.raises(Exception):  # noqa: B017 - the reducer meets the wrapper
+            assert run() == {"a": "1", "last": "turn 0"}
+    apply_overwrite_fix()
+    assert run() == {"a": "1", "last": "turn 0"}
+
+
+def test_config_factory_applies_the_fix_unless_disabled(no_fix: None) -> None:
+    assert (
+        CheckpointerConfig.from_env({"CHECKPOINT_GUARD_FIX_OVERWRITE": "false"}).fix_overwrite
+        is False
+    )
+    assert CheckpointerConfig.from_mapping({}).fix_overwrite is True
+    with open_checkpointer({"backend": "memory", "fix_overwrite": False}, freeze=ModeFreeze()):
+        assert not overwrite_fix_active()
+    with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()):
+        assert overwrite_fix_active() == probe_overwrite_first_write_bug()
+        assert overwrite_fix_active()
