@@ -41,9 +41,18 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=PY)
 def bench(session: nox.Session) -> None:
-    """The history-cache speed targets (needs Redis); results in bench-results/."""
+    """The benchmark harness (standard preset by default; posargs replace it, e.g.
+    ``nox -s bench -- --preset quick``): bench-results/bench.jsonl, summary and plots.
+    Needs PostgreSQL and Redis (CHECKPOINT_GUARD_PG_URL / CHECKPOINT_GUARD_REDIS_URL)."""
     session.install("-e", ".[dev]")
-    args = session.posargs or ["--repetitions", "3"]
+    args = session.posargs or ["--preset", "standard"]
+    session.run("python", "-m", "checkpoint_guard.bench", "run", "--out", "bench-results", *args)
     session.run(
-        "python", "benchmarks/cache_targets.py", "--out", "bench-results/cache_targets.json", *args
+        "python",
+        "-m",
+        "checkpoint_guard.bench",
+        "summarize",
+        "bench-results/bench.jsonl",
+        "--plots",
+        "bench-results/plots",
     )
