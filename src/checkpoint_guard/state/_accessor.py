@@ -15,6 +15,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     CheckpointTuple,
@@ -178,6 +180,13 @@ def _state_channels(mutation_graph: Any) -> dict[str, Any]:
     return dict(mutation_graph.builder.channels)
 
 
+def _starts_empty(channel: Any) -> bool:
+    return (
+        isinstance(channel, BinaryOperatorAggregate)
+        and not channel.from_checkpoint(MISSING).is_available()
+    )
+
+
 def replacement_writes(
     channels: Mapping[str, Any],
     values: Mapping[str, Any],
@@ -185,7 +194,9 @@ def replacement_writes(
     absent: AbsentPolicy,
 ) -> dict[str, Any]:
     """The update that makes a thread read ``values``: ``Overwrite`` for reducer
-    channels, the plain value otherwise. Channels absent from ``values`` keep their
+    channels, the plain value otherwise (also for a reducer channel that is unset in
+    ``current`` and has no constructible default, where a first write is stored as
+    is). Channels absent from ``values`` keep their
     value (``absent="keep"``) or, when currently set, go back to their empty value
     (``absent="reset"``). A key outside the channel table raises ``ValueError``
     rather than being dropped."""
@@ -199,7 +210,14 @@ def replacement_writes(
         )
     writes: dict[str, Any] = {}
     for name, value in values.items():
-        writes[name] = Overwrite(value) if is_reducer_channel(channels[name]) else value
+        channel = channels[name]
+        if name not in current and _starts_empty(channel):
+            # An unset channel without a constructible default stores its first write
+            # as is: a plain write already replaces, and an Overwrite would meet
+            # LangGraph's first-write bug where the fix is not installed.
+            writes[name] = value
+        else:
+            writes[name] = Overwrite(value) if is_reducer_channel(channel) else value
     if absent == "reset":
         for name in current:
             if name in channels and name not in values:
@@ -473,7 +491,7 @@ class StateAccessor:
         with one, LangGraph forks from that checkpoint. Returns the new checkpoint's
         config; no task is scheduled."""
         mutation = self.mutation_graph()
-        current = self.get(config).values if absent == "reset" else {}
+        current = self.get(config).values
         writes = replacement_writes(_state_channels(mutation), values, current, absent)
         self.checkpointer.get_tuple(config)
         return mutation.update_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
@@ -504,7 +522,7 @@ class StateAccessor:
     ) -> RunnableConfig:
         """Async ``replace``."""
         mutation = self.mutation_graph()
-        current = (await self.aget(config)).values if absent == "reset" else {}
+        current = (await self.aget(config)).values
         writes = replacement_writes(_state_channels(mutation), values, current, absent)
         await self.checkpointer.aget_tuple(config)
         return await mutation.aupdate_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
@@ -559,7 +577,7 @@ class StateAccessor:
 
     def _restore_writes(self, point: RollbackPoint) -> tuple[RunnableConfig, dict[str, Any]]:
         mutation = self.mutation_graph()
-        writes = replacement_writes(_state_channels(mutation), point.values, {}, "keep")
+        writes = replacement_writes(_state_channels(mutation), point.values, point.values, "keep")
         assert point.config is not None
         return point.config, writes
 

@@ -137,7 +137,8 @@ def find_checkpoint_before_message(
         if step == _ROOT:
             return None
         if step == _LEGACY:
-            for older in saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit):
+            olders = list(saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit))
+            for older in olders:
                 if _ids(older.config)[2] and not _contains(
                     accessor.get(older.config), message_id, messages_key
                 ):
@@ -177,9 +178,15 @@ async def afind_checkpoint_before_message(
         if step == _ROOT:
             return None
         if step == _LEGACY:
-            async for older in saver.alist(
-                _thread_only(cur), before=cur.config, limit=fallback_limit
-            ):
+            # consume the listing first: an async saver may hold its connection lock
+            # for the whole iteration, and the reads below need that lock too
+            olders = [
+                t
+                async for t in saver.alist(
+                    _thread_only(cur), before=cur.config, limit=fallback_limit
+                )
+            ]
+            for older in olders:
                 if _ids(older.config)[2]:
                     snapshot = await accessor.aget(older.config)
                     if not _contains(snapshot, message_id, messages_key):
