@@ -197,7 +197,7 @@ PRESETS: dict[str, Preset] = {
                 backends=BACKENDS,
                 turns=(100,),
                 frequencies=(1, 10, 1000),
-                stacks=("raw", "memory"),
+                stacks=("raw", "memory", "redis"),
             ),
         ),
         repetitions=3,

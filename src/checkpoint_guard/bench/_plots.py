@@ -2,21 +2,23 @@
 
 - ``latency_vs_turns.png``: per-turn latency against the turn number (rolling
   median of 10 turns, element-wise median over repetitions), per backend, for the
-  longest thread of each configuration.
+  thread length with the most configurations.
 - ``storage_vs_turns.png``: logical stored bytes against turns (log-log), sampled
   during the longest thread of each mode and cadence.
 - ``reads_cold_warm.png``: head ``get_state`` warm (same process) and cold (a fresh
-  process) per configuration of the longest thread on each persistent backend.
+  process; for Redis also a plain reader of the same file) per configuration of
+  that thread length on each persistent backend.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._summary import ConfigKey, Summary
+from ._summary import ConfigKey, Summary, config_sort_key
 
 __all__ = ["PlotsUnavailableError", "write_plots"]
 
@@ -63,8 +65,11 @@ def _backends(summary: Summary) -> list[str]:
     return [b for b in order if b in present] + sorted(present - set(order))
 
 
-def _longest(summary: Summary, backend: str) -> int | None:
-    return max((k[2] for k in summary.configs if k[1] == backend), default=None)
+def _main_turns(summary: Summary, backend: str) -> int | None:
+    """The thread length with the most configurations on ``backend`` (then the longest):
+    the group that compares the most stacks and cadences side by side."""
+    counts = Counter(k[2] for k in summary.configs if k[1] == backend)
+    return max(counts, key=lambda t: (counts[t], t), default=None)
 
 
 def _latency(plt: Any, summary: Summary, path: Path) -> None:
@@ -73,21 +78,23 @@ def _latency(plt: Any, summary: Summary, path: Path) -> None:
         1, len(backends), figsize=(6 * len(backends), 4.5), squeeze=False, sharey=False
     )
     for ax, backend in zip(axes[0], backends, strict=True):
-        turns = _longest(summary, backend)
-        for key, c in sorted(summary.configs.items(), key=lambda kv: _label(kv[0])):
+        turns = _main_turns(summary, backend)
+        for key, c in sorted(summary.configs.items(), key=lambda kv: config_sort_key(kv[0])):
             if key[1] != backend or key[2] != turns:
                 continue
             series = [r["latencies_ms"] for r in c["rows"] if r.get("latencies_ms")]
             if not series:
                 continue
             y = _rolling_median(_elementwise_median(series), ROLLING)
-            ax.plot(range(1, len(y) + 1), y, label=_label(key), linewidth=1.2)
+            style = "--" if key[5] == "full" else "-"
+            ax.plot(range(1, len(y) + 1), y, style, label=_label(key), linewidth=1.2)
         ax.set_title(f"{backend}: per-turn latency, {turns} turns")
         ax.set_xlabel("turn")
         ax.set_ylabel(f"ms per turn (rolling median of {ROLLING})")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -114,14 +121,16 @@ def _storage(plt: Any, summary: Summary, path: Path) -> None:
                 curves[label] = (rank, [(n, b) for n, b in samples if b])
         for label, (_, points) in sorted(curves.items()):
             points.sort()
-            ax.plot([p[0] for p in points], [p[1] / 1e6 for p in points], "o-", label=label)
+            style = "o--" if label == "full" else "o-"
+            ax.plot([p[0] for p in points], [p[1] / 1e6 for p in points], style, label=label)
         ax.set_title(f"{backend}: stored bytes (logical)")
         ax.set_xlabel("turns")
         ax.set_ylabel("MB")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -131,26 +140,29 @@ def _reads(plt: Any, summary: Summary, path: Path) -> None:
     backends = [b for b in _backends(summary) if b != "memory"] or _backends(summary)
     fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.5), squeeze=False)
     for ax, backend in zip(axes[0], backends, strict=True):
-        turns = max(
-            (k[2] for k, c in summary.configs.items() if k[1] == backend and c["head_cold"]),
-            default=_longest(summary, backend),
-        )
+        turns = _main_turns(summary, backend)
         keys = sorted(
             (k for k in summary.configs if k[1] == backend and k[2] == turns and k[0] == "thread"),
-            key=_label,
+            key=config_sort_key,
         )
         labels = [_label(k) for k in keys]
         warm = [summary.configs[k]["head_warm"] or 0.0 for k in keys]
         cold = [summary.configs[k]["head_cold"] or 0.0 for k in keys]
+        plain = [summary.configs[k]["head_cold_raw"] or 0.0 for k in keys]
         x = list(range(len(keys)))
-        ax.bar([i - 0.2 for i in x], warm, width=0.4, label="warm (same process)")
-        ax.bar([i + 0.2 for i in x], cold, width=0.4, label="cold (fresh process)")
+        ax.bar([i - 0.27 for i in x], warm, width=0.27, label="warm (same process)")
+        ax.bar(x, cold, width=0.27, label="cold (fresh process, same stack)")
+        if any(plain):
+            ax.bar(
+                [i + 0.27 for i in x], plain, width=0.27, label="cold, plain reader of that file"
+            )
         ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=7)
         ax.set_title(f"{backend}: head get_state, {turns} turns")
         ax.set_ylabel("ms")
         ax.set_yscale("log")
         ax.grid(True, axis="y", which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -421,7 +421,7 @@ def _config_table(summary: Summary) -> list[str]:
         "cache MB", "hit %", "RSS MB", "inner calls/turn", "reps",
     ]  # fmt: skip
     body = []
-    for key, c in sorted(summary.configs.items(), key=lambda kv: _sort_key(kv[0])):
+    for key, c in sorted(summary.configs.items(), key=lambda kv: config_sort_key(kv[0])):
         kind, backend, turns, _payload, stack, mode, frequency = key
         hit = c["hit_rate"]
         body.append(
@@ -450,7 +450,8 @@ _STACK_ORDER = {"raw": 0, "guard": 1, "memory": 2, "redis": 3}
 _BACKEND_ORDER = {"memory": 0, "sqlite": 1, "postgres": 2}
 
 
-def _sort_key(key: ConfigKey) -> tuple[Any, ...]:
+def config_sort_key(key: ConfigKey) -> tuple[Any, ...]:
+    """Backend, turns, payload, kind, full before delta, cadence, then stack order."""
     kind, backend, turns, payload, stack, mode, frequency = key
     return (
         _BACKEND_ORDER.get(backend, 9),
