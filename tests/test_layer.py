@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.memory import InMemorySaver
 
-from checkpoint_guard import GuardedSaver, unwrap, wrap
+from checkpoint_guard import GuardedSaver, maintenance, unwrap, wrap
 from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements
 from tests.conftest import Store
 from tests.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
@@ -35,21 +35,35 @@ def test_layer_overrides_the_whole_contract() -> None:
     assert "get_delta_channel_history" in CONTRACT and "with_allowlist" in CONTRACT
 
 
+def expected_capability(raw: BaseCheckpointSaver[Any], method: str) -> bool:
+    """What a layer over ``raw`` must claim: what the raw saver implements, plus the
+    maintenance methods our delta-safe maintenance serves for its type."""
+    sync_ok, async_ok = maintenance.supported(type(raw))
+    served = method in OPTIONAL_METHODS and (async_ok if method.startswith("a") else sync_ok)
+    return implements(type(raw), method) or served
+
+
 @pytest.mark.parametrize("mode", ["full", "delta"])
 async def test_capabilities_match_the_inner_saver(store: Store, mode: str) -> None:
     async with store.open() as raw:
         wrapped = GuardedSaver(raw, mode=mode)
         for method in CAPABILITY_METHODS:
-            assert implements(type(wrapped), method) == implements(type(raw), method), method
-        assert DetectedCapabilities.from_instance(wrapped) == DetectedCapabilities.from_instance(
-            raw
-        )
+            assert implements(type(wrapped), method) == expected_capability(raw, method), method
+        # Every supported backend gets the maintenance methods of its own API.
+        twin = "a" if store.is_async else ""
+        for method in ("prune", "copy_thread", "delete_for_runs"):
+            assert implements(type(wrapped), twin + method), method
+        detected = DetectedCapabilities.from_instance(wrapped)
         # stacking keeps it true
         double = GuardedSaver(CountingSaver(raw), mode=mode)
-        assert DetectedCapabilities.from_instance(double) == DetectedCapabilities.from_instance(raw)
+        assert DetectedCapabilities.from_instance(double) == detected
         assert isinstance(wrapped, GuardedSaver) and isinstance(wrapped, BaseCheckpointSaver)
         assert unwrap(double) is raw and unwrap(raw) is raw
         assert wrapped.serde is raw.serde and wrapped.config_specs == raw.config_specs
+
+
+class _UnknownSaver(BaseCheckpointSaver[Any]):
+    """A saver type maintenance knows nothing about (no rows to work on)."""
 
 
 async def test_postgres_prune_is_exposed_and_delegated(pg_schema: tuple[str, str]) -> None:
@@ -65,8 +79,8 @@ async def test_postgres_prune_is_exposed_and_delegated(pg_schema: tuple[str, str
         assert len(await drv.list(raw, cfg("p"))) == 1
 
 
-def test_memory_has_no_maintenance_methods() -> None:
-    wrapped = GuardedSaver(InMemorySaver(), mode="delta")
+def test_unknown_saver_gets_no_maintenance_methods() -> None:
+    wrapped = GuardedSaver(_UnknownSaver(), mode="delta")
     for method in OPTIONAL_METHODS:
         assert not implements(type(wrapped), method)
         with pytest.raises(NotImplementedError):
@@ -78,6 +92,8 @@ def test_memory_has_no_maintenance_methods() -> None:
             if inspect.isawaitable(result):
                 result.close()
                 raise NotImplementedError
+    with pytest.raises(TypeError, match="supported savers: InMemorySaver"):
+        maintenance.prune(wrapped, ["t"])
 
 
 async def test_delta_history_uses_the_inner_fast_path(store: Store) -> None:

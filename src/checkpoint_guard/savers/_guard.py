@@ -115,6 +115,19 @@ class GuardedSaver(SaverLayer):
                 if key[2] > self._frontier.get(thread, ""):
                     self._frontier[thread] = key[2]
 
+    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        # A migration changes a thread's mode under us: what we knew is stale.
+        with self._known_lock:
+            if thread_ids is None:
+                self._known.clear()
+                self._frontier.clear()
+                return
+            doomed = set(thread_ids)
+            for key in [k for k in self._known if k[0] in doomed]:
+                del self._known[key]
+            for thread in [k for k in self._frontier if k[0] in doomed]:
+                del self._frontier[thread]
+
     def _recall(self, key: _Key | None, *, allow_new: bool = False) -> bool | None:
         """True/False when the mode of the addressed checkpoint is known, else None.
         With ``allow_new``, an id newer than the thread's frontier counts as full."""

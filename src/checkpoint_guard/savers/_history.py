@@ -394,6 +394,20 @@ class CachedHistorySaver(SaverLayer):
     async def _adrop(self, thread_id: Any) -> None:
         await self._acache_call("drop_thread", (thread_id,))
 
+    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        if thread_ids is None:
+            self._cache_call("clear", ())
+        else:
+            for thread_id in thread_ids:
+                self._drop(thread_id)
+
+    async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        if thread_ids is None:
+            await self._acache_call("clear", ())
+        else:
+            for thread_id in thread_ids:
+                await self._adrop(thread_id)
+
     def delete_thread(self, thread_id: str) -> None:
         self._drop(thread_id)
         self.inner.delete_thread(thread_id)
@@ -407,32 +421,32 @@ class CachedHistorySaver(SaverLayer):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         for thread_id in thread_ids:
             self._drop(thread_id)
-        self.inner.prune(thread_ids, strategy=strategy)
+        super().prune(thread_ids, strategy=strategy)
         for thread_id in thread_ids:
             self._drop(thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         for thread_id in thread_ids:
             await self._adrop(thread_id)
-        await self.inner.aprune(thread_ids, strategy=strategy)
+        await super().aprune(thread_ids, strategy=strategy)
         for thread_id in thread_ids:
             await self._adrop(thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.inner.copy_thread(source_thread_id, target_thread_id)
+        super().copy_thread(source_thread_id, target_thread_id)
         self._drop(target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        await super().acopy_thread(source_thread_id, target_thread_id)
         await self._adrop(target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         # Which threads the runs touched is unknown here: forget everything.
         self._cache_call("clear", ())
-        self.inner.delete_for_runs(run_ids)
+        super().delete_for_runs(run_ids)
         self._cache_call("clear", ())
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._acache_call("clear", ())
-        await self.inner.adelete_for_runs(run_ids)
+        await super().adelete_for_runs(run_ids)
         await self._acache_call("clear", ())

@@ -67,6 +67,22 @@ def implements(saver_type: type, method: str) -> bool:
     return impl is not None and impl is not base
 
 
+def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
+    """Whether our delta-safe maintenance serves ``method`` for this raw saver."""
+    if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
+        return False
+    from ..maintenance import supported
+
+    sync, async_ = supported(type(inner))
+    return async_ if method.startswith("a") else sync
+
+
+def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
+    """Whether a layer over ``inner`` can serve ``method``: the inner implements it,
+    or (for the optional maintenance methods over a raw saver) we do."""
+    return implements(type(inner), method) or _maintained(inner, method)
+
+
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
     """Return the innermost saver below any number of layers (``saver`` itself if
     it is not a layer)."""
@@ -88,7 +104,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
 
     def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Self:
-        lacking = frozenset(m for m in CAPABILITY_METHODS if not implements(type(inner), m))
+        lacking = frozenset(m for m in CAPABILITY_METHODS if not _serves(inner, m))
         return object.__new__(cls._variant(lacking))
 
     @classmethod
@@ -287,22 +303,71 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     ) -> Mapping[str, DeltaChannelHistory]:
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
-    # -- optional maintenance (reset to the base original when the inner lacks it) --
+    # -- optional maintenance (reset to the base original when nobody serves it) ----
+    # Over a raw memory, SQLite or PostgreSQL saver, checkpoint_guard.maintenance
+    # serves these delta-safely (upstream lacks them or refuses delta threads);
+    # over a layer or an unknown saver, the call goes down unchanged.
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self.inner.prune(thread_ids, strategy=strategy)
+        """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
+        if _maintained(self.inner, "prune"):
+            from ..maintenance import prune
+
+            prune(self.inner, thread_ids, strategy=strategy)
+        else:
+            self.inner.prune(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self.inner.aprune(thread_ids, strategy=strategy)
+        """Async ``prune``."""
+        if _maintained(self.inner, "aprune"):
+            from ..maintenance import aprune
+
+            await aprune(self.inner, thread_ids, strategy=strategy)
+        else:
+            await self.inner.aprune(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.inner.copy_thread(source_thread_id, target_thread_id)
+        """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
+        if _maintained(self.inner, "copy_thread"):
+            from ..maintenance import copy_thread
+
+            copy_thread(self.inner, source_thread_id, target_thread_id)
+        else:
+            self.inner.copy_thread(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        """Async ``copy_thread``."""
+        if _maintained(self.inner, "acopy_thread"):
+            from ..maintenance import acopy_thread
+
+            await acopy_thread(self.inner, source_thread_id, target_thread_id)
+        else:
+            await self.inner.acopy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.inner.delete_for_runs(run_ids)
+        """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
+        if _maintained(self.inner, "delete_for_runs"):
+            from ..maintenance import delete_for_runs
+
+            delete_for_runs(self.inner, run_ids)
+        else:
+            self.inner.delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self.inner.adelete_for_runs(run_ids)
+        """Async ``delete_for_runs``."""
+        if _maintained(self.inner, "adelete_for_runs"):
+            from ..maintenance import adelete_for_runs
+
+            await adelete_for_runs(self.inner, run_ids)
+        else:
+            await self.inner.adelete_for_runs(run_ids)
+
+    # -- state derived from storage that maintenance rewrote ---------------------------
+
+    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        """Drop what this layer remembers about ``thread_ids`` (``None``: all)
+        because storage was rewritten under it. Layers with state override."""
+
+    async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        """Async ``_forget_threads``."""
+        self._forget_threads(thread_ids)

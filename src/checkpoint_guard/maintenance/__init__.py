@@ -1,0 +1,66 @@
+"""Delta-safe maintenance: prune, copy, run deletion, migration, verification, scan.
+
+Upstream, ``InMemorySaver`` and the SQLite savers implement none of these and
+PostgreSQL refuses ``keep_latest`` on delta threads; done naively they silently
+lose messages (a kept head whose delta chain was deleted reads empty). Here every
+operation keeps each surviving checkpoint's state: a survivor is made
+self-contained before anything it depends on is deleted. Each function takes a
+saver (raw or wrapped; caches in the wrapper are invalidated) and has an ``a*``
+twin for async savers. The wrapped saver's ``prune`` / ``copy_thread`` /
+``delete_for_runs`` (and ``a*``) call these for memory, SQLite and PostgreSQL.
+
+Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
+rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
+``_rows.py`` (the per-backend row seam) with ``_memory.py``, ``_sqlite.py``,
+``_postgres.py``.
+"""
+
+from ._ops import (
+    ChangeReport,
+    MaintenanceError,
+    ThreadInfo,
+    acopy_thread,
+    adelete_for_runs,
+    ainspect,
+    alist_threads,
+    amigrate,
+    aprune,
+    ascan,
+    averify,
+    copy_thread,
+    delete_for_runs,
+    inspect,
+    list_threads,
+    migrate,
+    prune,
+    scan,
+    verify,
+)
+from ._rows import supported
+from ._thread import Problem, Reducer, default_reducer
+
+__all__ = [
+    "ChangeReport",
+    "MaintenanceError",
+    "Problem",
+    "Reducer",
+    "ThreadInfo",
+    "acopy_thread",
+    "adelete_for_runs",
+    "ainspect",
+    "alist_threads",
+    "amigrate",
+    "aprune",
+    "ascan",
+    "averify",
+    "copy_thread",
+    "default_reducer",
+    "delete_for_runs",
+    "inspect",
+    "list_threads",
+    "migrate",
+    "prune",
+    "scan",
+    "supported",
+    "verify",
+]

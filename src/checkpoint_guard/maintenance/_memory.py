@@ -1,0 +1,98 @@
+"""Row operations on ``InMemorySaver``'s dictionaries (sync; async shares them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ._thread import Rewrite
+
+__all__ = ["MemoryRows"]
+
+
+def _nbytes(typed: Any) -> int:
+    # Stored values are (type, bytes) pairs; an "empty" blob carries b"".
+    return len(typed[1] or b"") if isinstance(typed, tuple) and len(typed) > 1 else 0
+
+
+class MemoryRows:
+    """Storage of one ``InMemorySaver``: ``storage``, ``writes`` and ``blobs``."""
+
+    SYNC = True
+    ASYNC = True
+
+    def __init__(self, saver: InMemorySaver) -> None:
+        self.saver = saver
+
+    def thread_ids(self) -> list[str]:
+        return sorted(t for t, spaces in self.saver.storage.items() if any(spaces.values()))
+
+    async def athread_ids(self) -> list[str]:
+        return self.thread_ids()
+
+    def sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for thread_id, spaces in self.saver.storage.items():
+            for checkpoints in spaces.values():
+                for checkpoint, metadata, _parent in checkpoints.values():
+                    out[thread_id] = out.get(thread_id, 0) + _nbytes(checkpoint)
+                    out[thread_id] += _nbytes(metadata)
+        for (thread_id, *_), rows in self.saver.writes.items():
+            for row in rows.values():
+                out[thread_id] = out.get(thread_id, 0) + _nbytes(row[2])
+        for (thread_id, *_), typed in self.saver.blobs.items():
+            out[thread_id] = out.get(thread_id, 0) + _nbytes(typed)
+        return out
+
+    async def asizes(self) -> dict[str, int]:
+        return self.sizes()
+
+    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        # put() replaces the entry (parent included) and, for the channels named
+        # in new_versions, the blob at that version: exactly a rewrite in place.
+        config = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": rewrite.checkpoint_ns,
+                "checkpoint_id": rewrite.parent_id,
+            }
+        }
+        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, rewrite.versions)  # type: ignore[arg-type]
+
+    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        self.rewrite(thread_id, rewrite)
+
+    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        checkpoints = self.saver.storage.get(thread_id, {}).get(ns, {})
+        doomed = set(ids)
+        for cid in doomed:
+            checkpoints.pop(cid, None)
+            self.saver.writes.pop((thread_id, ns, cid), None)
+        # Blobs are keyed by version and shared between checkpoints: keep every
+        # version a surviving checkpoint of this namespace still references.
+        referenced: set[tuple[str, Any]] = set()
+        for checkpoint, _metadata, _parent in checkpoints.values():
+            versions = self.saver.serde.loads_typed(checkpoint)["channel_versions"]
+            referenced.update(versions.items())
+        for key in [k for k in self.saver.blobs if k[0] == thread_id and k[1] == ns]:
+            if (key[2], key[3]) not in referenced:
+                del self.saver.blobs[key]
+
+    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        self.delete(thread_id, ns, ids)
+
+    def copy(self, source: str, target: str) -> None:
+        saver = self.saver
+        for ns, checkpoints in list(saver.storage.get(source, {}).items()):
+            saver.storage[target][ns].update(checkpoints)
+        for (thread_id, ns, cid), rows in list(saver.writes.items()):
+            if thread_id == source:
+                saver.writes[(target, ns, cid)] = dict(rows)
+        for (thread_id, ns, ch, version), typed in list(saver.blobs.items()):
+            if thread_id == source:
+                saver.blobs[(target, ns, ch, version)] = typed
+
+    async def acopy(self, source: str, target: str) -> None:
+        self.copy(source, target)

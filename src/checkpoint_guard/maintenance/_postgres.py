@@ -1,0 +1,207 @@
+"""Row operations on the PostgreSQL savers' tables (``checkpoints``,
+``checkpoint_blobs``, ``checkpoint_writes``), sync and async from one set of
+statements.
+
+PostgreSQL keys channel values by (channel, version) in ``checkpoint_blobs`` and
+the saver's ``put`` never replaces a blob (``ON CONFLICT DO NOTHING``) nor a
+parent link, so a rewrite upserts the blobs itself first (a reader of any
+checkpoint at that version then already sees the rewritten, equal state), then
+lets ``put`` store the checkpoint and metadata, then sets the parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._rows import Statements, arun, run
+from ._thread import Rewrite
+
+__all__ = ["AsyncPostgresRows", "PostgresRows"]
+
+_UPSERT_BLOB = (
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+    " VALUES (%s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
+    " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
+
+
+def _thread_ids() -> Statements:
+    rows = yield "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id", ()
+    return [r["thread_id"] for r in rows]
+
+
+def _sizes() -> Statements:
+    out: dict[str, int] = {}
+    for sql in (
+        "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
+        " AS n FROM checkpoints GROUP BY thread_id",
+        "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) AS n FROM checkpoint_blobs"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(octet_length(blob)) AS n FROM checkpoint_writes GROUP BY thread_id",
+    ):
+        for row in (yield sql, ()):
+            out[row["thread_id"]] = out.get(row["thread_id"], 0) + int(row["n"] or 0)
+    return out
+
+
+def _blobs(rows: list[tuple[Any, ...]]) -> Statements:
+    for row in rows:
+        yield _UPSERT_BLOB, row
+
+
+def _reparent(thread_id: str, rewrite: Rewrite) -> Statements:
+    yield (
+        "UPDATE checkpoints SET parent_checkpoint_id = %s"
+        " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+        (rewrite.parent_id, thread_id, rewrite.checkpoint_ns, rewrite.checkpoint["id"]),
+    )
+
+
+def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
+    # Checkpoints before their writes and blobs: stopped halfway, what is left
+    # is garbage, never a kept checkpoint that lost a write or a value.
+    freed = yield (
+        "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
+        " AND checkpoint_id = ANY(%s) RETURNING checkpoint -> 'channel_versions' AS versions",
+        (thread_id, ns, list(ids)),
+    )
+    yield (
+        "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s"
+        " AND checkpoint_id = ANY(%s)",
+        (thread_id, ns, list(ids)),
+    )
+    pairs = sorted({(ch, str(v)) for row in freed for ch, v in (row["versions"] or {}).items()})
+    if pairs:
+        # Blobs are shared by every checkpoint at that version: drop only those no
+        # remaining checkpoint of the namespace references.
+        yield (
+            "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s"
+            " AND (b.channel, b.version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+            " AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id"
+            " AND c.checkpoint_ns = b.checkpoint_ns"
+            " AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+            (thread_id, ns, [p[0] for p in pairs], [p[1] for p in pairs]),
+        )
+
+
+def _copy(source: str, target: str) -> Statements:
+    yield (
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+        " parent_checkpoint_id, type, checkpoint, metadata)"
+        " SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+        " metadata FROM checkpoints WHERE thread_id = %s",
+        (target, source),
+    )
+    yield (
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+        " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
+        " WHERE thread_id = %s",
+        (target, source),
+    )
+    yield (
+        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, blob)"
+        " SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,"
+        " blob FROM checkpoint_writes WHERE thread_id = %s",
+        (target, source),
+    )
+
+
+def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": rewrite.checkpoint_ns,
+            "checkpoint_id": rewrite.parent_id,
+        }
+    }
+
+
+def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
+    values = rewrite.checkpoint["channel_values"]
+    rows: list[tuple[Any, ...]] = saver._dump_blobs(
+        thread_id,
+        rewrite.checkpoint_ns,
+        {ch: values[ch] for ch in rewrite.versions if ch in values},
+        rewrite.versions,
+    )
+    return rows
+
+
+class PostgresRows:
+    """``PostgresSaver``'s tables, through its connection or pool."""
+
+    SYNC = True
+    ASYNC = False
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    def _run(self, statements: Statements) -> Any:
+        with self.saver._cursor() as cur, cur.connection.transaction():
+
+            def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+                cur.execute(sql, params, prepare=False)
+                return cur.fetchall() if cur.description is not None else []
+
+            return run(statements, execute)
+
+    def thread_ids(self) -> list[str]:
+        result: list[str] = self._run(_thread_ids())
+        return result
+
+    def sizes(self) -> dict[str, int]:
+        result: dict[str, int] = self._run(_sizes())
+        return result
+
+    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
+        self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
+        self._run(_reparent(thread_id, rewrite))
+
+    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        self._run(_delete(thread_id, ns, ids))
+
+    def copy(self, source: str, target: str) -> None:
+        self._run(_copy(source, target))
+
+
+class AsyncPostgresRows:
+    """``AsyncPostgresSaver``'s tables, through its connection or pool."""
+
+    SYNC = False
+    ASYNC = True
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    async def _arun(self, statements: Statements) -> Any:
+        async with self.saver._cursor() as cur, cur.connection.transaction():
+
+            async def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+                await cur.execute(sql, params, prepare=False)
+                return list(await cur.fetchall()) if cur.description is not None else []
+
+            return await arun(statements, execute)
+
+    async def athread_ids(self) -> list[str]:
+        result: list[str] = await self._arun(_thread_ids())
+        return result
+
+    async def asizes(self) -> dict[str, int]:
+        result: dict[str, int] = await self._arun(_sizes())
+        return result
+
+    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        await self._arun(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
+        config = _put_config(thread_id, rewrite)
+        await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
+        await self._arun(_reparent(thread_id, rewrite))
+
+    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        await self._arun(_delete(thread_id, ns, ids))
+
+    async def acopy(self, source: str, target: str) -> None:
+        await self._arun(_copy(source, target))

@@ -1,0 +1,118 @@
+"""The row-level seam of maintenance: what each backend must do to its own tables.
+
+The planning (``_thread.py``) decides *what* to keep, rewrite or delete from what
+``list`` returns; a ``RowStore`` does it to one backend's storage. Each backend
+module owns its SQL (or dicts) and nothing else does. SQL backends write their
+operations once, as generators of ``(sql, params)`` that receive each
+statement's rows; ``run``/``arun`` drive them over a sync or async cursor, so the
+sync and async savers share every statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, Protocol
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from ._thread import Rewrite
+
+__all__ = ["RowStore", "Statements", "arun", "row_store_for", "run", "supported"]
+
+Row = Any
+#: A SQL operation: yields ``(sql, params)``, is sent the rows, returns its result.
+Statements = Generator[tuple[str, Sequence[Any]], list[Row], Any]
+
+
+def run(statements: Statements, execute: Callable[[str, Sequence[Any]], list[Row]]) -> Any:
+    """Drive ``statements`` with a synchronous ``execute``; return their result."""
+    try:
+        step = next(statements)
+        while True:
+            step = statements.send(execute(*step))
+    except StopIteration as done:
+        return done.value
+
+
+async def arun(
+    statements: Statements, execute: Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+) -> Any:
+    """Drive ``statements`` with an asynchronous ``execute``; return their result."""
+    try:
+        step = next(statements)
+        while True:
+            step = statements.send(await execute(*step))
+    except StopIteration as done:
+        return done.value
+
+
+class RowStore(Protocol):
+    """Storage-level operations on one backend (sync and async twins).
+
+    Every method is one transaction where the backend has transactions, and is
+    safe to repeat after a crash: a ``rewrite`` replaces values in place, a
+    delete of rows already gone is a no-op.
+    """
+
+    def thread_ids(self) -> list[str]: ...
+    async def athread_ids(self) -> list[str]: ...
+    def sizes(self) -> dict[str, int]: ...
+    async def asizes(self) -> dict[str, int]: ...
+    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None: ...
+    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None: ...
+    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None: ...
+    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None: ...
+    def copy(self, source: str, target: str) -> None: ...
+    async def acopy(self, source: str, target: str) -> None: ...
+
+
+def _factories() -> list[tuple[str, str, str]]:
+    # (saver module, saver class, our row-store class): imported lazily so a
+    # missing optional extra only matters for the backend that needs it.
+    return [
+        ("langgraph.checkpoint.memory", "InMemorySaver", "MemoryRows"),
+        ("langgraph.checkpoint.sqlite", "SqliteSaver", "SqliteRows"),
+        ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", "AsyncSqliteRows"),
+        ("langgraph.checkpoint.postgres", "PostgresSaver", "PostgresRows"),
+        ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", "AsyncPostgresRows"),
+    ]
+
+
+def _row_store_class(saver_type: type) -> type | None:
+    import importlib
+    import sys
+
+    for module_name, class_name, rows_name in _factories():
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue  # never imported: no saver of that type can exist
+        saver_class = getattr(module, class_name, None)
+        if isinstance(saver_class, type) and issubclass(saver_type, saver_class):
+            backend = rows_name.removeprefix("Async").removesuffix("Rows").lower()
+            rows_module = importlib.import_module(f"{__package__}._{backend}")
+            cls: type = getattr(rows_module, rows_name)
+            return cls
+    return None
+
+
+def supported(saver_type: type) -> tuple[bool, bool]:
+    """``(sync, async)``: whether maintenance can serve a saver of this type from
+    sync code and from async code."""
+    cls = _row_store_class(saver_type)
+    if cls is None:
+        return (False, False)
+    return (bool(getattr(cls, "SYNC", True)), bool(getattr(cls, "ASYNC", True)))
+
+
+def row_store_for(saver: BaseCheckpointSaver[Any]) -> RowStore:
+    """The row store of a raw (unwrapped) saver; ``TypeError`` naming the
+    supported savers when there is none."""
+    cls = _row_store_class(type(saver))
+    if cls is None:
+        names = ", ".join(c for _, c, _ in _factories())
+        raise TypeError(
+            f"checkpoint-guard maintenance does not know {type(saver).__name__}; "
+            f"supported savers: {names}"
+        )
+    store: RowStore = cls(saver)
+    return store

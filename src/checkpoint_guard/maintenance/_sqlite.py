@@ -1,0 +1,163 @@
+"""Row operations on the SQLite savers' tables (``checkpoints``, ``writes``).
+
+SQLite keeps channel values inline in the checkpoint row, so a rewrite is the
+saver's own ``put`` (``INSERT OR REPLACE``, parent included); deletes and copies
+are plain SQL, each operation one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from ._rows import Statements, arun, run
+from ._thread import Rewrite
+
+__all__ = ["AsyncSqliteRows", "SqliteRows"]
+
+
+def _thread_ids() -> Statements:
+    rows = yield "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id", ()
+    return [r[0] for r in rows]
+
+
+def _sizes() -> Statements:
+    out: dict[str, int] = {}
+    for sql in (
+        "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
+    ):
+        for thread_id, nbytes in (yield sql, ()):
+            out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
+    return out
+
+
+def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
+    # Checkpoints before their writes: stopped halfway, what is left is orphan
+    # writes (garbage), never a kept checkpoint that lost its writes.
+    for table in ("checkpoints", "writes"):
+        for cid in ids:
+            yield (
+                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ?"
+                " AND checkpoint_id = ?",
+                (thread_id, ns, cid),
+            )
+
+
+def _copy(source: str, target: str) -> Statements:
+    yield (
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+        " parent_checkpoint_id, type, checkpoint, metadata)"
+        " SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+        " metadata FROM checkpoints WHERE thread_id = ?",
+        (target, source),
+    )
+    yield (
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+        " idx, channel, type, value)"
+        " SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,"
+        " value FROM writes WHERE thread_id = ?",
+        (target, source),
+    )
+
+
+def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": rewrite.checkpoint_ns,
+            "checkpoint_id": rewrite.parent_id,
+        }
+    }
+
+
+class SqliteRows:
+    """``SqliteSaver``'s tables, through its connection and lock."""
+
+    SYNC = True
+    ASYNC = False
+
+    def __init__(self, saver: SqliteSaver) -> None:
+        self.saver = saver
+
+    def _run(self, statements: Statements) -> Any:
+        # Not saver.cursor(): it commits even when a statement fails.
+        with self.saver.lock:
+            self.saver.setup()
+            conn = self.saver.conn
+
+            def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+                return conn.execute(sql, params).fetchall()
+
+            try:
+                result = run(statements, execute)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            return result
+
+    def thread_ids(self) -> list[str]:
+        result: list[str] = self._run(_thread_ids())
+        return result
+
+    def sizes(self) -> dict[str, int]:
+        result: dict[str, int] = self._run(_sizes())
+        return result
+
+    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
+
+    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        self._run(_delete(thread_id, ns, ids))
+
+    def copy(self, source: str, target: str) -> None:
+        self._run(_copy(source, target))
+
+
+class AsyncSqliteRows:
+    """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
+
+    SYNC = False
+    ASYNC = True
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    async def _arun(self, statements: Statements) -> Any:
+        await self.saver.setup()
+        async with self.saver.lock:
+            async with self.saver.conn.cursor() as cur:
+
+                async def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+                    await cur.execute(sql, params)
+                    return list(await cur.fetchall())
+
+                try:
+                    result = await arun(statements, execute)
+                except BaseException:
+                    await self.saver.conn.rollback()
+                    raise
+            await self.saver.conn.commit()
+        return result
+
+    async def athread_ids(self) -> list[str]:
+        result: list[str] = await self._arun(_thread_ids())
+        return result
+
+    async def asizes(self) -> dict[str, int]:
+        result: dict[str, int] = await self._arun(_sizes())
+        return result
+
+    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+        config = _put_config(thread_id, rewrite)
+        await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
+
+    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        await self._arun(_delete(thread_id, ns, ids))
+
+    async def acopy(self, source: str, target: str) -> None:
+        await self._arun(_copy(source, target))

@@ -1,0 +1,353 @@
+"""A thread's stored checkpoints as data, and the pure planning on top of them.
+
+Everything here works on what ``list`` returned for one thread (every namespace):
+no I/O, so the sync and async drivers in ``_ops.py`` share it unchanged.
+
+State at a checkpoint, per delta channel ``ch`` (the contract of
+``BaseCheckpointSaver.get_delta_channel_history`` plus ``DeltaChannel``'s replay):
+a value stored in ``channel_values[ch]`` (a ``_DeltaSnapshot`` or a plain,
+pre-migration value) is the state; otherwise, when ``ch`` has a version, the
+state is the parent's state with the parent's own pending writes to ``ch``
+replayed onto it; without a version the channel is empty. Computed once per
+checkpoint, oldest first, that is linear in the thread's size where the
+per-checkpoint history walk would be quadratic; batching invariance of the
+reducer makes both the same.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from .._modes import (
+    _UPSTREAM_COUNTERS_KEY,
+    LEGACY_MODE_METADATA_KEY,
+    MODE_METADATA_KEY,
+    checkpoint_uses_delta,
+)
+from .._schema import merge_message_writes
+
+__all__ = [
+    "Problem",
+    "Reducer",
+    "Rewrite",
+    "ThreadView",
+    "default_reducer",
+]
+
+Reducer = Callable[[Any, Sequence[Any]], Any]
+#: The reducer our ``delta_messages_field`` uses; maintenance folds delta channels
+#: with it unless the caller names another per channel.
+default_reducer: Reducer = merge_message_writes
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a checkpoint's state cannot be rebuilt."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        ns = f" ns={self.checkpoint_ns!r}" if self.checkpoint_ns else ""
+        return f"thread {self.thread_id!r}{ns} checkpoint {self.checkpoint_id}: {self.reason}"
+
+
+@dataclass
+class Rewrite:
+    """Replace one stored checkpoint in place (same id): new channel values for the
+    listed channels, new metadata, new parent. ``versions`` maps every rewritten
+    channel to its (unchanged) version, for backends that key values by version."""
+
+    checkpoint_ns: str
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
+    parent_id: str | None
+    versions: dict[str, Any] = field(default_factory=dict)
+
+
+class ThreadView:
+    """The checkpoints of one thread, grouped by namespace, with parent links.
+
+    ``reducers`` maps a delta channel to its reducer; channels not named use
+    ``default_reducer``. ``channels`` (optional) forces the set of delta channels;
+    by default it is every channel that has delta evidence anywhere in the thread
+    (a ``_DeltaSnapshot`` value or an entry in ``counters_since_delta_snapshot``).
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        tuples: Iterable[CheckpointTuple],
+        *,
+        reducers: Mapping[str, Reducer] | None = None,
+        channels: Iterable[str] | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
+        for tup in tuples:
+            conf = tup.config["configurable"]
+            self.by_ns.setdefault(conf.get("checkpoint_ns", ""), {})[conf["checkpoint_id"]] = tup
+        self.reducers = dict(reducers or {})
+        self.delta_channels = (
+            set(channels) if channels is not None else self._detect_delta_channels()
+        )
+        self._values: dict[tuple[str, str, str], Any] = {}
+
+    # -- facts -----------------------------------------------------------------
+
+    def _detect_delta_channels(self) -> set[str]:
+        found: set[str] = set()
+        for tup in self.tuples():
+            counters = (tup.metadata or {}).get(_UPSTREAM_COUNTERS_KEY) or {}
+            if isinstance(counters, Mapping):
+                found.update(str(k) for k in counters)
+            for ch, value in tup.checkpoint["channel_values"].items():
+                if isinstance(value, _DeltaSnapshot):
+                    found.add(ch)
+        return found
+
+    def tuples(self) -> Iterable[CheckpointTuple]:
+        """Every checkpoint of the thread, namespace by namespace, oldest first."""
+        for ns in sorted(self.by_ns):
+            checkpoints = self.by_ns[ns]
+            for cid in sorted(checkpoints):
+                yield checkpoints[cid]
+
+    def count(self) -> int:
+        """Number of checkpoints (every namespace)."""
+        return sum(len(c) for c in self.by_ns.values())
+
+    def is_delta(self) -> bool:
+        """Whether any checkpoint carries delta evidence (marker, counters, snapshot)."""
+        return any(checkpoint_uses_delta(t) for t in self.tuples())
+
+    def head(self, ns: str = "") -> CheckpointTuple | None:
+        """The latest checkpoint of ``ns`` (what ``get_tuple`` without an id loads)."""
+        checkpoints = self.by_ns.get(ns)
+        return checkpoints[max(checkpoints)] if checkpoints else None
+
+    @staticmethod
+    def parent_id(tup: CheckpointTuple) -> str | None:
+        """The stored parent id of ``tup`` (``None`` for a root)."""
+        if tup.parent_config is None:
+            return None
+        return tup.parent_config["configurable"].get("checkpoint_id")
+
+    def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
+        value = tup.checkpoint["channel_values"].get(ch, _MISSING)
+        if isinstance(value, _DeltaSnapshot):
+            return value.value
+        return value
+
+    def needs_replay(self, tup: CheckpointTuple, ch: str) -> bool:
+        """Whether ``ch``'s state at ``tup`` comes from the ancestors' writes."""
+        return (
+            ch in tup.checkpoint["channel_versions"] and ch not in tup.checkpoint["channel_values"]
+        )
+
+    # -- verification ------------------------------------------------------------
+
+    def problems(self) -> list[Problem]:
+        """Every checkpoint whose state cannot be rebuilt, and why.
+
+        A checkpoint is sound when, for each delta channel it must replay, the
+        parent chain reaches a stored value (a seed) or a root. A parent id that
+        is not stored in the same namespace (deleted, or another namespace's) or a
+        cycle in the links makes every checkpoint that replays through it broken.
+        A cycle is reported on every checkpoint in it, delta or not, since
+        ``get_state_history`` would never end.
+        """
+        found: list[Problem] = []
+        for ns, checkpoints in sorted(self.by_ns.items()):
+            memo: dict[tuple[str, str], str | None] = {}
+            for cid in sorted(checkpoints):
+                tup = checkpoints[cid]
+                reason = self._cycle_reason(cid, checkpoints)
+                if reason is None:
+                    broken = {
+                        ch: why
+                        for ch in sorted(self.delta_channels)
+                        if self.needs_replay(tup, ch)
+                        and (why := self._seed_reason(self.parent_id(tup), ch, checkpoints, memo))
+                    }
+                    if broken:
+                        whys = sorted(set(broken.values()))
+                        reason = f"cannot rebuild {sorted(broken)}: {'; '.join(whys)}"
+                if reason is not None:
+                    found.append(Problem(self.thread_id, ns, cid, reason))
+        return found
+
+    def _cycle_reason(self, cid: str, checkpoints: Mapping[str, CheckpointTuple]) -> str | None:
+        seen: set[str] = set()
+        cursor: str | None = cid
+        while cursor is not None and cursor in checkpoints:
+            if cursor in seen:
+                return f"parent links form a cycle through {cursor}"
+            seen.add(cursor)
+            cursor = self.parent_id(checkpoints[cursor])
+        return None
+
+    def _seed_reason(
+        self,
+        start: str | None,
+        ch: str,
+        checkpoints: Mapping[str, CheckpointTuple],
+        memo: dict[tuple[str, str], str | None],
+    ) -> str | None:
+        """Why no seed or root is reachable for ``ch`` from ``start`` upward
+        (``None``: one is). Memoized per (checkpoint, channel): linear per thread."""
+        path: list[str] = []
+        cursor = start
+        verdict: str | None
+        while True:
+            if cursor is None:
+                verdict = None
+                break
+            if (cursor, ch) in memo:
+                verdict = memo[(cursor, ch)]
+                break
+            tup = checkpoints.get(cursor)
+            if tup is None:
+                verdict = f"parent {cursor} is missing"
+                break
+            if ch in tup.checkpoint["channel_values"] or cursor in path:
+                verdict = None if cursor not in path else f"cycle through {cursor}"
+                break
+            path.append(cursor)
+            cursor = self.parent_id(tup)
+        for node in path:
+            memo[(node, ch)] = verdict
+        return verdict
+
+    # -- materialization -----------------------------------------------------------
+
+    def value(self, ns: str, cid: str, ch: str) -> Any:
+        """The state of delta channel ``ch`` at checkpoint ``cid`` (``_MISSING`` when
+        the channel has no version there). Raises ``KeyError`` on a broken chain."""
+        key = (ns, cid, ch)
+        if key in self._values:
+            return self._values[key]
+        checkpoints = self.by_ns[ns]
+        # Iterative: a 1,000-checkpoint chain must not hit the recursion limit.
+        chain: list[str] = []
+        cursor: str | None = cid
+        while cursor is not None and (ns, cursor, ch) not in self._values:
+            tup = checkpoints[cursor]
+            chain.append(cursor)
+            if not self.needs_replay(tup, ch):
+                break
+            cursor = self.parent_id(tup)
+            if cursor is not None and cursor not in checkpoints:
+                raise KeyError(f"checkpoint {chain[-1]}: parent {cursor} is missing")
+        for node in reversed(chain):
+            tup = checkpoints[node]
+            if not self.needs_replay(tup, ch):
+                result = self._stored(tup, ch)
+            else:
+                parent = self.parent_id(tup)
+                base = _MISSING if parent is None else self._values[(ns, parent, ch)]
+                writes = [] if parent is None else self._writes(checkpoints[parent], ch)
+                result = self._replay(ch, base, writes)
+            self._values[(ns, node, ch)] = result
+        return self._values[key]
+
+    @staticmethod
+    def _writes(tup: CheckpointTuple, ch: str) -> list[tuple[str, str, Any]]:
+        return [w for w in tup.pending_writes or () if w[1] == ch]
+
+    def _replay(self, ch: str, base: Any, writes: list[tuple[str, str, Any]]) -> Any:
+        channel: DeltaChannel[Any] = DeltaChannel(self.reducers.get(ch, default_reducer), list)
+        seeded = channel.from_checkpoint(None if base is _MISSING else copy.copy(base))
+        seeded.replay_writes(writes)
+        return seeded.value
+
+    def materialize(self, tup: CheckpointTuple) -> dict[str, Any]:
+        """Every delta channel's state at ``tup`` (channels without a version omitted)."""
+        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        cid = tup.config["configurable"]["checkpoint_id"]
+        out: dict[str, Any] = {}
+        for ch in sorted(self.delta_channels):
+            if ch in tup.checkpoint["channel_versions"]:
+                out[ch] = self.value(ns, cid, ch)
+        return out
+
+    def snapshot_distance(self, ns: str = "") -> int | None:
+        """Parent hops from the head of ``ns`` back to where every delta channel it
+        needs has a stored value (0 when the head stores them all; ``None`` when
+        the chain reaches the root without one)."""
+        head = self.head(ns)
+        if head is None:
+            return 0
+        checkpoints = self.by_ns[ns]
+        pending = {ch for ch in self.delta_channels if self.needs_replay(head, ch)}
+        hops = 0
+        tup: CheckpointTuple | None = head
+        while pending and tup is not None:
+            parent = self.parent_id(tup)
+            tup = checkpoints.get(parent) if parent is not None else None
+            if tup is None:
+                return None
+            hops += 1
+            pending = {ch for ch in pending if ch not in tup.checkpoint["channel_values"]}
+        return hops
+
+    # -- plans ---------------------------------------------------------------------
+
+    def snapshot_rewrite(
+        self, tup: CheckpointTuple, *, parent_id: str | None, plain: bool = False
+    ) -> Rewrite:
+        """``tup`` made self-contained: every delta channel with a version stores
+        its state (a ``_DeltaSnapshot``, or the plain value when ``plain``), so its
+        state no longer depends on any ancestor; re-parented to ``parent_id``."""
+        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        checkpoint: Checkpoint = {**tup.checkpoint}
+        values = dict(checkpoint["channel_values"])
+        versions: dict[str, Any] = {}
+        for ch, value in self.materialize(tup).items():
+            values[ch] = value if plain else _DeltaSnapshot(value)
+            versions[ch] = checkpoint["channel_versions"][ch]
+        checkpoint["channel_values"] = values
+        metadata: dict[str, Any] = dict(tup.metadata or {})
+        counters = metadata.get(_UPSTREAM_COUNTERS_KEY)
+        if isinstance(counters, Mapping):
+            left = {k: v for k, v in counters.items() if k not in versions}
+            if left:
+                metadata[_UPSTREAM_COUNTERS_KEY] = left
+            else:
+                metadata.pop(_UPSTREAM_COUNTERS_KEY, None)
+        return Rewrite(ns, checkpoint, metadata, parent_id, versions)  # type: ignore[arg-type]
+
+    def to_full(self, tup: CheckpointTuple) -> Rewrite:
+        """``tup`` as a full-mode saver would have written it: plain values for every
+        delta channel and no delta evidence in its metadata."""
+        rewrite = self.snapshot_rewrite(tup, parent_id=self.parent_id(tup), plain=True)
+        metadata: dict[str, Any] = dict(rewrite.metadata)
+        for key in (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY, _UPSTREAM_COUNTERS_KEY):
+            metadata.pop(key, None)
+        rewrite.metadata = metadata  # type: ignore[assignment]
+        # A plain value under a _DeltaSnapshot's key still counts as delta for
+        # LangGraph.js readers; every snapshot becomes plain.
+        values = dict(rewrite.checkpoint["channel_values"])
+        for ch, value in list(values.items()):
+            if isinstance(value, _DeltaSnapshot):
+                values[ch] = value.value
+                rewrite.versions[ch] = rewrite.checkpoint["channel_versions"][ch]
+        rewrite.checkpoint["channel_values"] = values
+        return rewrite
+
+    def marked(self, tup: CheckpointTuple) -> Rewrite:
+        """``tup`` unchanged except for our delta marker in its metadata."""
+        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        metadata: dict[str, Any] = {**(tup.metadata or {}), MODE_METADATA_KEY: "delta"}
+        return Rewrite(ns, tup.checkpoint, metadata, self.parent_id(tup))  # type: ignore[arg-type]

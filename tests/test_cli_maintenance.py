@@ -1,0 +1,166 @@
+"""The operator CLI on a real SQLite file and a real PostgreSQL schema: scan,
+inspect, verify, migrate, prune, with --json, --dry-run and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import checkpoint_guard as cg
+from checkpoint_guard import cli
+from checkpoint_guard._modes import ModeFreeze
+
+from .conftest import PG_URL
+from .helpers import cfg, chat_graph, human
+
+
+def write_config(tmp_path: Path, **settings: Any) -> Path:
+    path = tmp_path / "cg.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Exit code and stdout; stderr is kept in ``run_cli.err``."""
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    run_cli.err = captured.err  # type: ignore[attr-defined]
+    return code, captured.out
+
+
+def populate(settings: dict[str, Any]) -> None:
+    with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        delta = chat_graph(saver, "delta", snapshot_frequency=1000)
+        for i in range(8):
+            delta.invoke(human(i), cfg("d"))
+    full_settings = {**settings, "channel_mode": "full"}
+    with cg.open_checkpointer(full_settings, freeze=ModeFreeze()) as saver:
+        full = chat_graph(saver, "full")
+        for i in range(3):
+            full.invoke(human(i), cfg("f"))
+
+
+def messages(settings: dict[str, Any], thread_id: str, mode: str) -> list[str]:
+    with cg.open_checkpointer({**settings, "channel_mode": mode}, freeze=ModeFreeze()) as saver:
+        state = chat_graph(saver, mode, snapshot_frequency=1000).get_state(cfg(thread_id))
+        return [m.content for m in state.values["messages"]]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    if request.param == "sqlite":
+        return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite"), "channel_mode": "delta"}
+    _, schema = request.getfixturevalue("pg_schema")
+    url = request.getfixturevalue("pg_database")
+    return {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "delta"}
+
+
+def test_scan_inspect_verify(
+    settings: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    populate(settings)
+    config = str(write_config(tmp_path, **settings))
+    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    assert code == 0
+    rows = {r["thread_id"]: r for r in json.loads(out)}
+    assert rows["d"]["mode"] == "delta" and rows["f"]["mode"] == "full"
+    assert rows["d"]["checkpoints"] == 8 * 3 and rows["d"]["bytes"] > 0
+    assert rows["d"]["snapshot_distance"] is None  # F=1000: never snapshotted
+
+    code, out = run_cli(capsys, "--config", config, "scan")
+    assert code == 0 and "since snapshot" in out and "delta" in out
+
+    code, out = run_cli(capsys, "--config", config, "verify")
+    assert code == 0 and out.count(" ok") == 2
+
+    code, out = run_cli(capsys, "--config", config, "inspect", "d", "--json")
+    assert code == 0 and json.loads(out)[0]["delta_channels"] == ["messages"]
+    code, out = run_cli(capsys, "--config", config, "inspect", "nope")
+    assert code == 1 and "no checkpoints" in out
+
+
+def test_migrate_and_prune_with_dry_run(
+    settings: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    populate(settings)
+    config = str(write_config(tmp_path, **settings))
+    before = messages(settings, "d", "delta")
+    assert len(before) == 16
+
+    code, out = run_cli(capsys, "--config", config, "prune", "--keep-latest", "--dry-run", "d")
+    assert code == 0 and "(dry run)" in out and "24 -> 1" in out
+    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    assert {r["thread_id"]: r["checkpoints"] for r in json.loads(out)}["d"] == 24
+
+    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "full", "--dry-run", "d")
+    assert code == 0
+    with pytest.raises(cg.CheckpointModeMismatchError):
+        messages(settings, "d", "full")
+
+    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "full", "d", "--json")
+    assert code == 0 and json.loads(out)[0]["rewritten"] == 24
+    assert messages(settings, "d", "full") == before
+
+    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "delta", "d")
+    assert code == 0
+    with pytest.raises(cg.CheckpointModeMismatchError):
+        messages(settings, "d", "full")
+
+    code, out = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "--json")
+    [report] = json.loads(out)
+    assert code == 0 and report["checkpoints_after"] == 1
+    assert report["bytes_after"] < report["bytes_before"]
+    assert messages(settings, "d", "delta") == before
+
+
+def test_verify_exit_1_on_a_severed_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = {"backend": "sqlite", "url": str(tmp_path / "db.sqlite"), "channel_mode": "delta"}
+    populate(settings)
+    conn = sqlite3.connect(settings["url"])
+    ids = [r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id='d'")]
+    conn.execute("DELETE FROM checkpoints WHERE checkpoint_id = ?", (sorted(ids)[5],))
+    conn.commit()
+    conn.close()
+    config = str(write_config(tmp_path, **settings))
+    code, out = run_cli(capsys, "--config", config, "verify", "d")
+    assert code == 1 and f"parent {sorted(ids)[5]} is missing" in out
+    code, out = run_cli(capsys, "--config", config, "verify", "d", "--json")
+    assert code == 1 and json.loads(out)[0]["problems"]
+    code, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d")
+    assert code == 1 and "already broken" in run_cli.err  # type: ignore[attr-defined]
+
+
+def test_usage_and_configuration_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write_config(tmp_path, backend="oracle")
+    code = cli.main(["--config", str(bad), "scan"])
+    err = capsys.readouterr().err
+    assert code == 2 and "backend" in err and "sqlite" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["prune", "t"])  # --keep-latest is required
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["migrate", "--to", "half", "t"])
+    assert exc.value.code == 2
+
+
+def test_no_credentials_in_cli_output(
+    pg_database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = PG_URL.replace("postgres@", "postgres:s3cret-pw@").replace(":5432", ":1")
+    config = write_config(
+        tmp_path, backend="postgres", url=url, connect_timeout_seconds=1, channel_mode="delta"
+    )
+    code = cli.main(["--config", str(config), "scan"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "s3cret-pw" not in captured.out + captured.err
+    assert "unreachable" in captured.err or "connect" in captured.err.lower()
