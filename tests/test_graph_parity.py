@@ -1,5 +1,9 @@
 """Graph-level differential test: random conversation scripts run in full and in delta
-mode, raw and wrapped; every checkpoint's materialized state must be equal."""
+mode, raw and wrapped; every checkpoint's materialized state must be equal.
+
+Two graphs: a one-node chat (turns, edits of old checkpoints, regenerate, removals) on
+memory and SQLite, and a routed graph with parallel branches writing messages in one
+superstep, interrupt/resume and ``Overwrite`` on memory, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -99,6 +103,162 @@ def test_every_mode_and_stack_materializes_the_same_states(
     tmp = tmp_path_factory.mktemp("graph")
     graphs = stacks(tmp, frequency)
     results = {name: run_script(graph, script) for name, graph in graphs.items()}
+    reference = results.pop("full-raw")
+    for name, result in results.items():
+        assert result[0] == reference[0], (name, script)
+        assert result[1] == reference[1], (name, script)
+
+
+# -- a richer graph: parallel branches, interrupt/resume, Overwrite; PostgreSQL too ------------
+
+
+def rich_graph(checkpointer: Any, mode: str, frequency: int = 3) -> Any:
+    """START routes on the last human message: "par ..." runs two nodes that both write
+    messages in one superstep, "ask ..." interrupts for approval, anything else replies."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from checkpoint_guard import state_schema_for_mode
+    from tests.helpers import ChatState
+
+    def last(state: dict[str, Any]) -> tuple[str, int]:
+        messages = state["messages"]
+        return str(messages[-1].content) if messages else "", len(messages)
+
+    def bot(state: dict[str, Any]) -> dict[str, Any]:
+        text, n = last(state)
+        return {"messages": [AIMessage(f"reply to {text}", id=f"ai-{n}")], "turns": 1}
+
+    def echo(state: dict[str, Any]) -> dict[str, Any]:
+        text, n = last(state)
+        return {"messages": [AIMessage(f"echo {text}", id=f"echo-{n}")], "notes": {"echo": text}}
+
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        text, n = last(state)
+        answer = interrupt(f"approve {text}?")
+        return {"messages": [AIMessage(f"{answer}: {text}", id=f"ask-{n}")]}
+
+    def route(state: dict[str, Any]) -> list[str]:
+        text, _ = last(state)
+        if text.startswith("par"):
+            return ["bot", "echo"]
+        return ["ask"] if text.startswith("ask") else ["bot"]
+
+    schema = state_schema_for_mode(ChatState, mode, snapshot_frequency=frequency)
+    builder = StateGraph(schema)
+    for name, fn in (("bot", bot), ("echo", echo), ("ask", ask)):
+        builder.add_node(name, fn)
+        builder.add_edge(name, END)
+    builder.add_conditional_edges(START, route, ["bot", "echo", "ask"])
+    return builder.compile(checkpointer=checkpointer)
+
+
+rich_ops = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["turn", "par", "ask"])),
+        st.tuples(st.just("resume")),
+        st.tuples(st.just("regenerate"), st.integers(0, 30)),
+        st.tuples(st.just("edit_old"), st.integers(0, 30)),
+        st.tuples(st.just("overwrite"), st.integers(0, 6)),  # keep the first k messages
+        st.tuples(st.just("remove_all")),
+    ),
+    min_size=1,
+    max_size=9,
+)
+
+
+def run_rich(graph: Any, thread_id: str, script: list[tuple[Any, ...]]) -> list[Any]:
+    from langgraph.types import Command, Overwrite
+
+    outcomes: list[Any] = []
+    for i, op in enumerate(script):
+        config = cfg(thread_id)
+        try:
+            if op[0] in ("turn", "par", "ask"):
+                text = {"turn": "hello", "par": "par", "ask": "ask"}[op[0]]
+                graph.invoke({"messages": [HumanMessage(f"{text} {i}", id=f"h{i}")]}, config)
+            elif op[0] == "resume":
+                graph.invoke(Command(resume=f"yes {i}"), config)
+            elif op[0] == "overwrite":
+                kept = graph.get_state(config).values.get("messages", [])[: op[1]]
+                graph.update_state(config, {"messages": Overwrite(kept)})
+            elif op[0] == "remove_all":
+                graph.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
+            else:
+                history = list(graph.get_state_history(config))
+                if not history:
+                    outcomes.append("empty")
+                    continue
+                snapshot = history[op[1] % len(history)]
+                if op[0] == "regenerate":
+                    graph.invoke(None, snapshot.config)
+                else:
+                    graph.update_state(
+                        snapshot.config, {"messages": [HumanMessage(f"edit {i}", id=f"e{i}")]}
+                    )
+            outcomes.append("ok")
+        except Exception as exc:  # the same error must happen everywhere
+            outcomes.append(type(exc).__name__)
+    snapshots = list(graph.get_state_history(cfg(thread_id)))
+    return [
+        outcomes,
+        [
+            # interrupt ids hash the thread id: compare what was asked
+            (s.values, s.next, [[i.value for i in t.interrupts] for t in s.tasks])
+            for s in snapshots
+        ],
+    ]
+
+
+@pytest.fixture(scope="module")
+def pg_saver(request: pytest.FixtureRequest) -> Any:
+    """One sync PostgresSaver for the module (each example uses fresh thread ids)."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    url = request.getfixturevalue("pg_database")
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)
+    saver.setup()
+    yield saver
+    conn.close()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(script=rich_ops, frequency=st.sampled_from([1, 3, 1000]))
+def test_parallel_interrupt_overwrite_scripts_agree_on_every_backend(
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_saver: Any,
+    script: list[tuple[Any, ...]],
+    frequency: int,
+) -> None:
+    import uuid
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    tmp = tmp_path_factory.mktemp("rich")
+    sqlite = SqliteSaver(sqlite3.connect(str(tmp / "d.sqlite"), check_same_thread=False))
+    sqlite.setup()
+    thread_id = f"rich-{uuid.uuid4().hex}"  # PostgreSQL is shared by every example
+    graphs = {
+        "full-raw": rich_graph(InMemorySaver(), "full"),
+        "full-guard-postgres": rich_graph(GuardedSaver(pg_saver, mode="full"), "full"),
+        "delta-raw": rich_graph(InMemorySaver(), "delta", frequency),
+        "delta-cached-sqlite": rich_graph(
+            wrap(sqlite, mode="delta", cache=MemoryHistoryCache()), "delta", frequency
+        ),
+        "delta-cached-postgres": rich_graph(
+            wrap(pg_saver, mode="delta", cache=MemoryHistoryCache()), "delta", frequency
+        ),
+    }
+    full_thread = thread_id + "-full"
+    results = {
+        name: run_rich(graph, full_thread if name == "full-guard-postgres" else thread_id, script)
+        for name, graph in graphs.items()
+    }
+    sqlite.conn.close()
     reference = results.pop("full-raw")
     for name, result in results.items():
         assert result[0] == reference[0], (name, script)
