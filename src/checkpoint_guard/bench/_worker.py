@@ -42,7 +42,7 @@ __all__ = ["RESULT_PREFIX", "CountingLayer", "main"]
 
 RESULT_PREFIX = "CGBENCH-RESULT "
 THREAD_ID = "bench"
-HEAD_READS = 5
+HEAD_READS = 15
 HISTORY_LIMIT = 10
 
 
