@@ -3,10 +3,12 @@ mode, raw and wrapped; every checkpoint's materialized state must be equal.
 
 Two graphs: a one-node chat (turns, edits of old checkpoints, regenerate, removals) on
 memory and SQLite, and a routed graph with parallel branches writing messages in one
-superstep, interrupt/resume and ``Overwrite`` on memory, SQLite and PostgreSQL."""
+superstep, interrupt/resume and ``Overwrite`` on memory, SQLite and PostgreSQL, through the
+sync API and (aiosqlite, async PostgreSQL) the async one."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
-from tests.helpers import cfg, chat_graph, human
+from tests.helpers import Driver, cfg, chat_graph, human
 
 ops = st.lists(
     st.one_of(
@@ -168,7 +170,10 @@ rich_ops = st.lists(
 )
 
 
-def run_rich(graph: Any, thread_id: str, script: list[tuple[Any, ...]]) -> list[Any]:
+async def run_rich(
+    driver: Driver, graph: Any, thread_id: str, script: list[tuple[Any, ...]]
+) -> list[Any]:
+    """Run ``script`` through the sync or async API; (outcomes, every checkpoint)."""
     from langgraph.types import Command, Overwrite
 
     outcomes: list[Any] = []
@@ -177,30 +182,32 @@ def run_rich(graph: Any, thread_id: str, script: list[tuple[Any, ...]]) -> list[
         try:
             if op[0] in ("turn", "par", "ask"):
                 text = {"turn": "hello", "par": "par", "ask": "ask"}[op[0]]
-                graph.invoke({"messages": [HumanMessage(f"{text} {i}", id=f"h{i}")]}, config)
+                message = HumanMessage(f"{text} {i}", id=f"h{i}")
+                await driver.invoke(graph, {"messages": [message]}, config)
             elif op[0] == "resume":
-                graph.invoke(Command(resume=f"yes {i}"), config)
+                await driver.invoke(graph, Command(resume=f"yes {i}"), config)
             elif op[0] == "overwrite":
-                kept = graph.get_state(config).values.get("messages", [])[: op[1]]
-                graph.update_state(config, {"messages": Overwrite(kept)})
+                state = await driver.get_state(graph, config)
+                kept = state.values.get("messages", [])[: op[1]]
+                await driver.update_state(graph, config, {"messages": Overwrite(kept)})
             elif op[0] == "remove_all":
-                graph.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
+                remove_all = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]}
+                await driver.update_state(graph, config, remove_all)
             else:
-                history = list(graph.get_state_history(config))
+                history = await driver.history(graph, config)
                 if not history:
                     outcomes.append("empty")
                     continue
                 snapshot = history[op[1] % len(history)]
                 if op[0] == "regenerate":
-                    graph.invoke(None, snapshot.config)
+                    await driver.invoke(graph, None, snapshot.config)
                 else:
-                    graph.update_state(
-                        snapshot.config, {"messages": [HumanMessage(f"edit {i}", id=f"e{i}")]}
-                    )
+                    edit = {"messages": [HumanMessage(f"edit {i}", id=f"e{i}")]}
+                    await driver.update_state(graph, snapshot.config, edit)
             outcomes.append("ok")
         except Exception as exc:  # the same error must happen everywhere
             outcomes.append(type(exc).__name__)
-    snapshots = list(graph.get_state_history(cfg(thread_id)))
+    snapshots = await driver.history(graph, cfg(thread_id))
     return [
         outcomes,
         [
@@ -211,9 +218,40 @@ def run_rich(graph: Any, thread_id: str, script: list[tuple[Any, ...]]) -> list[
     ]
 
 
+async def run_async_stacks(
+    tmp: Path, pg_url: str, thread_id: str, script: list[tuple[Any, ...]], frequency: int
+) -> dict[str, list[Any]]:
+    """The script through the async API on aiosqlite and async PostgreSQL, wrapped."""
+    import aiosqlite
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from psycopg.rows import dict_row
+
+    driver = Driver(True)
+    out: dict[str, list[Any]] = {}
+    async with aiosqlite.connect(str(tmp / "a.sqlite")) as conn:
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        graph = rich_graph(
+            wrap(saver, mode="delta", cache=MemoryHistoryCache()), "delta", frequency
+        )
+        out["delta-cached-aiosqlite"] = await run_rich(driver, graph, thread_id, script)
+    async with await psycopg.AsyncConnection.connect(
+        pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as pconn:
+        psaver = AsyncPostgresSaver(pconn)
+        graph = rich_graph(
+            wrap(psaver, mode="delta", cache=MemoryHistoryCache()), "delta", frequency
+        )
+        out["delta-cached-apostgres"] = await run_rich(driver, graph, thread_id + "-a", script)
+    return out
+
+
 @pytest.fixture(scope="module")
 def pg_saver(request: pytest.FixtureRequest) -> Any:
-    """One sync PostgresSaver for the module (each example uses fresh thread ids)."""
+    """(one sync PostgresSaver, its database URL) for the module; every example uses
+    fresh thread ids."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
@@ -222,7 +260,7 @@ def pg_saver(request: pytest.FixtureRequest) -> Any:
     conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     saver = PostgresSaver(conn)
     saver.setup()
-    yield saver
+    yield saver, url
     conn.close()
 
 
@@ -238,6 +276,7 @@ def test_parallel_interrupt_overwrite_scripts_agree_on_every_backend(
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    pg_saver, pg_url = pg_saver
     tmp = tmp_path_factory.mktemp("rich")
     sqlite = SqliteSaver(sqlite3.connect(str(tmp / "d.sqlite"), check_same_thread=False))
     sqlite.setup()
@@ -253,12 +292,15 @@ def test_parallel_interrupt_overwrite_scripts_agree_on_every_backend(
             wrap(pg_saver, mode="delta", cache=MemoryHistoryCache()), "delta", frequency
         ),
     }
-    full_thread = thread_id + "-full"
+    sync = Driver(False)
     results = {
-        name: run_rich(graph, full_thread if name == "full-guard-postgres" else thread_id, script)
+        name: asyncio.run(
+            run_rich(sync, graph, thread_id + "-full" if "full-" in name else thread_id, script)
+        )
         for name, graph in graphs.items()
     }
     sqlite.conn.close()
+    results.update(asyncio.run(run_async_stacks(tmp, pg_url, thread_id, script, frequency)))
     reference = results.pop("full-raw")
     for name, result in results.items():
         assert result[0] == reference[0], (name, script)
