@@ -188,9 +188,9 @@ def _report(
 
         plots = write_plots(summary, plots_dir)
     base = readme.resolve().parent if readme is not None else None
-    text = render_markdown(
-        summary, plots=[p.resolve() for p in plots] if base else plots, base=base
-    )
+    if base is not None:
+        plots = [p.resolve() for p in plots]
+    text = render_markdown(summary, plots=plots, base=base, summarize_argv=summarize_argv)
     if out_dir is not None:
         (out_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=1))
         (out_dir / "summary.md").write_text(text + "\n")

@@ -1,13 +1,13 @@
 """PNG plots of a run (matplotlib, Agg backend; the ``bench`` extra).
 
 - ``latency_vs_turns.png``: per-turn latency against the turn number (rolling
-  median of 10 turns, element-wise median over repetitions), per backend, for the
-  thread length with the most configurations.
+  median of 10 turns, element-wise median over repetitions), one panel per backend
+  and thread length that has two or more configurations.
 - ``storage_vs_turns.png``: logical stored bytes against turns (log-log), sampled
   during the longest thread of each mode and cadence.
 - ``reads_cold_warm.png``: head ``get_state`` warm (same process) and cold (a fresh
-  process; for Redis also a plain reader of the same file) per configuration of
-  that thread length on each persistent backend.
+  process; for Redis also a plain reader of the same file), one panel per
+  persistent backend and thread length.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ._summary import ConfigKey, Summary, config_sort_key
 __all__ = ["PlotsUnavailableError", "write_plots"]
 
 ROLLING = 10
+MAX_PANELS = 9
 
 
 class PlotsUnavailableError(ImportError):
@@ -65,20 +66,30 @@ def _backends(summary: Summary) -> list[str]:
     return [b for b in order if b in present] + sorted(present - set(order))
 
 
-def _main_turns(summary: Summary, backend: str) -> int | None:
-    """The thread length with the most configurations on ``backend`` (then the longest):
-    the group that compares the most stacks and cadences side by side."""
-    counts = Counter(k[2] for k in summary.configs if k[1] == backend)
-    return max(counts, key=lambda t: (counts[t], t), default=None)
+def _groups(summary: Summary, *, persistent: bool = False) -> list[tuple[str, int]]:
+    """(backend, turns) panels: every group with two or more configurations (or
+    with a fresh-process read, for ``persistent``), at most ``MAX_PANELS``."""
+    counts = Counter((k[1], k[2]) for k in summary.configs)
+    cold = {(k[1], k[2]) for k, c in summary.configs.items() if c["head_cold"] is not None}
+    order = {b: i for i, b in enumerate(_backends(summary))}
+    keys = [g for g in counts if (g in cold if persistent else counts[g] >= 2)]
+    return sorted(keys, key=lambda g: (order[g[0]], g[1]))[:MAX_PANELS]
+
+
+def _grid(plt: Any, n: int, width: float) -> tuple[Any, list[Any]]:
+    cols = min(3, max(1, n))
+    rows = -(-max(1, n) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, 4.5 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
 
 
 def _latency(plt: Any, summary: Summary, path: Path) -> None:
-    backends = _backends(summary)
-    fig, axes = plt.subplots(
-        1, len(backends), figsize=(6 * len(backends), 4.5), squeeze=False, sharey=False
-    )
-    for ax, backend in zip(axes[0], backends, strict=True):
-        turns = _main_turns(summary, backend)
+    groups = _groups(summary)
+    fig, axes = _grid(plt, len(groups), 6.5)
+    for ax, (backend, turns) in zip(axes, groups, strict=True):
         for key, c in sorted(summary.configs.items(), key=lambda kv: config_sort_key(kv[0])):
             if key[1] != backend or key[2] != turns:
                 continue
@@ -88,7 +99,7 @@ def _latency(plt: Any, summary: Summary, path: Path) -> None:
             y = _rolling_median(_elementwise_median(series), ROLLING)
             style = "--" if key[5] == "full" else "-"
             ax.plot(range(1, len(y) + 1), y, style, label=_label(key), linewidth=1.2)
-        ax.set_title(f"{backend}: per-turn latency, {turns} turns")
+        ax.set_title(f"{backend}: per-turn latency, {turns}-turn threads")
         ax.set_xlabel("turn")
         ax.set_ylabel(f"ms per turn (rolling median of {ROLLING})")
         ax.set_yscale("log")
@@ -96,7 +107,7 @@ def _latency(plt: Any, summary: Summary, path: Path) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -137,10 +148,9 @@ def _storage(plt: Any, summary: Summary, path: Path) -> None:
 
 
 def _reads(plt: Any, summary: Summary, path: Path) -> None:
-    backends = [b for b in _backends(summary) if b != "memory"] or _backends(summary)
-    fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.5), squeeze=False)
-    for ax, backend in zip(axes[0], backends, strict=True):
-        turns = _main_turns(summary, backend)
+    groups = _groups(summary, persistent=True)
+    fig, axes = _grid(plt, len(groups), 7.0)
+    for ax, (backend, turns) in zip(axes, groups, strict=True):
         keys = sorted(
             (k for k in summary.configs if k[1] == backend and k[2] == turns and k[0] == "thread"),
             key=config_sort_key,
@@ -157,14 +167,14 @@ def _reads(plt: Any, summary: Summary, path: Path) -> None:
                 [i + 0.27 for i in x], plain, width=0.27, label="cold, plain reader of that file"
             )
         ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=7)
-        ax.set_title(f"{backend}: head get_state, {turns} turns")
+        ax.set_xlim(-0.7, max(len(keys), 3) - 0.3)  # a lone group keeps narrow bars
+        ax.set_title(f"{backend}: head get_state, {turns}-turn thread")
         ax.set_ylabel("ms")
         ax.set_yscale("log")
         ax.grid(True, axis="y", which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
