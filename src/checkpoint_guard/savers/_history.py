@@ -22,6 +22,7 @@ call is answered from the inner saver.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -380,9 +381,14 @@ class CachedHistorySaver(SaverLayer):
         task_path: str = "",
     ) -> None:
         if self._writes_may_change_history(config, writes):
-            await self._adrop(_parts(config)[0])
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-            await self._adrop(_parts(config)[0])
+            thread_id = _parts(config)[0]
+            await self._adrop(thread_id)
+            try:
+                await self.inner.aput_writes(config, writes, task_id, task_path)
+            finally:
+                # Also when cancelled or failed: the write may have reached the saver,
+                # and another reader may have cached the old histories meanwhile.
+                await self._adrop_even_if_cancelled(thread_id)
         else:
             await self.inner.aput_writes(config, writes, task_id, task_path)
 
@@ -393,6 +399,15 @@ class CachedHistorySaver(SaverLayer):
 
     async def _adrop(self, thread_id: Any) -> None:
         await self._acache_call("drop_thread", (thread_id,))
+
+    async def _adrop_even_if_cancelled(self, thread_id: Any) -> None:
+        # A cancellation arriving at the drop itself must not skip it: the
+        # request is consumed by the first attempt, so the second one runs.
+        try:
+            await self._adrop(thread_id)
+        except asyncio.CancelledError:
+            await self._adrop(thread_id)
+            raise
 
     def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         if thread_ids is None:
