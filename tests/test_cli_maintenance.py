@@ -164,3 +164,10 @@ def test_no_credentials_in_cli_output(
     assert code == 1
     assert "s3cret-pw" not in captured.out + captured.err
     assert "unreachable" in captured.err or "connect" in captured.err.lower()
+
+
+def test_bench_flags_reach_the_harness(capsys: pytest.CaptureFixture[str]) -> None:
+    # The harness parses its own flags: they must not be eaten by the outer parser.
+    assert cli.main(["bench", "--preset", "quick", "--dry-run"]) == 0
+    assert "cases x" in capsys.readouterr().out
+    assert cli.main(["--config", "unused.yaml", "bench", "--preset", "nope"]) == 2

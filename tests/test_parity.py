@@ -218,8 +218,8 @@ def test_kit_catches_broken_savers(broken: type[SaverLayer]) -> None:
         # seeded and without the example database: the demonstration is reproducible
         assert_saver_parity(
             make,
-            max_examples=300,
-            stateful_step_count=12,
+            max_examples=1000,
+            stateful_step_count=15,
             settings=settings(derandomize=True, database=None),
         )
     notes = "\n".join(getattr(caught.value, "__notes__", []))

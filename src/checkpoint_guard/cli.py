@@ -57,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
     prune.add_argument("thread_ids", metavar="THREAD_ID", nargs="+")
-    bench = sub.add_parser("bench", help="benchmarks (see `checkpoint-guard bench --help`)")
-    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    # Parsed by the harness itself (see main); listed here for --help.
+    sub.add_parser("bench", help="benchmarks (see `checkpoint-guard bench --help`)")
     return parser
 
 
@@ -184,20 +184,33 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK if full.digest == delta.digest else EXIT_PROBLEM
 
 
+def _bench_position(tokens: Sequence[str]) -> int | None:
+    """Index of a ``bench`` command word (after the global ``--config PATH``)."""
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "--config":
+            i += 2
+        elif token.startswith("--config="):
+            i += 1
+        else:
+            return i if token == "bench" else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the process's)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    bench_at = _bench_position(tokens)
+    if bench_at is not None:
+        # The harness has its own parser (flags included): hand it the rest as is.
+        from .bench import main as bench_main
+
+        return bench_main(tokens[bench_at + 1 :])
+    args = _parser().parse_args(tokens)
     try:
         if args.command == "demo":
             return _demo(args)
-        if args.command == "bench":
-            from .bench import main as bench_main
-
-            rest = list(args.bench_args)
-            if rest[:1] == ["--"]:
-                rest = rest[1:]
-            return bench_main(rest)
         return _maintain(args)
     except ConfigError as exc:
         print(f"checkpoint-guard: configuration error: {exc}", file=sys.stderr)

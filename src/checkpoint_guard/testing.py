@@ -7,7 +7,10 @@ the saver under test and a model ``InMemorySaver`` with the same operations —
 paths in one step), ``get_tuple`` (latest and by id), ``list`` (filters,
 ``before``, ``limit``), ``delete_thread`` and ``get_delta_channel_history`` (any
 checkpoint, any subset of channels) — and compares every answer, modulo the
-checkpoint-guard mode marker. The first disagreement raises ``AssertionError``;
+checkpoint-guard mode marker. Where checkpoint-guard's maintenance serves the
+saver's storage (memory, SQLite, PostgreSQL, raw or wrapped), the machine also
+runs ``prune`` (both strategies), ``copy_thread`` and ``delete_for_runs`` on both
+sides and keeps comparing everything afterwards. The first disagreement raises ``AssertionError``;
 hypothesis shrinks it and attaches the minimal sequence of operations.
 
 The strategies and ``SaverParityMachine`` are public, for your own machines.
@@ -133,6 +136,15 @@ def _view(tup: CheckpointTuple | None) -> Any:
     )
 
 
+def _append(state: Any, writes: Any) -> Any:
+    # A batching-invariant reducer that accepts any value: the machine's channels
+    # carry ints and strings as well as messages.
+    return [*(state or []), *writes]
+
+
+_REDUCERS = {ch: _append for ch in ("messages", "notes")}
+
+
 def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return ("ok", fn())
@@ -140,6 +152,16 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
         raise
     except Exception as exc:
         return ("error", type(exc).__name__)
+
+
+def _strip_bytes(value: Any) -> Any:
+    from dataclasses import asdict, is_dataclass
+
+    if isinstance(value, list):
+        return [_strip_bytes(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: v for k, v in asdict(value).items() if not k.startswith("bytes")}
+    return value
 
 
 class SaverParityMachine(RuleBasedStateMachine):
@@ -166,6 +188,15 @@ class SaverParityMachine(RuleBasedStateMachine):
             self.subject = self._loop.run_until_complete(self._cm.__aenter__())
         self._ids = 0
         self._versions = 0
+        self._refs: list[Ref] = []
+        self.maintained = self._maintenance_serves()
+
+    def _maintenance_serves(self) -> bool:
+        from .maintenance import supported
+        from .savers._layer import unwrap
+
+        sync_ok, async_ok = supported(type(unwrap(self.subject)))
+        return async_ok if self._loop is not None else sync_ok
 
     def teardown(self) -> None:
         if self._loop is None:
@@ -249,6 +280,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         model, subject = self._both("put", config, checkpoint, metadata, versions)
         assert model[0] == subject[0] == "ok", (model, subject)
         ref = Ref(thread_id, ns, checkpoint_id)
+        self._refs.append(ref)
         if self.delta_history and parent is not None:
             # every new child: its history is where lost or reordered writes show
             self._check_history(ref, list(CHANNELS))
@@ -326,6 +358,47 @@ class SaverParityMachine(RuleBasedStateMachine):
     def delete_thread(self, thread_id: str) -> None:
         model, subject = self._both("delete_thread", thread_id)
         assert model[0] == subject[0], (model, subject)
+
+    # -- maintenance (checkpoint_guard.maintenance on both sides) ---------------------------
+
+    def _maintain(self, name: str, *args: Any, **kwargs: Any) -> None:
+        from . import maintenance
+
+        def model() -> Any:
+            return getattr(maintenance, name)(self.model, *args, **kwargs)
+
+        def subject() -> Any:
+            if self._loop is None:
+                return getattr(maintenance, name)(self.subject, *args, **kwargs)
+            coro = getattr(maintenance, "a" + name)(self.subject, *args, **kwargs)
+            return self._loop.run_until_complete(coro)
+
+        want, got = _outcome(model), _outcome(subject)
+        # Reports carry byte counts, which are storage-specific: compare the rest.
+        strip = _strip_bytes
+        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (name, args, want, got)
+        if self.delta_history:
+            # every surviving checkpoint's history must still agree
+            for ref in self._refs:
+                self._check_history(ref, list(CHANNELS))
+
+    @precondition(lambda self: self.maintained)
+    @rule(thread_id=thread_ids, keep_latest=st.booleans())
+    def prune(self, thread_id: str, keep_latest: bool) -> None:
+        strategy = "keep_latest" if keep_latest else "delete"
+        self._maintain("prune", [thread_id], strategy=strategy, reducers=_REDUCERS)
+
+    @precondition(lambda self: self.maintained)
+    @rule(source=thread_ids, destination=thread_ids)
+    def copy_thread(self, source: str, destination: str) -> None:
+        self._maintain("copy_thread", source, destination)
+        for ref in [r for r in self._refs if r.thread_id == source]:
+            self._refs.append(Ref(destination, ref.ns, ref.checkpoint_id))
+
+    @precondition(lambda self: self.maintained)
+    @rule(run_id=st.sampled_from(["run-0", "run-1", "run-2"]))
+    def delete_for_runs(self, run_id: str) -> None:
+        self._maintain("delete_for_runs", [run_id], reducers=_REDUCERS)
 
     @precondition(lambda self: self.delta_history)
     @rule(ref=refs, channels=st.lists(st.sampled_from(CHANNELS), max_size=2, unique=True))

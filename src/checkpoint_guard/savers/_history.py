@@ -409,7 +409,25 @@ class CachedHistorySaver(SaverLayer):
             await self._adrop(thread_id)
             raise
 
+    def _forget_local(self, thread_ids: Sequence[str] | None) -> None:
+        # Parent links are facts only until maintenance re-links or deletes
+        # checkpoints: what we learned about these threads goes with them.
+        with self._lock:
+            if thread_ids is None:
+                self._links.clear()
+                self._childless.clear()
+                self._newest.clear()
+                return
+            doomed = set(thread_ids)
+            for key in [k for k in self._links if k[0] in doomed]:
+                del self._links[key]
+            for key in [k for k in self._childless if k[0] in doomed]:
+                del self._childless[key]
+            for thread in [k for k in self._newest if k[0] in doomed]:
+                del self._newest[thread]
+
     def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        self._forget_local(thread_ids)
         if thread_ids is None:
             self._cache_call("clear", ())
         else:
@@ -417,51 +435,52 @@ class CachedHistorySaver(SaverLayer):
                 self._drop(thread_id)
 
     async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        self._forget_local(thread_ids)
         if thread_ids is None:
             await self._acache_call("clear", ())
         else:
             for thread_id in thread_ids:
                 await self._adrop(thread_id)
 
+    # Cached entries and learned links of the threads an operation rewrites are
+    # dropped before it (no reader starts from them meanwhile) and after it (none
+    # learned meanwhile survives).
+
     def delete_thread(self, thread_id: str) -> None:
-        self._drop(thread_id)
+        self._forget_threads([thread_id])
         self.inner.delete_thread(thread_id)
-        self._drop(thread_id)
+        self._forget_threads([thread_id])
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._adrop(thread_id)
+        await self._aforget_threads([thread_id])
         await self.inner.adelete_thread(thread_id)
-        await self._adrop(thread_id)
+        await self._aforget_threads([thread_id])
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        for thread_id in thread_ids:
-            self._drop(thread_id)
+        self._forget_threads(thread_ids)
         super().prune(thread_ids, strategy=strategy)
-        for thread_id in thread_ids:
-            self._drop(thread_id)
+        self._forget_threads(thread_ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        for thread_id in thread_ids:
-            await self._adrop(thread_id)
+        await self._aforget_threads(thread_ids)
         await super().aprune(thread_ids, strategy=strategy)
-        for thread_id in thread_ids:
-            await self._adrop(thread_id)
+        await self._aforget_threads(thread_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         super().copy_thread(source_thread_id, target_thread_id)
-        self._drop(target_thread_id)
+        self._forget_threads([target_thread_id])
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await super().acopy_thread(source_thread_id, target_thread_id)
-        await self._adrop(target_thread_id)
+        await self._aforget_threads([target_thread_id])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         # Which threads the runs touched is unknown here: forget everything.
-        self._cache_call("clear", ())
+        self._forget_threads(None)
         super().delete_for_runs(run_ids)
-        self._cache_call("clear", ())
+        self._forget_threads(None)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._acache_call("clear", ())
+        await self._aforget_threads(None)
         await super().adelete_for_runs(run_ids)
-        await self._acache_call("clear", ())
+        await self._aforget_threads(None)
