@@ -496,3 +496,14 @@ async def test_stack_follows_history_cache_config(redis_prefix: Any, tmp_path: P
         derived.cache_key_prefix().startswith("cg:postgres:")
         and "pw" not in derived.cache_key_prefix()
     )
+
+
+def test_history_cache_isolate_reaches_the_cache(tmp_path: Path) -> None:
+    base = {"backend": "sqlite", "url": str(tmp_path / "i.sqlite"), "channel_mode": "delta"}
+    with open_checkpointer(base, freeze=ModeFreeze()) as saver:
+        assert saver.inner.cache.isolate is True
+    shared = {**base, "history_cache": {"isolate": False}}
+    with open_checkpointer(shared, freeze=ModeFreeze()) as saver:
+        assert saver.inner.cache.isolate is False
+    with pytest.raises(ConfigError, match="isolate"):
+        CheckpointerConfig.from_mapping({**base, "history_cache": {"isolate": "sometimes"}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -144,6 +144,44 @@ async def test_returned_values_cannot_corrupt_the_cache() -> None:
     writes.clear()
     again = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
     assert again == expected
+
+
+def test_isolate_false_shares_cached_objects_and_stays_exact() -> None:
+    """The opt-in: warm reads hand out the cached objects themselves (no copy),
+    answers stay exactly the inner walk's, and a graph reads the same states."""
+    raw = InMemorySaver()
+    shared = MemoryHistoryCache(isolate=False)
+    saver = wrap(raw, mode="delta", cache=shared)
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    control = chat_graph(InMemorySaver(), "delta", snapshot_frequency=1000)
+    for i in range(5):
+        graph.invoke(human(i), cfg("s"))
+        control.invoke(human(i), cfg("s"))
+    graph.update_state(cfg("s"), {"messages": [RemoveMessage(id="human-1")]})
+    control.update_state(cfg("s"), {"messages": [RemoveMessage(id="human-1")]})
+    head = raw.get_tuple(cfg("s"))
+    assert head is not None
+    first = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    second = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    expected = BaseCheckpointSaver.get_delta_channel_history(
+        raw, config=head.config, channels=CHANNELS
+    )
+    assert first == second == expected
+    shared_values = [v for _, _, v in first["messages"]["writes"]]
+    assert all(
+        a is b
+        for a, b in zip(shared_values, [v for _, _, v in second["messages"]["writes"]], strict=True)
+    )
+    states = [s.values for s in graph.get_state_history(cfg("s"))]
+    assert states == [s.values for s in control.get_state_history(cfg("s"))]
+    # The default copies: the same read twice gives equal but distinct objects.
+    isolated = wrap(raw, mode="delta", cache=MemoryHistoryCache())
+    a = isolated.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    b = isolated.get_delta_channel_history(config=head.config, channels=CHANNELS)
+    assert a == b == expected
+    assert not any(
+        x[2] is y[2] for x, y in zip(a["messages"]["writes"], b["messages"]["writes"], strict=True)
+    )
 
 
 async def test_put_writes_onto_checkpoint_with_children_invalidates(store: Store) -> None:

@@ -20,7 +20,7 @@ from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from checkpoint_guard.savers import SaverLayer
 from checkpoint_guard.testing import assert_saver_parity
 
-STACKS = ["raw", "guard", "guard+memory", "guard+redis"]
+STACKS = ["raw", "guard", "guard+memory", "guard+memory-shared", "guard+redis"]
 
 
 def _stack(raw: BaseCheckpointSaver[Any], stack: str, redis: tuple[str, str] | None) -> Any:
@@ -29,6 +29,8 @@ def _stack(raw: BaseCheckpointSaver[Any], stack: str, redis: tuple[str, str] | N
     cache: Any = None
     if stack == "guard+memory":
         cache = MemoryHistoryCache()
+    elif stack == "guard+memory-shared":
+        cache = MemoryHistoryCache(isolate=False)
     elif stack == "guard+redis":
         assert redis is not None
         cache = RedisHistoryCache(redis[0], key_prefix=f"{redis[1]}:{uuid.uuid4().hex[:6]}")

@@ -101,6 +101,8 @@ class HistoryCacheConfig(BaseModel):
     redis_url: str | None = None
     key_prefix: str | None = None
     timeout_seconds: float = Field(DEFAULT_CACHE_TIMEOUT_SECONDS, gt=0)
+    # False: cached messages are shared with readers instead of copied per read.
+    isolate: bool = True
 
     @field_validator("redis_url")
     @classmethod

@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backends", type=_names(BACKENDS), help="e.g. memory,sqlite,postgres")
     run.add_argument("--turns", type=_ints, help="e.g. 10,100,1000")
     run.add_argument("--frequencies", type=_ints, help="delta snapshot frequencies, e.g. 1,1000")
-    run.add_argument("--stacks", type=_names(STACKS), help="raw,guard,memory,redis")
+    run.add_argument("--stacks", type=_names(STACKS), help=",".join(STACKS))
     run.add_argument("--payload-bytes", type=_ints, help="reply sizes, e.g. 400,4000")
     run.add_argument(
         "--two-process",

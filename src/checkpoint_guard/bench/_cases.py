@@ -36,7 +36,10 @@ SCHEMA_VERSION = 1
 
 BACKENDS: tuple[str, ...] = ("memory", "sqlite", "postgres")
 PERSISTENT_BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
-STACKS: tuple[str, ...] = ("raw", "guard", "memory", "redis")
+STACKS: tuple[str, ...] = ("raw", "guard", "memory", "redis", "memory-shared", "redis-shared")
+#: Stacks whose history cache is Redis (the "-shared" ones: ``isolate=False``, the
+#: opt-in that hands out cached objects instead of per-read copies).
+REDIS_STACKS: tuple[str, ...] = ("redis", "redis-shared")
 """raw: the bare saver; guard: GuardedSaver only; memory / redis: guard + that history cache."""
 
 DEFAULT_MAX_FULL_BYTES = 1 << 30
@@ -189,7 +192,7 @@ PRESETS: dict[str, Preset] = {
                 backends=("sqlite",),
                 turns=(999,),
                 frequencies=(1000,),
-                stacks=("redis",),
+                stacks=REDIS_STACKS,
             ),
             # backends x cadences (storage against turns is sampled inside each thread)
             Sweep(

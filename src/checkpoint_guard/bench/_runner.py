@@ -120,7 +120,7 @@ def services(cases: Sequence[Case], options: RunOptions, run_id: str) -> Iterato
     with tempfile.TemporaryDirectory(prefix="cgbench-") as tmp:
         env = Services(Path(tmp), run_id)
         needs_pg = any(c.backend == "postgres" for c in cases)
-        needs_redis = any(c.stack == "redis" for c in cases)
+        needs_redis = any(c.stack.startswith("redis") for c in cases)
         if needs_redis:
             try:
                 import redis
@@ -170,7 +170,7 @@ def case_storage(case: Case, env: Services, tag: str) -> Iterator[dict[str, Any]
         spec["pg_schema"] = f"c_{tag}"
         with psycopg.connect(env.pg_url, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{spec["pg_schema"]}"')
-    if case.stack == "redis" and env.redis_url:
+    if case.stack.startswith("redis") and env.redis_url:
         spec["redis_url"] = env.redis_url
         spec["redis_prefix"] = f"cgbench:{env.run_id}:{tag}"
     try:
@@ -347,7 +347,7 @@ def _thread_case(
         if case.cold_reads:
             # a Redis-warm reader and a plain reader on the same storage; the
             # order alternates with the repetition like the modes do
-            readers = [case.stack, "raw"] if case.stack == "redis" else [case.stack]
+            readers = [case.stack, "raw"] if case.stack.startswith("redis") else [case.stack]
             if rep % 2:
                 readers.reverse()
             for stack in readers:

@@ -255,6 +255,18 @@ def _alternating_pairs(rows: Sequence[Row]) -> list[tuple[Row, Row]]:
 
 
 def _targets(rows: Sequence[Row]) -> list[Target]:
+    """The cache issue's targets on the default (isolating) caches, then, when the
+    run has them, the same targets on the ``isolate=False`` opt-in stacks."""
+    targets = _targets_for(rows, "memory", "redis", "")
+    if any(r["stack"].endswith("-shared") for r in rows):
+        shared = _targets_for(rows, "memory-shared", "redis-shared", " [isolate=False]")
+        targets += [t for t in shared if not t.name.startswith("two workers")]
+    return targets
+
+
+def _targets_for(
+    rows: Sequence[Row], memory_stack: str, redis_stack: str, label: str
+) -> list[Target]:
     def pick(kind: str, stack: str, mode: str, min_turns: int) -> dict[int, list[Row]]:
         by_turns: dict[int, list[Row]] = defaultdict(list)
         for r in rows:
@@ -280,9 +292,9 @@ def _targets(rows: Sequence[Row]) -> list[Target]:
     def div(a: float | None, b: float | None) -> float | None:
         return a / b if a is not None and b else None
 
-    memory = pick("thread", "memory", "delta", TARGET_MIN_TURNS)
+    memory = pick("thread", memory_stack, "delta", TARGET_MIN_TURNS)
     full = pick("thread", "raw", "full", TARGET_MIN_TURNS)
-    redis = pick("thread", "redis", "delta", TARGET_MIN_TURNS)
+    redis = pick("thread", redis_stack, "delta", TARGET_MIN_TURNS)
     alternating = pick("alternating", "redis", "delta", TARGET_MIN_TURNS)
     warm_turns = min(set(memory) & set(full), default=None)
     mem = by_rep(memory.get(warm_turns, [])) if warm_turns else {}
@@ -297,19 +309,19 @@ def _targets(rows: Sequence[Row]) -> list[Target]:
     last, first, head = METRICS["last"], METRICS["first"], METRICS["head_warm"]
     targets = [
         Target(
-            "memory cache: last-10 / first-10 per turn",
+            "memory cache: last-10 / first-10 per turn" + label,
             1.3,
             ratio(mem, mem, lambda a, _: div(last(a), first(a))),
             warm,
         ),
         Target(
-            "memory cache last-10 / raw full last-10",
+            "memory cache last-10 / raw full last-10" + label,
             0.35,
             ratio(mem, raw_full, lambda a, b: div(last(a), last(b))),
             warm,
         ),
         Target(
-            "memory cache head get_state / raw full",
+            "memory cache head get_state / raw full" + label,
             0.2,
             ratio(mem, raw_full, lambda a, b: div(head(a), head(b))),
             warm,
@@ -319,7 +331,7 @@ def _targets(rows: Sequence[Row]) -> list[Target]:
     cold = by_rep(redis.get(cold_turns, [])) if cold_turns else {}
     targets.append(
         Target(
-            "fresh process, Redis warm / raw delta head read",
+            "fresh process, Redis warm / raw delta head read" + label,
             0.25,
             ratio(cold, cold, lambda a, _: div(a.get("head_cold_ms"), a.get("head_cold_raw_ms"))),
             basis(cold_turns, "same file"),
@@ -446,7 +458,14 @@ def _config_table(summary: Summary) -> list[str]:
     return _table(head, body)
 
 
-_STACK_ORDER = {"raw": 0, "guard": 1, "memory": 2, "redis": 3}
+_STACK_ORDER = {
+    "raw": 0,
+    "guard": 1,
+    "memory": 2,
+    "redis": 3,
+    "memory-shared": 4,
+    "redis-shared": 5,
+}
 _BACKEND_ORDER = {"memory": 0, "sqlite": 1, "postgres": 2}
 
 

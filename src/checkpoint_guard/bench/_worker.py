@@ -143,15 +143,19 @@ def open_stack(spec: Mapping[str, Any]) -> Iterator[Stack]:
         raw = _open_raw(spec, stack)
         counting = CountingLayer(raw)
         cache: Any = None
-        if spec["stack"] == "memory":
+        isolate = not spec["stack"].endswith("-shared")
+        if spec["stack"].startswith("memory"):
             from ..cache import MemoryHistoryCache
 
-            cache = MemoryHistoryCache()
-        elif spec["stack"] == "redis":
+            cache = MemoryHistoryCache(isolate=isolate)
+        elif spec["stack"].startswith("redis"):
             from ..cache import RedisHistoryCache
 
             cache = RedisHistoryCache(
-                spec["redis_url"], key_prefix=spec["redis_prefix"], serde=raw.serde
+                spec["redis_url"],
+                key_prefix=spec["redis_prefix"],
+                serde=raw.serde,
+                isolate=isolate,
             )
         if cache is not None:
             stack.callback(cache.close)

@@ -154,6 +154,7 @@ class RedisHistoryCache:
         timeout_seconds: float = 0.25,
         serde: SerializerProtocol | None = None,
         local_max_bytes: int = 64 * 1024 * 1024,
+        isolate: bool = True,
     ) -> None:
         if url is None and client is None and aclient is None:
             raise ValueError("RedisHistoryCache needs a url, a client or an aclient")
@@ -168,6 +169,9 @@ class RedisHistoryCache:
         self.key_prefix = key_prefix
         self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
         self.timeout_seconds = timeout_seconds
+        # False: hits from the local decoded tier share its objects (no per-read
+        # copy); see MemoryHistoryCache.
+        self.isolate = isolate
         self.codec = ValueCodec(serde)
         self._client = client
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
@@ -286,7 +290,7 @@ class RedisHistoryCache:
             except KeyError:  # evicted locally in between
                 return None
         # the local tier's objects are shared between reads: hand out copies
-        return assemble(seed, chunks, copy_values=True)
+        return assemble(seed, chunks, copy_values=self.isolate)
 
     def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
         self._stats.add("hits" if result is not None else "misses")

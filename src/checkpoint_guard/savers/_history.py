@@ -65,6 +65,10 @@ def _cfg(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def _answer(value: Any) -> Mapping[str, DeltaChannelHistory]:
     return cast(Mapping[str, DeltaChannelHistory], value)
 
@@ -219,8 +223,11 @@ class CachedHistorySaver(SaverLayer):
             node = parent_id
         else:
             whole = yield (_INNER, config, channels)
+            # The caller gets the inner's objects; the cache keeps its own copy
+            # unless it shares values with readers anyway (isolate=False).
+            keep = fresh if getattr(self.cache, "isolate", True) else _same
             for channel in channels:
-                done = yield (_CACHE, "store", (thread, ns, channel, cid, fresh(whole[channel])))
+                done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel])))
                 if done is _FAILED:
                     break
             return _answer(whole)

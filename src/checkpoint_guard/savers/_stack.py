@@ -38,7 +38,9 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         return None
     if settings.backend == "memory":
         return MemoryHistoryCache(
-            max_bytes=settings.max_bytes, ttl_seconds=settings.ttl_seconds or None
+            max_bytes=settings.max_bytes,
+            ttl_seconds=settings.ttl_seconds or None,
+            isolate=settings.isolate,
         )
     from ..cache import RedisHistoryCache
 
@@ -48,6 +50,7 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         ttl_seconds=settings.ttl_seconds,
         timeout_seconds=settings.timeout_seconds,
         serde=serde,
+        isolate=settings.isolate,
     )
 
 
