@@ -53,6 +53,9 @@ NO_SEED = Seed(False)
 _IMMUTABLE = (str, bytes, int, float, bool, type(None), complex, frozenset, range)
 
 
+_MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks are hot)
+
+
 def fresh(value: Any) -> Any:
     """A copy of a cached value that no caller mutation can reach back into the
     cache: containers are rebuilt, messages shallow-copied (attribute changes,
@@ -61,8 +64,9 @@ def fresh(value: Any) -> Any:
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
-        return [_copy_message(v) if isinstance(v, BaseMessage) else fresh(v) for v in value]
+        return [_copy_message(v) if type(v) in _MESSAGE_TYPES else fresh(v) for v in value]
     if isinstance(value, BaseMessage):
+        _MESSAGE_TYPES.add(cls)
         return _copy_message(value)
     if isinstance(value, _IMMUTABLE):
         return value
@@ -93,23 +97,58 @@ def _copy_message(message: Any) -> Any:
     return copied
 
 
+_GROWING_FIELDS = (
+    "additional_kwargs",
+    "response_metadata",
+    "tool_calls",
+    "invalid_tool_calls",
+    "usage_metadata",
+    "artifact",
+)
+
+
 def approx_size(value: Any, _depth: int = 0) -> int:
     """A cheap, deterministic estimate of the memory ``value`` holds, in bytes
     (used for byte bounds; no serialization)."""
+    cls = type(value)
+    # Exact-type fast paths first: a cold store measures every write it keeps.
+    if cls is str or cls is bytes:
+        return sys.getsizeof(value)
+    if _depth > 12:
+        return 32
+    if cls is list or cls is tuple:
+        size = 56 + 8 * len(value)
+        for item in value:
+            size += approx_size(item, _depth + 1)
+        return size
+    if cls not in _MESSAGE_TYPES and isinstance(value, BaseMessage):
+        _MESSAGE_TYPES.add(cls)
+    if cls in _MESSAGE_TYPES:
+        # Only the fields that grow are measured; the rest (type, id, name,
+        # empty containers) is the constant.
+        fields = value.__dict__
+        size = 512 + approx_size(fields.get("content"), _depth + 1)
+        for name in _GROWING_FIELDS:
+            field = fields.get(name)
+            if field:
+                size += approx_size(field, _depth + 1)
+        return size
     if isinstance(value, (str, bytes)):
         return sys.getsizeof(value)
-    if isinstance(value, _IMMUTABLE) or _depth > 12:
+    if isinstance(value, _IMMUTABLE):
         return 32
-    if isinstance(value, BaseMessage):
-        return 64 + approx_size(value.__dict__, _depth + 1)
     if isinstance(value, _DeltaSnapshot):
         return 32 + approx_size(value.value, _depth + 1)
     if isinstance(value, Mapping):
-        return 64 + sum(
-            approx_size(k, _depth + 1) + approx_size(v, _depth + 1) for k, v in value.items()
-        )
+        size = 64
+        for k, v in value.items():
+            size += approx_size(k, _depth + 1) + approx_size(v, _depth + 1)
+        return size
     if isinstance(value, (list, tuple, set, frozenset)):
-        return 56 + 8 * len(value) + sum(approx_size(v, _depth + 1) for v in value)
+        size = 56 + 8 * len(value)
+        for item in value:
+            size += approx_size(item, _depth + 1)
+        return size
     if hasattr(value, "__dict__"):
         return 64 + approx_size(vars(value), _depth + 1)
     return sys.getsizeof(value)

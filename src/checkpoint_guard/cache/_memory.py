@@ -135,6 +135,11 @@ class MemoryHistoryCache:
         self._stats.add("hits")
         return assemble(seed, chunks, copy_values=self.isolate)
 
+    def knows(self, thread_id: str) -> bool:
+        """Whether anything of the thread is cached (no stats)."""
+        with self._lock:
+            return self._threads.get(thread_id) is not None
+
     def contains(self, thread_id: str, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a history is cached (no copy, no stats)."""
         with self._lock:
@@ -239,6 +244,9 @@ class MemoryHistoryCache:
 
     async def acontains(self, thread_id: str, ns: str, channel: str, checkpoint_id: str) -> bool:
         return self.contains(thread_id, ns, channel, checkpoint_id)
+
+    async def aknows(self, thread_id: str) -> bool:
+        return self.knows(thread_id)
 
     async def astore(
         self,

@@ -361,6 +361,10 @@ class RedisHistoryCache:
                 return self._hit_or_miss(None)
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
 
+    def knows(self, thread_id: Any) -> bool:
+        """Whether Redis holds anything of the thread (one EXISTS)."""
+        return bool(self._sync().exists(self._key(thread_id)))
+
     def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a pointer for the checkpoint exists."""
         client = self._sync()
@@ -452,6 +456,9 @@ class RedisHistoryCache:
             if not self._remember(key, epoch, missing, blobs):
                 return self._hit_or_miss(None)
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
+
+    async def aknows(self, thread_id: Any) -> bool:
+        return bool(await self._async().exists(self._key(thread_id)))
 
     async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)

@@ -183,11 +183,34 @@ class CachedHistorySaver(SaverLayer):
             found.update(computed)
         return {channel: found[channel] for channel in wanted}
 
+    def _whole(
+        self, config: RunnableConfig, thread: Any, ns: str, cid: str, channels: list[str]
+    ) -> _Plan:
+        """The inner saver's answer for the target, stored whole."""
+        whole = yield (_INNER, config, channels)
+        # The caller gets the inner's objects; the cache keeps its own copy
+        # unless it shares values with readers anyway (isolate=False).
+        keep = fresh if getattr(self.cache, "isolate", True) else _same
+        for channel in channels:
+            done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel])))
+            if done is _FAILED:
+                break
+        return _answer(whole)
+
     def _compute(
         self, config: RunnableConfig, thread: Any, ns: str, cid: str, channels: list[str]
     ) -> _Plan:
         with self._lock:
             self._cached_channels.update(channels)
+        if hasattr(self.cache, "knows"):
+            # A thread the cache has nothing of (a cold worker, after eviction or a
+            # restart): walking ancestors would find no anchor; the inner saver's
+            # own fast path answers at once, and seeds the cache.
+            known = yield (_CACHE, "knows", (thread,))
+            if known is _FAILED:
+                return _answer((yield (_INNER, config, channels)))
+            if not known:
+                return (yield from self._whole(config, thread, ns, cid, channels))
         # Walk up to the nearest ancestors that anchor every channel.
         path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
         open_channels = set(channels)
@@ -222,15 +245,7 @@ class CachedHistorySaver(SaverLayer):
                 break
             node = parent_id
         else:
-            whole = yield (_INNER, config, channels)
-            # The caller gets the inner's objects; the cache keeps its own copy
-            # unless it shares values with readers anyway (isolate=False).
-            keep = fresh if getattr(self.cache, "isolate", True) else _same
-            for channel in channels:
-                done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel])))
-                if done is _FAILED:
-                    break
-            return _answer(whole)
+            return (yield from self._whole(config, thread, ns, cid, channels))
 
         # Forward, oldest first: each node's history from its parent's.
         for node, parent in reversed(path):
