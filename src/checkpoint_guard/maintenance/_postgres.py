@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._rows import Statements, arun, run
+from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ._thread import Rewrite
 
 __all__ = ["AsyncPostgresRows", "PostgresRows"]
@@ -130,14 +130,13 @@ def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, 
     return rows
 
 
-class PostgresRows:
+_DIALECT = Dialect(thread_ids=_thread_ids, sizes=_sizes, delete=_delete, copy=_copy)
+
+
+class PostgresRows(SqlRows):
     """``PostgresSaver``'s tables, through its connection or pool."""
 
-    SYNC = True
-    ASYNC = False
-
-    def __init__(self, saver: Any) -> None:
-        self.saver = saver
+    dialect = _DIALECT
 
     def _run(self, statements: Statements) -> Any:
         with self.saver._cursor() as cur, cur.connection.transaction():
@@ -148,34 +147,16 @@ class PostgresRows:
 
             return run(statements, execute)
 
-    def thread_ids(self) -> list[str]:
-        result: list[str] = self._run(_thread_ids())
-        return result
-
-    def sizes(self) -> dict[str, int]:
-        result: dict[str, int] = self._run(_sizes())
-        return result
-
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
         self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
         self._run(_reparent(thread_id, rewrite))
 
-    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
-        self._run(_delete(thread_id, ns, ids))
 
-    def copy(self, source: str, target: str) -> None:
-        self._run(_copy(source, target))
-
-
-class AsyncPostgresRows:
+class AsyncPostgresRows(AsyncSqlRows):
     """``AsyncPostgresSaver``'s tables, through its connection or pool."""
 
-    SYNC = False
-    ASYNC = True
-
-    def __init__(self, saver: Any) -> None:
-        self.saver = saver
+    dialect = _DIALECT
 
     async def _arun(self, statements: Statements) -> Any:
         async with self.saver._cursor() as cur, cur.connection.transaction():
@@ -186,22 +167,8 @@ class AsyncPostgresRows:
 
             return await arun(statements, execute)
 
-    async def athread_ids(self) -> list[str]:
-        result: list[str] = await self._arun(_thread_ids())
-        return result
-
-    async def asizes(self) -> dict[str, int]:
-        result: dict[str, int] = await self._arun(_sizes())
-        return result
-
     async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         await self._arun(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
         config = _put_config(thread_id, rewrite)
         await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
         await self._arun(_reparent(thread_id, rewrite))
-
-    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
-        await self._arun(_delete(thread_id, ns, ids))
-
-    async def acopy(self, source: str, target: str) -> None:
-        await self._arun(_copy(source, target))

@@ -11,13 +11,24 @@ sync and async savers share every statement.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._thread import Rewrite
 
-__all__ = ["RowStore", "Statements", "arun", "row_store_for", "run", "supported"]
+__all__ = [
+    "AsyncSqlRows",
+    "Dialect",
+    "RowStore",
+    "SqlRows",
+    "Statements",
+    "arun",
+    "row_store_for",
+    "run",
+    "supported",
+]
 
 Row = Any
 #: A SQL operation: yields ``(sql, params)``, is sent the rows, returns its result.
@@ -64,6 +75,73 @@ class RowStore(Protocol):
     async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None: ...
     def copy(self, source: str, target: str) -> None: ...
     async def acopy(self, source: str, target: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One SQL backend's statements for the operations every SQL row store shares."""
+
+    thread_ids: Callable[[], Statements]
+    sizes: Callable[[], Statements]
+    delete: Callable[[str, str, Sequence[str]], Statements]
+    copy: Callable[[str, str], Statements]
+
+
+class SqlRows:
+    """A sync SQL row store: the shared operations over ``dialect``; a backend
+    gives ``_run`` (one transaction) and ``rewrite``."""
+
+    SYNC = True
+    ASYNC = False
+    dialect: ClassVar[Dialect]
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    def _run(self, statements: Statements) -> Any:
+        raise NotImplementedError
+
+    def thread_ids(self) -> list[str]:
+        result: list[str] = self._run(self.dialect.thread_ids())
+        return result
+
+    def sizes(self) -> dict[str, int]:
+        result: dict[str, int] = self._run(self.dialect.sizes())
+        return result
+
+    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        self._run(self.dialect.delete(thread_id, ns, ids))
+
+    def copy(self, source: str, target: str) -> None:
+        self._run(self.dialect.copy(source, target))
+
+
+class AsyncSqlRows:
+    """The async twin of ``SqlRows`` (``_arun`` and ``arewrite`` from the backend)."""
+
+    SYNC = False
+    ASYNC = True
+    dialect: ClassVar[Dialect]
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    async def _arun(self, statements: Statements) -> Any:
+        raise NotImplementedError
+
+    async def athread_ids(self) -> list[str]:
+        result: list[str] = await self._arun(self.dialect.thread_ids())
+        return result
+
+    async def asizes(self) -> dict[str, int]:
+        result: dict[str, int] = await self._arun(self.dialect.sizes())
+        return result
+
+    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+        await self._arun(self.dialect.delete(thread_id, ns, ids))
+
+    async def acopy(self, source: str, target: str) -> None:
+        await self._arun(self.dialect.copy(source, target))
 
 
 def _factories() -> list[tuple[str, str, str]]:

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-from ._rows import Statements, arun, run
+from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ._thread import Rewrite
 
 __all__ = ["AsyncSqliteRows", "SqliteRows"]
@@ -74,14 +72,13 @@ def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
     }
 
 
-class SqliteRows:
+_DIALECT = Dialect(thread_ids=_thread_ids, sizes=_sizes, delete=_delete, copy=_copy)
+
+
+class SqliteRows(SqlRows):
     """``SqliteSaver``'s tables, through its connection and lock."""
 
-    SYNC = True
-    ASYNC = False
-
-    def __init__(self, saver: SqliteSaver) -> None:
-        self.saver = saver
+    dialect = _DIALECT
 
     def _run(self, statements: Statements) -> Any:
         # Not saver.cursor(): it commits even when a statement fails.
@@ -90,7 +87,8 @@ class SqliteRows:
             conn = self.saver.conn
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
-                return conn.execute(sql, params).fetchall()
+                rows: list[Any] = conn.execute(sql, params).fetchall()
+                return rows
 
             try:
                 result = run(statements, execute)
@@ -100,32 +98,14 @@ class SqliteRows:
             conn.commit()
             return result
 
-    def thread_ids(self) -> list[str]:
-        result: list[str] = self._run(_thread_ids())
-        return result
-
-    def sizes(self) -> dict[str, int]:
-        result: dict[str, int] = self._run(_sizes())
-        return result
-
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
 
-    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
-        self._run(_delete(thread_id, ns, ids))
 
-    def copy(self, source: str, target: str) -> None:
-        self._run(_copy(source, target))
-
-
-class AsyncSqliteRows:
+class AsyncSqliteRows(AsyncSqlRows):
     """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
 
-    SYNC = False
-    ASYNC = True
-
-    def __init__(self, saver: Any) -> None:
-        self.saver = saver
+    dialect = _DIALECT
 
     async def _arun(self, statements: Statements) -> Any:
         await self.saver.setup()
@@ -144,20 +124,6 @@ class AsyncSqliteRows:
             await self.saver.conn.commit()
         return result
 
-    async def athread_ids(self) -> list[str]:
-        result: list[str] = await self._arun(_thread_ids())
-        return result
-
-    async def asizes(self) -> dict[str, int]:
-        result: dict[str, int] = await self._arun(_sizes())
-        return result
-
     async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         config = _put_config(thread_id, rewrite)
         await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
-
-    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
-        await self._arun(_delete(thread_id, ns, ids))
-
-    async def acopy(self, source: str, target: str) -> None:
-        await self._arun(_copy(source, target))
