@@ -87,8 +87,10 @@ class MemoryRows:
         saver = self.saver
         for ns, checkpoints in list(saver.storage.get(source, {}).items()):
             saver.storage[target][ns].update(checkpoints)
+        source_checkpoints = saver.storage.get(source, {})
         for (thread_id, ns, cid), rows in list(saver.writes.items()):
-            if thread_id == source:
+            # only writes of checkpoints that exist (not leftovers of deleted ones)
+            if thread_id == source and cid in source_checkpoints.get(ns, {}):
                 saver.writes[(target, ns, cid)] = dict(rows)
         for (thread_id, ns, ch, version), typed in list(saver.blobs.items()):
             if thread_id == source:

@@ -94,17 +94,26 @@ def _copy(source: str, target: str) -> Statements:
         " metadata FROM checkpoints WHERE thread_id = %s",
         (target, source),
     )
+    # Copied rows win over leftovers under the target id (orphan blobs or writes of
+    # deleted checkpoints); only writes of checkpoints that exist are copied.
     yield (
         "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
         " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
-        " WHERE thread_id = %s",
+        " WHERE thread_id = %s"
+        " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
+        " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
         (target, source),
     )
     yield (
         "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
         " task_path, idx, channel, type, blob)"
-        " SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,"
-        " blob FROM checkpoint_writes WHERE thread_id = %s",
+        " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,"
+        " w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND EXISTS (SELECT 1"
+        " FROM checkpoints c WHERE c.thread_id = w.thread_id"
+        " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+        " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+        " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
+        " type = EXCLUDED.type, blob = EXCLUDED.blob",
         (target, source),
     )
 

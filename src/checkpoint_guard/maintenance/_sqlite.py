@@ -53,11 +53,15 @@ def _copy(source: str, target: str) -> Statements:
         " metadata FROM checkpoints WHERE thread_id = ?",
         (target, source),
     )
+    # Only writes of checkpoints that exist: a write left behind by a deleted
+    # checkpoint is garbage, and copying it could collide with one in the target.
     yield (
-        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
-        " idx, channel, type, value)"
-        " SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,"
-        " value FROM writes WHERE thread_id = ?",
+        "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, value)"
+        " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,"
+        " w.type, w.value FROM writes w WHERE w.thread_id = ? AND EXISTS (SELECT 1 FROM"
+        " checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns"
+        " AND c.checkpoint_id = w.checkpoint_id)",
         (target, source),
     )
 
