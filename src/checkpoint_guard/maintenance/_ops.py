@@ -192,9 +192,9 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
 # -- shared steps ----------------------------------------------------------------------
 
 
-def _thread_ids(thread_ids: Sequence[str] | str) -> list[str]:
+def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> list[str]:
     if isinstance(thread_ids, str):
-        raise TypeError("thread_ids must be a sequence of thread ids, not a str")
+        raise TypeError(f"{what} must be a sequence of ids (e.g. [{thread_ids!r}]), not a str")
     return [str(t) for t in thread_ids]
 
 
@@ -333,7 +333,7 @@ def _copy_plan(source: str, target: str) -> _Plan:
 def _runs_plan(
     run_ids: Sequence[str], dry_run: bool, reducers: Mapping[str, Reducer] | None
 ) -> _Plan:
-    run_set = {str(r) for r in _thread_ids(run_ids)}
+    run_set = set(_thread_ids(run_ids, "run_ids"))
     threads: set[str] = set()
     for run_id in sorted(run_set):
         hits: list[CheckpointTuple] = yield _Runs(run_id)
