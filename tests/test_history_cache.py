@@ -146,6 +146,42 @@ async def test_returned_values_cannot_corrupt_the_cache() -> None:
     assert again == expected
 
 
+class _CountingKnows(MemoryHistoryCache):
+    """A real memory cache that counts ``knows`` (a Redis round trip in the
+    Redis backend)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.knows_calls = 0
+
+    def knows(self, thread_id: str) -> bool:
+        self.knows_calls += 1
+        return super().knows(thread_id)
+
+
+def test_thread_presence_is_asked_once_per_thread_not_per_turn() -> None:
+    cache = _CountingKnows()
+    raw = InMemorySaver()
+    graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+    control = chat_graph(InMemorySaver(), "delta", snapshot_frequency=1000)
+    for i in range(8):
+        graph.invoke(human(i), cfg("k"))
+        control.invoke(human(i), cfg("k"))
+    assert cache.knows_calls == 1
+    assert graph.get_state(cfg("k")).values == control.get_state(cfg("k")).values
+    # after an invalidation the cache is asked again (once)
+    graph.update_state(cfg("k"), {"messages": [RemoveMessage(id="human-2")]})
+    control.update_state(cfg("k"), {"messages": [RemoveMessage(id="human-2")]})
+    raw.delete_thread("other")
+    for i in range(8, 10):
+        graph.invoke(human(i), cfg("k"))
+        control.invoke(human(i), cfg("k"))
+    assert cache.knows_calls <= 2
+    assert [s.values for s in graph.get_state_history(cfg("k"))] == [
+        s.values for s in control.get_state_history(cfg("k"))
+    ]
+
+
 def test_isolate_false_shares_cached_objects_and_stays_exact() -> None:
     """The opt-in: warm reads hand out the cached objects themselves (no copy),
     answers stay exactly the inner walk's, and a graph reads the same states."""

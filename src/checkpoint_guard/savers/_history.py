@@ -102,6 +102,9 @@ class CachedHistorySaver(SaverLayer):
         self._cached_channels: set[str] = set()
         # newest checkpoint id seen per (thread, ns): ids are uuid6, time-ordered
         self._newest: LRUCache[tuple[Any, str], str] = LRUCache(_LINKS_MAX)
+        # threads this process knows the cache holds entries of: asking the cache
+        # (a Redis round trip) once per thread, not on every turn's miss
+        self._present: LRUCache[Any, bool] = LRUCache(_LINKS_MAX)
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -195,6 +198,8 @@ class CachedHistorySaver(SaverLayer):
             done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel])))
             if done is _FAILED:
                 break
+        else:
+            self._mark_present(thread)
         return _answer(whole)
 
     def _compute(
@@ -202,15 +207,17 @@ class CachedHistorySaver(SaverLayer):
     ) -> _Plan:
         with self._lock:
             self._cached_channels.update(channels)
-        if hasattr(self.cache, "knows"):
+        if hasattr(self.cache, "knows") and thread not in self._present:
             # A thread the cache has nothing of (a cold worker, after eviction or a
             # restart): walking ancestors would find no anchor; the inner saver's
-            # own fast path answers at once, and seeds the cache.
+            # own fast path answers at once, and seeds the cache. Either path is
+            # exact, so a stale "present" only costs a walk.
             known = yield (_CACHE, "knows", (thread,))
             if known is _FAILED:
                 return _answer((yield (_INNER, config, channels)))
             if not known:
                 return (yield from self._whole(config, thread, ns, cid, channels))
+            self._mark_present(thread)
         # Walk up to the nearest ancestors that anchor every channel.
         path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
         open_channels = set(channels)
@@ -416,10 +423,20 @@ class CachedHistorySaver(SaverLayer):
 
     # -- lifecycle: entries of deleted or rewritten threads go --------------------------------
 
+    def _mark_present(self, thread_id: Any) -> None:
+        with self._lock:
+            self._present[thread_id] = True
+
+    def _unmark_present(self, thread_id: Any) -> None:
+        with self._lock:
+            self._present.pop(thread_id, None)
+
     def _drop(self, thread_id: Any) -> None:
+        self._unmark_present(thread_id)
         self._cache_call("drop_thread", (thread_id,))
 
     async def _adrop(self, thread_id: Any) -> None:
+        self._unmark_present(thread_id)
         await self._acache_call("drop_thread", (thread_id,))
 
     async def _adrop_even_if_cancelled(self, thread_id: Any) -> None:
@@ -439,6 +456,7 @@ class CachedHistorySaver(SaverLayer):
                 self._links.clear()
                 self._childless.clear()
                 self._newest.clear()
+                self._present.clear()
                 return
             doomed = set(thread_ids)
             for key in [k for k in self._links if k[0] in doomed]:
