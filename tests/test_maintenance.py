@@ -261,3 +261,36 @@ async def test_scan_lists_threads_with_mode_size_and_snapshot_distance(store: St
         assert 0 < infos["d"].snapshot_distance <= 2 * F
         assert infos["d"].checkpoints == len(await states(driver, chat_graph(delta, "delta"), "d"))
         assert all(i.bytes and i.bytes > 0 for i in infos.values())
+
+
+def test_verify_reports_a_parent_cycle_and_prune_refuses_it() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    raw = InMemorySaver()
+    saver = stack(raw, "delta")
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    for i in range(3):
+        graph.invoke(human(i), cfg("c"))
+    ids = sorted(raw.storage["c"][""])
+    # Corrupt the links behind the API's back: the oldest checkpoint's parent
+    # becomes the fourth, so ids[0..3] form a cycle.
+    checkpoint, metadata, _ = raw.storage["c"][""][ids[0]]
+    raw.storage["c"][""][ids[0]] = (checkpoint, metadata, ids[3])
+    [info] = maintenance.verify(saver, ["c"])
+    cyclic = {p.checkpoint_id for p in info.problems or [] if "cycle" in p.reason}
+    assert cyclic == set(ids)  # the cycle itself and every descendant that walks into it
+    [scanned] = [i for i in maintenance.scan(saver) if i.thread_id == "c"]
+    assert scanned.snapshot_distance is None  # no end to walk to: never loops
+    with pytest.raises(MaintenanceError, match="cycle"):
+        maintenance.prune(saver, ["c"])
+    run_id = str(uuid.uuid4())
+    for tid in ("c",):
+        checkpoint, metadata, parent = raw.storage[tid][""][ids[1]]
+        meta = raw.serde.loads_typed(metadata)
+        raw.storage[tid][""][ids[1]] = (
+            checkpoint,
+            raw.serde.dumps_typed({**meta, "run_id": run_id}),
+            parent,
+        )
+    with pytest.raises(MaintenanceError, match="cycle"):
+        maintenance.delete_for_runs(saver, [run_id])

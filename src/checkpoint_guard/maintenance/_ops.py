@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .._errors import CheckpointGuardError, ConfigError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
@@ -244,6 +245,16 @@ def _verified(view: ThreadView) -> list[Problem]:
     return _replay_problems(view)
 
 
+def _refuse_broken(view: ThreadView, action: str) -> None:
+    """Nothing is rewritten in a thread whose chain is already broken."""
+    problems = view.problems()
+    if problems:
+        raise MaintenanceError(
+            f"refusing to {action} thread {view.thread_id!r}: its chain is already broken "
+            f"({problems[0]}); run `checkpoint-guard verify`"
+        )
+
+
 def _apply(
     thread_id: str, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
 ) -> Generator[_Request, Any, None]:
@@ -276,12 +287,7 @@ def _prune_plan(
             deletes = {ns: sorted(c) for ns, c in view.by_ns.items()}
             rewrites: list[Rewrite] = []
         else:
-            problems = view.problems()
-            if problems:
-                raise MaintenanceError(
-                    f"refusing to prune thread {thread_id!r}: its chain is already broken "
-                    f"({problems[0]}); run `checkpoint-guard verify`"
-                )
+            _refuse_broken(view, "prune")
             rewrites, deletes = [], {}
             for ns, checkpoints in view.by_ns.items():
                 head = view.head(ns)
@@ -341,6 +347,7 @@ def _runs_plan(
     reports: list[ChangeReport] = []
     for thread_id in sorted(threads):
         view = yield from _view(thread_id, reducers, None)
+        _refuse_broken(view, "delete runs of")
         rewrites: list[Rewrite] = []
         deletes: dict[str, list[str]] = {}
         for ns, checkpoints in view.by_ns.items():
@@ -430,8 +437,6 @@ def _migrate_plan(
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
     if metadata_uses_delta(tup.metadata):
         return True
     values = tup.checkpoint["channel_values"]

@@ -171,9 +171,10 @@ class ThreadView:
         found: list[Problem] = []
         for ns, checkpoints in sorted(self.by_ns.items()):
             memo: dict[tuple[str, str], str | None] = {}
+            cycles: dict[str, str | None] = {}
             for cid in sorted(checkpoints):
                 tup = checkpoints[cid]
-                reason = self._cycle_reason(cid, checkpoints)
+                reason = self._cycle_reason(cid, checkpoints, cycles)
                 if reason is None:
                     broken = {
                         ch: why
@@ -188,15 +189,31 @@ class ThreadView:
                     found.append(Problem(self.thread_id, ns, cid, reason))
         return found
 
-    def _cycle_reason(self, cid: str, checkpoints: Mapping[str, CheckpointTuple]) -> str | None:
-        seen: set[str] = set()
+    def _cycle_reason(
+        self,
+        cid: str,
+        checkpoints: Mapping[str, CheckpointTuple],
+        memo: dict[str, str | None],
+    ) -> str | None:
+        """Why walking up from ``cid`` never ends (``None``: it does). Memoized per
+        namespace, so checking every checkpoint is linear, not quadratic."""
+        path: list[str] = []
+        on_path: set[str] = set()
         cursor: str | None = cid
+        verdict: str | None = None
         while cursor is not None and cursor in checkpoints:
-            if cursor in seen:
-                return f"parent links form a cycle through {cursor}"
-            seen.add(cursor)
+            if cursor in memo:
+                verdict = memo[cursor]
+                break
+            if cursor in on_path:
+                verdict = f"parent links form a cycle through {cursor}"
+                break
+            on_path.add(cursor)
+            path.append(cursor)
             cursor = self.parent_id(checkpoints[cursor])
-        return None
+        for node in path:
+            memo[node] = verdict
+        return verdict
 
     def _seed_reason(
         self,
@@ -250,6 +267,8 @@ class ThreadView:
             cursor = self.parent_id(tup)
             if cursor is not None and cursor not in checkpoints:
                 raise KeyError(f"checkpoint {chain[-1]}: parent {cursor} is missing")
+            if len(chain) > len(checkpoints):
+                raise KeyError(f"checkpoint {cid}: parent links form a cycle")
         for node in reversed(chain):
             tup = checkpoints[node]
             if not self.needs_replay(tup, ch):
@@ -296,7 +315,7 @@ class ThreadView:
         while pending and tup is not None:
             parent = self.parent_id(tup)
             tup = checkpoints.get(parent) if parent is not None else None
-            if tup is None:
+            if tup is None or hops >= len(checkpoints):  # the root, or a cycle
                 return None
             hops += 1
             pending = {ch for ch in pending if ch not in tup.checkpoint["channel_values"]}
