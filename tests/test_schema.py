@@ -18,6 +18,7 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     AnyMessage,
+    BaseMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -163,6 +164,92 @@ def test_merge_is_linear_not_quadratic() -> None:
         merger.apply(w)
     assert calls == 2_000
     assert len(merger.result()) == 22_000
+
+
+# Rare write shapes, each forcing the general path between fast-path writes.
+rare_writes = st.one_of(
+    removals,
+    removals.map(lambda r: [r]),
+    st.lists(items, min_size=2, max_size=4),
+    st.just([]),
+    st.just(None),
+    st.just({"role": "nobody", "content": "x"}),  # convert_to_messages refuses it
+    messages(),  # chunks, dicts, tuples and strings besides plain messages
+)
+
+
+@st.composite
+def mixed_cases(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """A state and writes that are mostly one plain message (``[m]`` or bare ``m``)
+    drawn from a shared pool, so an object can recur (its id assigned by one write,
+    then seen again) and ids repeat; rare shapes fall in between."""
+    kinds = st.sampled_from([HumanMessage, AIMessage, SystemMessage])
+    pool = draw(
+        st.lists(
+            st.builds(lambda k, c, i: k(c, id=i), kinds, st.sampled_from(["p", "q"]), IDS),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    member = st.sampled_from(pool)
+    fresh = st.builds(lambda k, i: k("f", id=i), kinds, IDS)
+    plain = st.one_of(member, fresh)
+    state = draw(st.lists(plain, max_size=5))
+    single = st.one_of(plain.map(lambda m: [m]), plain)
+    writes = draw(st.lists(st.one_of(single, single, single, rare_writes), max_size=8))
+    return state, writes
+
+
+def _traced(run: Any, state: list[Any], writes: list[Any]) -> tuple[Any, ...]:
+    """``run``'s outcome on a private copy of the inputs, plus where each result
+    message came from (by identity) and the ids the inputs were left with."""
+    state, writes = copy.deepcopy((state, writes))
+    inputs = [m for w in [state, *writes] for m in (w if isinstance(w, list) else [w])]
+    inputs = [m for m in inputs if isinstance(m, BaseMessage)]
+    origin: dict[int, int] = {}
+    for pos, m in enumerate(inputs):
+        origin.setdefault(id(m), pos)
+    state_before = [id(m) for m in state]
+    with counting_uuid():
+        outcome = _outcome(lambda: run(state, writes))
+    sources = None
+    if outcome[0] == "ok":
+        sources = [origin.get(id(m), "converted") for m in outcome[1]]
+    state_unchanged = [id(m) for m in state] == state_before
+    return outcome, sources, [m.id for m in inputs], state_unchanged
+
+
+@given(case=mixed_cases())
+@example(case=([HumanMessage("s"), HumanMessage("t", id="a")], [[AIMessage("n")]]))
+@example(case=([HumanMessage("s", id="a"), HumanMessage("t", id="a")], [AIMessage("n", id="a")]))
+@example(case=([], [[HumanMessage("s", id="a")], RemoveMessage(id="a"), [AIMessage("n")]]))
+# removing a repeated id drops every copy; a later general write keeps the tombstones out
+@example(
+    case=(
+        [HumanMessage("s", id="a"), HumanMessage("t", id="a")],
+        [RemoveMessage(id="a"), [AIMessage("m", id="b"), AIMessage("n", id="c")], [AIMessage("o")]],
+    )
+)
+def test_merge_fast_paths_equal_folding_add_messages(case: tuple[list[Any], list[Any]]) -> None:
+    # Register the plain classes, as a process's first merge would, so every
+    # single-message write is eligible for the fast paths from the first example.
+    merge_message_writes([], [[HumanMessage("x"), AIMessage("y"), SystemMessage("z")]])
+    state, writes = case
+    assert _traced(merge_message_writes, state, writes) == _traced(_fold, state, writes)
+
+
+def test_single_message_writes_skip_the_general_path() -> None:
+    import checkpoint_guard._schema as schema_module
+
+    writes = [[HumanMessage(str(i), id=str(i))] for i in range(10)]
+    state = merge_message_writes([], writes)
+    with mock.patch.object(
+        schema_module._Merger, "apply", autospec=True, side_effect=schema_module._Merger.apply
+    ) as apply:
+        assert merge_message_writes([], writes) == state
+        assert apply.call_count == 1  # only the first write
+        assert merge_message_writes(state, [AIMessage("r", id="r")])[-1].id == "r"
+        assert apply.call_count == 1  # one message into a state: no _Merger at all
 
 
 def merge_dicts(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:

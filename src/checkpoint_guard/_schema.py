@@ -9,6 +9,7 @@ fold's exact result in one pass over the state plus the writes.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Sequence
@@ -34,20 +35,24 @@ MESSAGES_KEY = "messages"
 
 
 _PLAIN_TYPES: set[type] = set()  # message classes seen to need no conversion
+# ...of which not RemoveMessage: a write of one such message cannot remove, so
+# merge_message_writes merges it inline, skipping the general path's calls.
+_SINGLE_TYPES: set[type] = set()
 
 
 def _as_messages(value: Any) -> list[Any]:
     # Same coercion add_messages applies to each side: a non-list becomes a
     # one-item list; anything but plain (non-chunk) messages is converted.
     items = value if isinstance(value, list) else [value]
-    for item in items:
-        cls = type(item)
-        if cls in _PLAIN_TYPES:
-            continue
-        if issubclass(cls, BaseMessage) and not issubclass(cls, BaseMessageChunk):
-            _PLAIN_TYPES.add(cls)
-            continue
-        return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+    # A long history holds a few classes: test those, not each item, in Python.
+    if _PLAIN_TYPES.issuperset(map(type, items)):
+        return items
+    for cls in set(map(type, items)):
+        if not issubclass(cls, BaseMessage) or issubclass(cls, BaseMessageChunk):
+            return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+        _PLAIN_TYPES.add(cls)
+        if not issubclass(cls, RemoveMessage):
+            _SINGLE_TYPES.add(cls)
     return items
 
 
@@ -66,34 +71,32 @@ class _Merger:
     after ``REMOVE_ALL_MESSAGES``, whose tail is kept as given, or in the initial
     state) resolves to its last position for replacement, while removal drops
     every position with that id: ``dups`` keeps the earlier positions of such ids.
+    Id-less messages of ``items`` get their ids here, as ``add_messages`` gives the
+    left side's.
     """
 
-    __slots__ = ("dups", "index", "items")
+    __slots__ = ("dups", "index", "items", "removed")
 
     def __init__(self, items: list[Any]) -> None:
         self.items: list[Any] = list(items)
-        self.index: dict[Any, int] = {}
+        # Whole-list passes in C, not a Python loop: a long state is indexed on
+        # every update. dict() keeps a repeated key's last value, as add_messages does.
+        ids = [m.id for m in self.items]
+        self.index: dict[Any, int] = dict(zip(ids, range(len(ids)), strict=True))
+        if None in self.index:
+            for m in self.items:
+                if m.id is None:
+                    m.id = str(uuid.uuid4())
+            self.__init__(self.items)  # type: ignore[misc]
+            return
         self.dups: dict[Any, list[int]] = {}
-        index = self.index
-        for pos, m in enumerate(self.items):
-            mid = m.id
-            if mid in index:
-                self.dups.setdefault(mid, []).append(index[mid])
-            index[mid] = pos
+        if len(self.index) < len(ids):
+            for pos, mid in enumerate(ids):
+                if self.index[mid] != pos:
+                    self.dups.setdefault(mid, []).append(pos)
+        self.removed = False  # no tombstones yet, so result() need not filter
 
     def apply(self, right: list[Any]) -> None:
-        if len(right) == 1 and not isinstance(right[0], RemoveMessage):
-            # the common write: one message; same effect as the general path below
-            m = right[0]
-            if m.id is None:
-                m.id = str(uuid.uuid4())
-            pos = self.index.get(m.id)
-            if pos is None:
-                self.index[m.id] = len(self.items)
-                self.items.append(m)
-            else:
-                self.items[pos] = m
-            return
         remove_all_at = None
         for i, m in enumerate(right):
             if m.id is None:
@@ -121,16 +124,41 @@ class _Merger:
             else:
                 index[mid] = len(items)
                 items.append(m)
+        self.removed = self.removed or bool(to_remove)
         for mid in to_remove:
             items[index.pop(mid)] = _TOMBSTONE
             for pos in self.dups.pop(mid, ()):
                 items[pos] = _TOMBSTONE
 
     def result(self) -> list[Any]:
+        if not self.removed:
+            return self.items
         return [m for m in self.items if m is not _TOMBSTONE]
 
 
 _TOMBSTONE: Any = object()
+
+
+def _merge_one(state: Any, write: Any) -> list[Any] | None:
+    """``add_messages(state, write)`` for one plain message and a state of plain
+    messages with ids, else None. A step usually adds one message to a long
+    thread: scanning the state's ids in C is cheaper than indexing them."""
+    m = write[0] if type(write) is list and len(write) == 1 else write
+    if type(m) not in _SINGLE_TYPES or type(state) is not list:
+        return None
+    if not _PLAIN_TYPES.issuperset(map(type, state)):
+        return None
+    ids = [x.id for x in state]
+    if None in ids:  # the left side's ids come first: leave those to _Merger
+        return None
+    if m.id is None:
+        m.id = str(uuid.uuid4())
+    merged = list(state)
+    if m.id in ids:
+        merged[len(ids) - 1 - ids[::-1].index(m.id)] = m  # a repeated id's last position
+    else:
+        merged.append(m)
+    return merged
 
 
 def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
@@ -149,24 +177,37 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
         return state
     if state is None:
         raise _null_argument_error(left_given=False)
-    merger: _Merger | None = None
-    for write in writes:
-        if merger is None:
-            # add_messages coerces both sides before it assigns the left side's ids.
-            if write is None:
-                raise _null_argument_error(left_given=bool(state))
-            left = _as_messages(state)
-            right = _as_messages(write)
-            for m in left:
-                if m.id is None:
-                    m.id = str(uuid.uuid4())
-            merger = _Merger(left)
-        else:
-            if write is None:
-                raise _null_argument_error(left_given=bool(merger.result()))
-            right = _as_messages(write)
-        merger.apply(right)
-    assert merger is not None
+    first = writes[0]
+    if first is None:
+        raise _null_argument_error(left_given=bool(state))
+    if len(writes) == 1:
+        merged = _merge_one(state, first)
+        if merged is not None:
+            return merged
+    left = _as_messages(state)
+    right = _as_messages(first)  # before the left side's ids, as add_messages orders it
+    merger = _Merger(left)
+    merger.apply(right)
+    index, items = merger.index, merger.items
+    for write in itertools.islice(writes, 1, None):
+        m = write[0] if type(write) is list and len(write) == 1 else write
+        if type(m) in _SINGLE_TYPES:
+            # Nearly every write is one plain message (a chat turn): merge it here,
+            # as apply() would, since per-write calls dominate replaying a thread.
+            if m.id is None:
+                m.id = str(uuid.uuid4())
+            mid = m.id
+            pos = index.get(mid)
+            if pos is None:
+                index[mid] = len(items)
+                items.append(m)
+            else:
+                items[pos] = m
+            continue
+        if write is None:
+            raise _null_argument_error(left_given=bool(merger.result()))
+        merger.apply(_as_messages(write))
+        index, items = merger.index, merger.items  # REMOVE_ALL_MESSAGES replaces both
     return merger.result()
 
 
