@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -95,6 +95,43 @@ async def test_second_worker_reads_what_the_first_cached(redis_prefix: Any) -> N
         second.close()
 
 
+def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
+    redis_prefix: Any,
+) -> None:
+    import redis
+
+    class Counting(redis.Redis):  # type: ignore[type-arg]
+        commands: ClassVar[list[str]] = []
+
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            self.commands.append(str(args[0]))
+            return super().execute_command(*args, **options)
+
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    counted = Counting.from_url(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
+        for i in range(5):
+            graph.invoke(human(i), cfg("rt"))
+        graph.get_state(cfg("rt"))  # the head's history is cached
+        head = raw.get_tuple(cfg("rt"))
+        assert head is not None
+        thread, ns, cid = "rt", "", head.config["configurable"]["checkpoint_id"]
+        cold = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+        got = cold.read(thread, ns, CHANNELS[0], cid)
+        # index and values together (a script's first use may add a SCRIPT LOAD)
+        assert [c for c in counted.commands if c != "SCRIPT LOAD"] == ["EVALSHA"]
+        assert got == writer.read(thread, ns, CHANNELS[0], cid)
+        assert got is not None and got["writes"]
+        counted.commands.clear()
+        assert cold.read(thread, ns, CHANNELS[0], cid) == got
+        assert counted.commands == ["EVALSHA"]  # the index only: every value is held
+    finally:
+        counted.close()
+        writer.close()
+
+
 HOSTILE = ["*", "?", "[a-z]", "a:b", "t:*", "x\0y", "ünïcødé-线程", "z" * 10_000, "", " "]
 
 
@@ -180,6 +217,15 @@ def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
             b"\x93garbage",
             msgpack.packb(["pickle", pickle.dumps(("x",))]),
             msgpack.packb(["bytes", msgpack.packb([[1, 2, 3]])]),
+            # well-formed envelopes around rows of the wrong shape
+            msgpack.packb(["bytes", msgpack.packb(["abc"])]),
+            msgpack.packb(["bytes", msgpack.packb([["t", "messages", 1, "not a list"]])]),
+            msgpack.packb(
+                ["bytes", msgpack.packb([["t", "messages", 1, [["Nope", {}, 1, None]]]])]
+            ),
+            msgpack.packb(
+                ["bytes", msgpack.packb([["t", "messages", 1, [["AIMessage", 7, 1, None]]]])]
+            ),
         ]
         for junk in garbage:
             for field in client.hkeys(key):

@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from pydantic import BaseModel
 
 __all__ = ["CacheStats", "Chunk", "Seed", "assemble", "fresh", "approx_size"]
 
@@ -81,19 +82,23 @@ def fresh(value: Any) -> Any:
 
 _new = object.__new__
 _set = object.__setattr__
+# pydantic's own slots, written through their descriptors (cheaper than
+# object.__setattr__ by name; this runs once per cached message per read)
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _copy_message(message: Any) -> Any:
     # What pydantic's __copy__ does (a shallow copy with its own field dict,
-    # fields-set and extras), without its generic dispatch: this runs once per
-    # cached message per read.
-    copied = _new(type(message))
+    # fields-set and extras), without its generic dispatch.
+    copied = _new(message.__class__)
     _set(copied, "__dict__", message.__dict__.copy())
-    _set(copied, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    _set_fields_set(copied, message.__pydantic_fields_set__.copy())
     extra = message.__pydantic_extra__
-    _set(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+    _set_extra(copied, None if extra is None else extra.copy())
     private = message.__pydantic_private__
-    _set(copied, "__pydantic_private__", None if private is None else dict(private))
+    _set_private(copied, None if private is None else private.copy())
     return copied
 
 

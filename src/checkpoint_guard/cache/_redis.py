@@ -20,8 +20,9 @@ hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
 saver's serde; encryption carries through).
 
 A read first fetches the entry's index (epoch, seed and chunk field names), then
-only the values this process has not decoded yet: decoded chunks are kept in a
-small local tier keyed by ``(thread, epoch, field)``. A field's content never
+only the values this process has not decoded yet (a process that holds nothing of
+the thread's current epoch gets them with the index: one round trip): decoded
+chunks are kept in a small local tier keyed by ``(thread, epoch, field)``. A field's content never
 changes within an epoch, so a worker that alternates turns with another decodes
 only the other worker's new chunks, and a warm worker decodes nothing.
 """
@@ -48,9 +49,31 @@ __all__ = ["RedisHistoryCache"]
 
 DEFAULT_TTL_SECONDS = 24 * 3600
 
-# KEYS[1] thread hash; ARGV[1] pointer field.
-# -> {epoch, seed field or '-', n, "field,field,..."} | nil (one string: cheap to parse)
-_INDEX = """
+# (epoch, seed field, chunk fields, fields to fetch, their values if already fetched)
+_ReadPlan = tuple[str, str, list[str], list[str], list[Any] | None]
+
+# Appends the values of fields[first..] to out; false when one is gone.
+_APPEND_VALUES = """
+local function append_values(key, fields, first, out)
+  for i = first, #fields, 500 do
+    local batch = redis.call('HMGET', key, unpack(fields, i, math.min(i + 499, #fields)))
+    for j = 1, #batch do
+      if not batch[j] then return false end
+      out[#out + 1] = batch[j]
+    end
+  end
+  return true
+end
+"""
+
+# KEYS[1] thread hash; ARGV[1] pointer field; ARGV[2] the epoch whose values the
+# caller holds decoded ('' for none).
+# -> {epoch, seed field or '-', n, "field,field,..."} | nil (one string: cheap to parse),
+# followed by the values of the seed and the first n chunk fields when the caller
+# holds nothing of this epoch: a cold reader gets everything in one round trip.
+_INDEX = (
+    _APPEND_VALUES
+    + """
 local p = redis.call('HGET', KEYS[1], ARGV[1])
 if not p then return nil end
 local seg, n = string.match(p, '^(%x+),(%d+)$')
@@ -59,22 +82,31 @@ local meta = redis.call('HGET', KEYS[1], 's:' .. seg)
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not meta or not epoch then return nil end
 local seedf, list = string.match(meta, '^([^|]*)|(.*)$')
-return {epoch, seedf, n, list}
-"""
-
-# KEYS[1]; ARGV[1] epoch, ARGV[2..] fields -> values | nil (epoch changed or a value gone)
-_VALUES = """
-if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return nil end
-local out = {}
-for i = 2, #ARGV, 500 do
-  local batch = redis.call('HMGET', KEYS[1], unpack(ARGV, i, math.min(i + 499, #ARGV)))
-  for j = 1, #batch do
-    if not batch[j] then return nil end
-    out[#out + 1] = batch[j]
-  end
+local out = {epoch, seedf, n, list}
+if epoch == ARGV[2] then return out end
+local fields = {}
+if seedf ~= '-' then fields[1] = seedf end
+local want = tonumber(n)
+for f in string.gmatch(list, '[^,]+') do
+  if want == 0 then break end
+  fields[#fields + 1] = f
+  want = want - 1
 end
+if not append_values(KEYS[1], fields, 1, out) then return nil end
 return out
 """
+)
+
+# KEYS[1]; ARGV[1] epoch, ARGV[2..] fields -> values | nil (epoch changed or a value gone)
+_VALUES = (
+    _APPEND_VALUES
+    + """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return nil end
+local out = {}
+if not append_values(KEYS[1], ARGV, 2, out) then return nil end
+return out
+"""
+)
 
 # KEYS[1]; ARGV: child pointer, parent pointer ('' with a seed), chunk field, chunk
 # bytes, seed field ('' for none), seed bytes, new segment id, ttl ms. -> 1 | 0
@@ -185,6 +217,8 @@ class RedisHistoryCache:
         self._local: LRUCache[tuple[str, str, str], tuple[int, Any]] = LRUCache(
             maxsize=local_max_bytes, getsizeof=lambda item: item[0]
         )
+        # thread key -> the epoch of the values last decoded into the local tier
+        self._held: LRUCache[str, str] = LRUCache(maxsize=100_000)
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
@@ -235,24 +269,29 @@ class RedisHistoryCache:
 
     # -- request building (shared by sync and async) ---------------------------------------
 
-    def _index_args(self, thread_id: Any, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
-        return (_INDEX, [self._key(thread_id)], [self._pointer(ns, channel, cid)])
+    def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
+        with self._lock:
+            held = self._held.get(key, "")
+        return (_INDEX, [key], [self._pointer(ns, channel, cid), held])
 
-    def _missing(self, key: str, index: Any) -> tuple[str, str, list[str], list[str]] | None:
-        """(epoch, seed field, chunk fields, fields not decoded locally) for an index."""
-        if not index or len(index) != 4:
+    def _missing(self, key: str, index: Any) -> _ReadPlan | None:
+        """What an index reply asks for: (epoch, seed field, chunk fields, fields
+        not decoded locally, their values when the reply carried them)."""
+        if not index or len(index) < 4:
             return None
         epoch, seed_field, count, joined = (
-            x.decode() if isinstance(x, bytes) else str(x) for x in index
+            x.decode() if isinstance(x, bytes) else str(x) for x in index[:4]
         )
         n = int(count)
         fields = joined.split(",", n)[:n]
         if len(fields) < n:
             return None
         wanted = ([seed_field] if seed_field != "-" else []) + fields
+        if len(index) > 4:  # the values came along: this process held none of them
+            return epoch, seed_field, fields, wanted, index[4:]
         with self._lock:
             missing = [f for f in wanted if (key, epoch, f) not in self._local]
-        return epoch, seed_field, fields, missing
+        return epoch, seed_field, fields, missing, None
 
     def _remember(self, key: str, epoch: str, fields: list[str], blobs: Any) -> bool:
         """Decode fetched values into the local tier; False when they are unusable."""
@@ -274,6 +313,7 @@ class RedisHistoryCache:
             for field, size, value in decoded:
                 with contextlib.suppress(ValueError):  # larger than the whole local tier
                     self._local[(key, epoch, field)] = (size, value)
+            self._held[key] = epoch
         return True
 
     def _assemble(
@@ -349,14 +389,13 @@ class RedisHistoryCache:
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel, or ``None``."""
         key = self._key(thread_id)
-        plan = self._missing(
-            key, self._run(*self._index_args(thread_id, ns, channel, checkpoint_id))
-        )
+        plan = self._missing(key, self._run(*self._index_args(key, ns, channel, checkpoint_id)))
         if plan is None:
             return self._hit_or_miss(None)
-        epoch, seed_field, fields, missing = plan
+        epoch, seed_field, fields, missing, blobs = plan
         if missing:
-            blobs = self._run(_VALUES, [key], [epoch, *missing])
+            if blobs is None:
+                blobs = self._run(_VALUES, [key], [epoch, *missing])
             if not self._remember(key, epoch, missing, blobs):
                 return self._hit_or_miss(None)
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
@@ -446,13 +485,15 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         key = self._key(thread_id)
-        index = await self._arun(*self._index_args(thread_id, ns, channel, checkpoint_id))
-        plan = self._missing(key, index)
+        plan = self._missing(
+            key, await self._arun(*self._index_args(key, ns, channel, checkpoint_id))
+        )
         if plan is None:
             return self._hit_or_miss(None)
-        epoch, seed_field, fields, missing = plan
+        epoch, seed_field, fields, missing, blobs = plan
         if missing:
-            blobs = await self._arun(_VALUES, [key], [epoch, *missing])
+            if blobs is None:
+                blobs = await self._arun(_VALUES, [key], [epoch, *missing])
             if not self._remember(key, epoch, missing, blobs):
                 return self._hit_or_miss(None)
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
