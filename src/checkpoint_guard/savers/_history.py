@@ -3,8 +3,9 @@
 Raw delta mode re-reads and re-deserializes every write since the last snapshot
 on each load (the dominant cost: ~25 µs per message). This layer answers from a
 cache and, on a miss, extends the nearest cached ancestor instead of re-reading
-the chain: it reads only the ancestors it lacks (one ``get_tuple`` each, usually
-the few checkpoints of the last turn), and applies exactly the rule of
+the chain: it reads only the ancestors it lacks (usually the few checkpoints of
+the last turn: over SQLite and PostgreSQL in one ``list`` query, elsewhere one
+``get_tuple`` each), and applies exactly the rule of
 ``BaseCheckpointSaver.get_delta_channel_history``::
 
     history(child) = {seed: parent value, writes: parent writes}   if the parent stores a value
@@ -23,6 +24,7 @@ call is answered from the inner saver.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -39,7 +41,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..cache._base import Chunk, Seed, fresh
-from ._layer import SaverLayer
+from ._layer import SaverLayer, unwrap
 
 __all__ = ["CachedHistorySaver"]
 
@@ -49,6 +51,7 @@ _FAILED: Any = object()
 
 # I/O requests the plan yields; the drivers answer them.
 _TUPLE = "tuple"  # (kind, config) -> CheckpointTuple | None
+_LIST = "list"  # (kind, config, before, limit) -> list[CheckpointTuple]
 _INNER = "inner"  # (kind, config, channels) -> Mapping[str, DeltaChannelHistory]
 _CACHE = "cache"  # (kind, method, args) -> result, or _FAILED
 
@@ -65,12 +68,37 @@ def _cfg(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
+def _thread_cfg(thread_id: Any, ns: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+
+
 def _same(value: Any) -> Any:
     return value
 
 
 def _answer(value: Any) -> Mapping[str, DeltaChannelHistory]:
     return cast(Mapping[str, DeltaChannelHistory], value)
+
+
+def _lists_like_get_tuple(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``saver`` lists checkpoints in one query with the same pending
+    writes, in the same order, as ``get_tuple`` returns them (checked by reading
+    the savers' code: SQLite and PostgreSQL share their row loading between the
+    two). For these, one ``list(before=..., limit=k)`` replaces ``k`` reads of
+    ancestors; other savers (``InMemorySaver`` lists in time linear in the
+    thread) are read one ``get_tuple`` at a time."""
+    known: list[type] = []
+    with contextlib.suppress(ImportError):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        known += [SqliteSaver, AsyncSqliteSaver]
+    with contextlib.suppress(ImportError):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        known += [PostgresSaver, AsyncPostgresSaver]
+    return type(unwrap(saver)) in known
 
 
 def _parts(config: RunnableConfig) -> tuple[Any, str, str | None]:
@@ -105,6 +133,10 @@ class CachedHistorySaver(SaverLayer):
         # threads this process knows the cache holds entries of: asking the cache
         # (a Redis round trip) once per thread, not on every turn's miss
         self._present: LRUCache[Any, bool] = LRUCache(_LINKS_MAX)
+        # (thread, ns) -> how many ancestors the last walk read: a turn's steps
+        # repeat, so the next walk asks for that many in one list() query
+        self._batch = _lists_like_get_tuple(inner)
+        self._depth: LRUCache[tuple[Any, str], int] = LRUCache(_LINKS_MAX)
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -222,6 +254,7 @@ class CachedHistorySaver(SaverLayer):
         path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
         open_channels = set(channels)
         node = cid
+        listed: dict[str, CheckpointTuple] | None = None  # ancestors read in one query
         for _ in range(self.max_walk):
             parent_id = self._parent_of(thread, ns, node)
             if parent_id is _UNKNOWN:
@@ -233,8 +266,20 @@ class CachedHistorySaver(SaverLayer):
             if parent_id is None:  # a root: its history is empty
                 path.append((node, None))
                 break
-            parent = yield (_TUPLE, _cfg(thread, ns, parent_id))
-            self._learn(parent)
+            if listed is None:
+                listed = {}
+                depth = self._depth.get((thread, ns)) if self._batch else None
+                if depth is not None and depth > 1:
+                    # Checkpoints older than the node, newest first: on a linear
+                    # thread exactly its ancestors; anything else is not used.
+                    thread_cfg = _thread_cfg(thread, ns)
+                    for tup in (yield (_LIST, thread_cfg, _cfg(thread, ns, node), depth)):
+                        self._learn(tup)
+                        listed[_parts(tup.config)[2] or ""] = tup
+            parent = listed.pop(parent_id, None)
+            if parent is None:
+                parent = yield (_TUPLE, _cfg(thread, ns, parent_id))
+                self._learn(parent)
             path.append((node, parent))
             if parent is None:  # a dangling parent ends the walk, as in the base walk
                 break
@@ -254,6 +299,8 @@ class CachedHistorySaver(SaverLayer):
         else:
             return (yield from self._whole(config, thread, ns, cid, channels))
 
+        with self._lock:
+            self._depth[(thread, ns)] = len(path)
         # Forward, oldest first: each node's history from its parent's.
         for node, parent in reversed(path):
             for channel in channels:
@@ -302,6 +349,8 @@ class CachedHistorySaver(SaverLayer):
                 request = plan.send(answer)
                 if request[0] == _TUPLE:
                     answer = self.inner.get_tuple(request[1])
+                elif request[0] == _LIST:
+                    answer = list(self.inner.list(request[1], before=request[2], limit=request[3]))
                 elif request[0] == _INNER:
                     answer = self.inner.get_delta_channel_history(
                         config=request[1], channels=request[2]
@@ -321,6 +370,13 @@ class CachedHistorySaver(SaverLayer):
                 request = plan.send(answer)
                 if request[0] == _TUPLE:
                     answer = await self.inner.aget_tuple(request[1])
+                elif request[0] == _LIST:
+                    answer = [
+                        tup
+                        async for tup in self.inner.alist(
+                            request[1], before=request[2], limit=request[3]
+                        )
+                    ]
                 elif request[0] == _INNER:
                     answer = await self.inner.aget_delta_channel_history(
                         config=request[1], channels=request[2]
@@ -457,6 +513,7 @@ class CachedHistorySaver(SaverLayer):
                 self._childless.clear()
                 self._newest.clear()
                 self._present.clear()
+                self._depth.clear()
                 return
             doomed = set(thread_ids)
             for key in [k for k in self._links if k[0] in doomed]:
@@ -465,6 +522,8 @@ class CachedHistorySaver(SaverLayer):
                 del self._childless[key]
             for thread in [k for k in self._newest if k[0] in doomed]:
                 del self._newest[thread]
+            for thread in [k for k in self._depth if k[0] in doomed]:
+                del self._depth[thread]
 
     def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         self._forget_local(thread_ids)
