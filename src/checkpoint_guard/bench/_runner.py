@@ -367,9 +367,12 @@ def _alternating_case(
         spec = {**_base_spec(case, options), **where, "task": "serve"}
         workers: list[ServingWorker] = []
         try:
-            workers = [ServingWorker(spec), ServingWorker(spec)]
-            for w in workers:
-                w.receive(deadline)  # ready
+            # one after the other: two first connections racing to set up one
+            # SQLite file can fail with "database is locked" (the schema setup
+            # switches the journal mode, which does not wait for a lock)
+            for _ in range(2):
+                workers.append(ServingWorker(spec))
+                workers[-1].receive(deadline)  # ready
             latencies = [
                 float(workers[i % 2].ask({"op": "turn", "i": i}, deadline)["ms"])
                 for i in range(case.turns)
