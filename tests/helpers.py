@@ -211,3 +211,16 @@ class CountingSaver(SaverLayer):
     async def aget_delta_channel_history(self, **kw: Any) -> Mapping[str, DeltaChannelHistory]:
         self.calls["get_delta_channel_history"] += 1
         return await super().aget_delta_channel_history(**kw)
+
+
+def tamper(history: Mapping[str, Any], channel: str = "messages") -> None:
+    """Mutate a returned delta history every way a careless caller could: message
+    attributes reassigned, write lists appended to, the write list cleared."""
+    writes = history[channel]["writes"]
+    for _, _, value in writes:
+        for message in value if isinstance(value, list) else [value]:
+            message.content = "tampered"
+            message.id = "tampered"
+        if isinstance(value, list):
+            value.append(HumanMessage("extra"))
+    writes.clear()

@@ -14,7 +14,16 @@ from langgraph.types import Command, Overwrite, interrupt
 from checkpoint_guard import CachedHistorySaver, GuardedSaver, state_schema_for_mode, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
 from tests.conftest import Store
-from tests.helpers import ChatState, CountingSaver, Driver, cfg, chat_graph, human, run_turns
+from tests.helpers import (
+    ChatState,
+    CountingSaver,
+    Driver,
+    cfg,
+    chat_graph,
+    human,
+    run_turns,
+    tamper,
+)
 
 CHANNELS = ["messages"]
 
@@ -164,14 +173,7 @@ async def test_returned_values_cannot_corrupt_the_cache() -> None:
         raw, config=head.config, channels=CHANNELS
     )
     assert first == expected
-    writes = first["messages"]["writes"]
-    for _, _, value in writes:
-        for message in value if isinstance(value, list) else [value]:
-            message.content = "tampered"
-            message.id = "tampered"
-        if isinstance(value, list):
-            value.append(AIMessage("extra"))
-    writes.clear()
+    tamper(first)
     again = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
     assert again == expected
 

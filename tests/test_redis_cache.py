@@ -14,7 +14,7 @@ from langgraph.types import Command
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import RedisHistoryCache
 from tests.conftest import Store
-from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.helpers import Driver, cfg, chat_graph, human, run_turns, tamper
 from tests.test_history_cache import CHANNELS, assert_every_checkpoint_matches, interrupting_graph
 
 pytestmark = pytest.mark.redis
@@ -129,6 +129,40 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
         assert counted.commands == ["EVALSHA"]  # the index only: every value is held
     finally:
         counted.close()
+        writer.close()
+
+
+@pytest.mark.parametrize("snapshot_frequency", [3, 1000])
+def test_returned_values_cannot_corrupt_the_cache_cold_or_warm(
+    redis_prefix: Any, snapshot_frequency: int
+) -> None:
+    """A cold reader gets the objects it decoded (no copy) and the process keeps the
+    bytes; the second read decodes them again for the process, later reads copy.
+    Whatever a reader does to what it got, the next read is the contract's."""
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(
+            wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=snapshot_frequency
+        )
+        for i in range(5):
+            graph.invoke(human(i), cfg("iso"))
+        graph.get_state(cfg("iso"))
+        head = raw.get_tuple(cfg("iso"))
+        assert head is not None
+        expected = BaseCheckpointSaver.get_delta_channel_history(
+            raw, config=head.config, channels=CHANNELS
+        )
+        assert expected["messages"]["writes"]
+        reader = make_cache(redis_prefix)
+        stack = wrap(raw, mode="delta", cache=reader)
+        for _ in range(4):  # cold, second (bytes decoded again), then warm copies
+            got = stack.get_delta_channel_history(config=head.config, channels=CHANNELS)
+            assert got == expected
+            tamper(got)
+        assert reader.stats()["hits"] == 4 and reader.stats()["errors"] == 0
+        reader.close()
+    finally:
         writer.close()
 
 

@@ -33,7 +33,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
-__all__ = ["CacheStats", "Chunk", "Seed", "assemble", "fresh", "approx_size"]
+__all__ = ["CacheStats", "Chunk", "Seed", "approx_size", "assemble", "fresh", "fresh_chunk"]
 
 logger = logging.getLogger("checkpoint_guard.cache")
 
@@ -157,6 +157,11 @@ def approx_size(value: Any, _depth: int = 0) -> int:
     if hasattr(value, "__dict__"):
         return 64 + approx_size(vars(value), _depth + 1)
     return sys.getsizeof(value)
+
+
+def fresh_chunk(chunk: Chunk) -> Chunk:
+    """``chunk`` with every value copied by ``fresh``."""
+    return tuple((t, c, fresh(v)) for t, c, v in chunk)
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:

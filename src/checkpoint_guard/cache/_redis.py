@@ -42,12 +42,14 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._base import CacheStats, Chunk, Seed, assemble
+from ._base import CacheStats, Chunk, Seed, assemble, fresh, fresh_chunk
 from ._codec import CodecError, ValueCodec
 
 __all__ = ["RedisHistoryCache"]
 
 DEFAULT_TTL_SECONDS = 24 * 3600
+
+_LENT: Any = object()  # the decoded objects went to a reader; the tier holds the bytes
 
 # (epoch, seed field, chunk fields, fields to fetch, their values if already fetched)
 _ReadPlan = tuple[str, str, list[str], list[str], list[Any] | None]
@@ -213,8 +215,9 @@ class RedisHistoryCache:
         self._lock = threading.Lock()
         self._stats = CacheStats()
         self._scripts: dict[tuple[int, str], tuple[Any, Any]] = {}
-        # decoded values by (thread key, epoch, field), sized by their encoded bytes
-        self._local: LRUCache[tuple[str, str, str], tuple[int, Any]] = LRUCache(
+        # (thread key, epoch, field) -> (encoded size, decoded value or _LENT, bytes
+        # kept while the value is _LENT), sized by the encoded bytes
+        self._local: LRUCache[tuple[str, str, str], tuple[int, Any, bytes]] = LRUCache(
             maxsize=local_max_bytes, getsizeof=lambda item: item[0]
         )
         # thread key -> the epoch of the values last decoded into the local tier
@@ -293,44 +296,64 @@ class RedisHistoryCache:
             missing = [f for f in wanted if (key, epoch, f) not in self._local]
         return epoch, seed_field, fields, missing, None
 
-    def _remember(self, key: str, epoch: str, fields: list[str], blobs: Any) -> bool:
-        """Decode fetched values into the local tier; False when they are unusable."""
+    def _decode(self, field: str, blob: bytes) -> Any:
+        return self.codec.loads_chunk(blob) if field.startswith("c:") else self.codec.loads(blob)
+
+    def _remember(
+        self, key: str, epoch: str, fields: list[str], blobs: Any
+    ) -> dict[str, Any] | None:
+        """Decode fetched values and keep them in the local tier; the decoded
+        values (this read's own objects), or None when they are unusable.
+
+        With ``isolate``, the tier keeps the bytes of values this read hands out
+        (``_LENT``) and decodes them again on their next read: a cold reader, who
+        typically reads a thread once, pays no copy on top of the decoding."""
         if not blobs or len(blobs) != len(fields):
-            return False
+            return None
         try:
-            decoded = [
-                (
-                    f,
-                    len(b),
-                    self.codec.loads_chunk(b) if f.startswith("c:") else self.codec.loads(b),
-                )
-                for f, b in zip(fields, blobs, strict=True)
-            ]
+            decoded = {f: self._decode(f, b) for f, b in zip(fields, blobs, strict=True)}
         except CodecError as exc:
             self._stats.error("decode", exc)
-            return False
+            return None
         with self._lock:
-            for field, size, value in decoded:
+            for field, blob in zip(fields, blobs, strict=True):
+                entry = (
+                    (len(blob), _LENT, blob) if self.isolate else (len(blob), decoded[field], b"")
+                )
                 with contextlib.suppress(ValueError):  # larger than the whole local tier
-                    self._local[(key, epoch, field)] = (size, value)
+                    self._local[(key, epoch, field)] = entry
             self._held[key] = epoch
-        return True
+        return decoded
 
     def _assemble(
-        self, key: str, epoch: str, seed_field: str, fields: list[str]
+        self, key: str, epoch: str, seed_field: str, fields: list[str], own: dict[str, Any]
     ) -> DeltaChannelHistory | None:
+        wanted = ([seed_field] if seed_field != "-" else []) + fields
         with self._lock:
             try:
-                seed = (
-                    Seed(True, self._local[(key, epoch, seed_field)][1])
-                    if seed_field != "-"
-                    else Seed(False)
-                )
-                chunks = [self._local[(key, epoch, f)][1] for f in fields]
+                held = {f: self._local[(key, epoch, f)] for f in wanted if f not in own}
             except KeyError:  # evicted locally in between
                 return None
-        # the local tier's objects are shared between reads: hand out copies
-        return assemble(seed, chunks, copy_values=self.isolate)
+        values: dict[str, Any] = dict(own)
+        for field, (size, value, blob) in held.items():
+            if value is _LENT:  # read a second time: the tier takes its own objects now
+                try:
+                    value = self._decode(field, blob)
+                except CodecError as exc:
+                    self._stats.error("decode", exc)
+                    return None
+                with self._lock, contextlib.suppress(ValueError):
+                    self._local[(key, epoch, field)] = (size, value, b"")
+            # the tier's objects are shared between reads: hand out copies
+            values[field] = (
+                value
+                if not self.isolate
+                else fresh_chunk(value)
+                if field.startswith("c:")
+                else fresh(value)
+            )
+        seed = Seed(True, values[seed_field]) if seed_field != "-" else Seed(False)
+        return assemble(seed, [values[f] for f in fields], copy_values=False)
 
     def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
         self._stats.add("hits" if result is not None else "misses")
@@ -393,12 +416,15 @@ class RedisHistoryCache:
         if plan is None:
             return self._hit_or_miss(None)
         epoch, seed_field, fields, missing, blobs = plan
+        own: dict[str, Any] = {}
         if missing:
             if blobs is None:
                 blobs = self._run(_VALUES, [key], [epoch, *missing])
-            if not self._remember(key, epoch, missing, blobs):
+            decoded = self._remember(key, epoch, missing, blobs)
+            if decoded is None:
                 return self._hit_or_miss(None)
-        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
+            own = decoded
+        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
 
     def knows(self, thread_id: Any) -> bool:
         """Whether Redis holds anything of the thread (one EXISTS)."""
@@ -491,12 +517,15 @@ class RedisHistoryCache:
         if plan is None:
             return self._hit_or_miss(None)
         epoch, seed_field, fields, missing, blobs = plan
+        own: dict[str, Any] = {}
         if missing:
             if blobs is None:
                 blobs = await self._arun(_VALUES, [key], [epoch, *missing])
-            if not self._remember(key, epoch, missing, blobs):
+            decoded = self._remember(key, epoch, missing, blobs)
+            if decoded is None:
                 return self._hit_or_miss(None)
-        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields))
+            own = decoded
+        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
 
     async def aknows(self, thread_id: Any) -> bool:
         return bool(await self._async().exists(self._key(thread_id)))
