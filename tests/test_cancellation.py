@@ -221,9 +221,9 @@ MUST_REACH = {
         "saver.aget_tuple",
         "saver.aget_delta_channel_history",
         "cache.aread",
-        "cache.acontains",
+        "cache.acontains_many",
         "cache.astore",
-        "cache.aextend",
+        "cache.aextend_many",
     },
     "late_write": {"cache.adrop_thread", "saver.aput_writes"},
 }

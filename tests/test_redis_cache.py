@@ -95,9 +95,8 @@ async def test_second_worker_reads_what_the_first_cached(redis_prefix: Any) -> N
         second.close()
 
 
-def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
-    redis_prefix: Any,
-) -> None:
+def _counting_client(url: str) -> Any:
+    """A real Redis client that records the commands it sends."""
     import redis
 
     class Counting(redis.Redis):  # type: ignore[type-arg]
@@ -107,9 +106,32 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
             self.commands.append(str(args[0]))
             return super().execute_command(*args, **options)
 
+    Counting.commands = []
+    return Counting.from_url(url)
+
+
+def _counting_aclient(url: str) -> Any:
+    """``_counting_client`` for async callers."""
+    import redis.asyncio
+
+    class Counting(redis.asyncio.Redis):  # type: ignore[type-arg]
+        commands: ClassVar[list[str]] = []
+
+        async def execute_command(self, *args: Any, **options: Any) -> Any:
+            self.commands.append(str(args[0]))
+            return await super().execute_command(*args, **options)
+
+    Counting.commands = []
+    return Counting.from_url(url)
+
+
+def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
+    redis_prefix: Any,
+) -> None:
+
     raw = InMemorySaver()
     writer = make_cache(redis_prefix)
-    counted = Counting.from_url(redis_prefix[0])
+    counted = _counting_client(redis_prefix[0])
     try:
         graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
         for i in range(5):
@@ -164,6 +186,31 @@ def test_returned_values_cannot_corrupt_the_cache_cold_or_warm(
         reader.close()
     finally:
         writer.close()
+
+
+async def test_a_warm_turn_costs_three_redis_commands(store: Store, redis_prefix: Any) -> None:
+    """Per turn of a one-node chat graph: which ancestors are cached (HMGET), every
+    new entry (one script), the head's entry (one script, its values held locally)."""
+    drv = Driver(store.is_async)
+    if store.is_async:
+        counted = _counting_aclient(redis_prefix[0])
+        cache = RedisHistoryCache(aclient=counted, key_prefix=redis_prefix[1])
+    else:
+        counted = _counting_client(redis_prefix[0])
+        cache = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+    try:
+        async with store.open() as raw:
+            saver = wrap(raw, mode="delta", cache=cache)
+            graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+            await run_turns(drv, graph, "w3", range(3))
+            counted.commands.clear()
+            await run_turns(drv, graph, "w3", range(3, 8))
+            sent = [c for c in counted.commands if c != "SCRIPT LOAD"]
+            assert sorted(sent) == sorted(["HMGET", "EVALSHA", "EVALSHA"] * 5)
+            await assert_every_checkpoint_matches(drv, raw, saver, "w3")
+            assert cache.stats()["errors"] == 0
+    finally:
+        await counted.aclose() if store.is_async else counted.close()
 
 
 HOSTILE = ["*", "?", "[a-z]", "a:b", "t:*", "x\0y", "ünïcødé-线程", "z" * 10_000, "", " "]

@@ -33,7 +33,16 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
-__all__ = ["CacheStats", "Chunk", "Seed", "approx_size", "assemble", "fresh", "fresh_chunk"]
+__all__ = [
+    "CacheStats",
+    "Chunk",
+    "Seed",
+    "Step",
+    "approx_size",
+    "assemble",
+    "fresh",
+    "fresh_chunk",
+]
 
 logger = logging.getLogger("checkpoint_guard.cache")
 
@@ -50,6 +59,20 @@ class Seed:
 
 
 NO_SEED = Seed(False)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One extension of the cache: ``child_id``'s history for ``channel`` is
+    ``parent_id``'s plus ``chunk`` (the writes ``parent_id`` stored for the channel),
+    or ``seed`` + ``chunk`` when ``parent_id`` stores a value for it (``seed``)."""
+
+    channel: str
+    parent_id: str
+    child_id: str
+    chunk: Chunk
+    seed: Seed | None = None
+
 
 _IMMUTABLE = (str, bytes, int, float, bool, type(None), complex, frozenset, range)
 

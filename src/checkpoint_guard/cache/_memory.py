@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from cachetools import LRUCache, TTLCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from ._base import NO_SEED, CacheStats, Chunk, Seed, approx_size, assemble
+from ._base import NO_SEED, CacheStats, Chunk, Seed, Step, approx_size, assemble
 
 __all__ = ["MemoryHistoryCache"]
 
@@ -211,6 +211,33 @@ class MemoryHistoryCache:
             self._commit(thread_id, entry)
             return True
 
+    def contains_many(
+        self, thread_id: str, ns: str, channel: str, checkpoint_ids: Sequence[str]
+    ) -> set[str]:
+        """Which of ``checkpoint_ids`` have a cached history (no copy, no stats)."""
+        with self._lock:
+            entry = self._threads.get(thread_id)
+            if entry is None:
+                return set()
+            return {c for c in checkpoint_ids if (ns, channel, c) in entry.pointers}
+
+    def extend_many(self, thread_id: str, ns: str, steps: Sequence[Step]) -> bool:
+        """``extend`` for each step in order; False (and the rest not applied) at the
+        first step whose parent history is not cached."""
+        with self._lock:
+            for step in steps:
+                if not self.extend(
+                    thread_id,
+                    ns,
+                    step.channel,
+                    step.parent_id,
+                    step.child_id,
+                    step.chunk,
+                    step.seed,
+                ):
+                    return False
+            return True
+
     def drop_thread(self, thread_id: str) -> None:
         """Forget everything cached for ``thread_id`` (every namespace)."""
         with self._lock:
@@ -269,6 +296,14 @@ class MemoryHistoryCache:
         seed: Seed | None = None,
     ) -> bool:
         return self.extend(thread_id, ns, channel, parent_id, child_id, chunk, seed)
+
+    async def acontains_many(
+        self, thread_id: str, ns: str, channel: str, checkpoint_ids: Sequence[str]
+    ) -> set[str]:
+        return self.contains_many(thread_id, ns, channel, checkpoint_ids)
+
+    async def aextend_many(self, thread_id: str, ns: str, steps: Sequence[Step]) -> bool:
+        return self.extend_many(thread_id, ns, steps)
 
     async def adrop_thread(self, thread_id: str) -> None:
         self.drop_thread(thread_id)

@@ -15,16 +15,20 @@ can name, match or purge another thread's key, and deleting a thread is one
   recreated thread has a new epoch.
 
 Updates are Lua scripts, so a reader sees a whole entry or none (cancellation or
-a crash between two commands never leaves half an entry that can be served). The
-hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
+a crash between two commands never leaves half an entry that can be served); one
+script call applies every extension a miss computed (a turn's new checkpoints).
+The hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
 saver's serde; encryption carries through).
 
 A read first fetches the entry's index (epoch, seed and chunk field names), then
-only the values this process has not decoded yet (a process that holds nothing of
-the thread's current epoch gets them with the index: one round trip): decoded
-chunks are kept in a small local tier keyed by ``(thread, epoch, field)``. A field's content never
-changes within an epoch, so a worker that alternates turns with another decodes
-only the other worker's new chunks, and a warm worker decodes nothing.
+only the values this process does not hold yet (a process that holds nothing of
+the thread's current epoch gets them with the index: one round trip). Values are
+kept in a small local tier keyed by ``(thread, epoch, field)``: those this
+process decoded, and those it stored itself. A field's content never changes
+within an epoch, so a warm worker fetches and decodes nothing, and a worker that
+alternates turns with another decodes only the other worker's new chunks. A warm
+turn of a chat graph costs three commands: which ancestors are cached (HMGET),
+the new entries (one script), the head's index (one script).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import hashlib
 import threading
 import uuid
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -42,7 +47,7 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._base import CacheStats, Chunk, Seed, assemble, fresh, fresh_chunk
+from ._base import CacheStats, Chunk, Seed, Step, assemble, fresh, fresh_chunk
 from ._codec import CodecError, ValueCodec
 
 __all__ = ["RedisHistoryCache"]
@@ -110,51 +115,62 @@ return out
 """
 )
 
-# KEYS[1]; ARGV: child pointer, parent pointer ('' with a seed), chunk field, chunk
-# bytes, seed field ('' for none), seed bytes, new segment id, ttl ms. -> 1 | 0
+# KEYS[1]; ARGV[1] ttl ms, then one group of 7 per step, oldest first: child pointer,
+# parent pointer ('' with a seed), chunk field, chunk bytes, seed field ('' for none),
+# seed bytes, new segment id. -> the thread's epoch when every step was applied | 0
+# (a step whose parent history is gone stops the script; earlier steps stay: each
+# is a correct entry on its own).
 _EXTEND = """
 local key = KEYS[1]
-local child, parent, cf, chunk, sf, seed, newseg, ttl =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
-redis.call('HSETNX', key, 'epoch', newseg)
-local function finish(seg, n)
-  redis.call('HSET', key, child, seg .. ',' .. n)
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-  return 1
-end
-if parent == '' then
-  local seedref = '-'
-  if sf ~= '' then
-    redis.call('HSET', key, sf, seed)
-    seedref = sf
+local ttl = tonumber(ARGV[1])
+local function extend(child, parent, cf, chunk, sf, seed, newseg)
+  redis.call('HSETNX', key, 'epoch', newseg)
+  local function finish(seg, n)
+    redis.call('HSET', key, child, seg .. ',' .. n)
+    return true
   end
+  if parent == '' then
+    local seedref = '-'
+    if sf ~= '' then
+      redis.call('HSET', key, sf, seed)
+      seedref = sf
+    end
+    redis.call('HSET', key, cf, chunk)
+    redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. cf)
+    return finish(newseg, 1)
+  end
+  local p = redis.call('HGET', key, parent)
+  if not p then return false end
+  local seg, n = string.match(p, '^(%x+),(%d+)$')
+  n = tonumber(n)
+  local meta = redis.call('HGET', key, 's:' .. seg)
+  if not meta then return false end
+  local seedref, list = string.match(meta, '^([^|]*)|(.*)$')
+  local fields = {}
+  for f in string.gmatch(list, '[^,]+') do fields[#fields + 1] = f end
+  if #fields < n then return false end
   redis.call('HSET', key, cf, chunk)
-  redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. cf)
-  return finish(newseg, 1)
+  if #fields == n then
+    redis.call('HSET', key, 's:' .. seg, meta .. ',' .. cf)
+    return finish(seg, n + 1)
+  end
+  if fields[n + 1] == cf then
+    return finish(seg, n + 1)
+  end
+  local head = {}
+  for i = 1, n do head[i] = fields[i] end
+  head[n + 1] = cf
+  redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. table.concat(head, ','))
+  return finish(newseg, n + 1)
 end
-local p = redis.call('HGET', key, parent)
-if not p then return 0 end
-local seg, n = string.match(p, '^(%x+),(%d+)$')
-n = tonumber(n)
-local meta = redis.call('HGET', key, 's:' .. seg)
-if not meta then return 0 end
-local seedref, list = string.match(meta, '^([^|]*)|(.*)$')
-local fields = {}
-for f in string.gmatch(list, '[^,]+') do fields[#fields + 1] = f end
-if #fields < n then return 0 end
-redis.call('HSET', key, cf, chunk)
-if #fields == n then
-  redis.call('HSET', key, 's:' .. seg, meta .. ',' .. cf)
-  return finish(seg, n + 1)
+for i = 2, #ARGV, 7 do
+  if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+                ARGV[i + 6]) then
+    return 0
+  end
 end
-if fields[n + 1] == cf then
-  return finish(seg, n + 1)
-end
-local head = {}
-for i = 1, n do head[i] = fields[i] end
-head[n + 1] = cf
-redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. table.concat(head, ','))
-return finish(newseg, n + 1)
+if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+return redis.call('HGET', key, 'epoch')
 """
 
 
@@ -359,39 +375,57 @@ class RedisHistoryCache:
         self._stats.add("hits" if result is not None else "misses")
         return result
 
-    def _extend_args(
-        self,
-        thread_id: Any,
-        ns: str,
-        channel: str,
-        parent: str | None,
-        child: str,
-        chunk_node: str,
-        chunk: Chunk,
-        seed: Seed | None,
-    ) -> tuple[Any, ...]:
-        seed_field, seed_bytes = "", b""
-        if seed is not None and seed.present:
-            seed_field = "e:" + _digest(ns, channel, "seed", chunk_node)
-            seed_bytes = self.codec.dumps(seed.value)
-        argv = [
-            self._pointer(ns, channel, child),
-            "" if parent is None else self._pointer(ns, channel, parent),
-            "c:" + _digest(ns, channel, chunk_node),
-            self.codec.dumps_chunk(chunk),
-            seed_field,
-            seed_bytes,
-            uuid.uuid4().hex,
-            self.ttl_ms,
-        ]
-        return (_EXTEND, [self._key(thread_id)], argv)
+    def _steps_args(
+        self, thread_id: Any, ns: str, steps: Sequence[tuple[Step, str | None]]
+    ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
+        """The script call for ``steps`` (each with the node whose writes its chunk
+        is, or None for the step's parent), and the values it stores, for the local
+        tier: ``(field, encoded size, value)``."""
+        argv: list[Any] = [self.ttl_ms]
+        kept: list[tuple[str, int, Any]] = []
+        for step, chunk_node in steps:
+            node = step.parent_id if chunk_node is None else chunk_node
+            seed_field, seed_bytes = "", b""
+            if step.seed is not None and step.seed.present:
+                seed_field = "e:" + _digest(ns, step.channel, "seed", node)
+                seed_bytes = self.codec.dumps(step.seed.value)
+                kept.append((seed_field, len(seed_bytes), step.seed.value))
+            chunk_field = "c:" + _digest(ns, step.channel, node)
+            chunk_bytes = self.codec.dumps_chunk(step.chunk)
+            kept.append((chunk_field, len(chunk_bytes), step.chunk))
+            parent = (
+                "" if step.seed is not None else self._pointer(ns, step.channel, step.parent_id)
+            )
+            argv += [
+                self._pointer(ns, step.channel, step.child_id),
+                parent,
+                chunk_field,
+                chunk_bytes,
+                seed_field,
+                seed_bytes,
+                uuid.uuid4().hex,
+            ]
+        return (_EXTEND, [self._key(thread_id)], argv), kept
 
-    def _store_args(
-        self, thread_id: Any, ns: str, channel: str, cid: str, history: DeltaChannelHistory
-    ) -> tuple[Any, ...]:
+    def _extended(self, key: str, epoch: Any, kept: list[tuple[str, int, Any]]) -> bool:
+        """After the extend script: keep what it stored in the local tier (this
+        process holds those values already: no fetch, no decode on the next read)."""
+        if not epoch:
+            return False
+        epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        with self._lock:
+            for field, size, value in kept:
+                with contextlib.suppress(ValueError):  # larger than the whole local tier
+                    self._local[(key, epoch, field)] = (size, value, b"")
+        return True
+
+    def _store_step(self, checkpoint_id: str, channel: str, history: DeltaChannelHistory) -> Any:
         seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
-        writes = tuple(history["writes"])
-        return self._extend_args(thread_id, ns, channel, None, cid, "\0whole:" + cid, writes, seed)
+        step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
+        return (step, "\0whole:" + checkpoint_id)
+
+    def _contains_args(self, ns: str, channel: str, ids: Sequence[str]) -> list[str]:
+        return [self._pointer(ns, channel, c) for c in ids]
 
     # -- sync API ------------------------------------------------------------------------
 
@@ -435,6 +469,17 @@ class RedisHistoryCache:
         client = self._sync()
         return bool(client.hexists(self._key(thread_id), self._pointer(ns, channel, checkpoint_id)))
 
+    def contains_many(
+        self, thread_id: Any, ns: str, channel: str, checkpoint_ids: Sequence[str]
+    ) -> set[str]:
+        """Which of ``checkpoint_ids`` have a pointer (one HMGET)."""
+        if not checkpoint_ids:
+            return set()
+        found = self._sync().hmget(
+            self._key(thread_id), self._contains_args(ns, channel, checkpoint_ids)
+        )
+        return {c for c, v in zip(checkpoint_ids, found, strict=True) if v is not None}
+
     def store(
         self,
         thread_id: Any,
@@ -444,7 +489,10 @@ class RedisHistoryCache:
         history: DeltaChannelHistory,
     ) -> None:
         """Cache a history read whole from the saver."""
-        self._run(*self._store_args(thread_id, ns, channel, checkpoint_id, history))
+        args, kept = self._steps_args(
+            thread_id, ns, [self._store_step(checkpoint_id, channel, history)]
+        )
+        self._extended(self._key(thread_id), self._run(*args), kept)
 
     def extend(
         self,
@@ -457,9 +505,12 @@ class RedisHistoryCache:
         seed: Seed | None = None,
     ) -> bool:
         """As ``MemoryHistoryCache.extend``."""
-        parent = None if seed is not None else parent_id
-        args = self._extend_args(thread_id, ns, channel, parent, child_id, parent_id, chunk, seed)
-        return bool(self._run(*args))
+        return self.extend_many(thread_id, ns, [Step(channel, parent_id, child_id, chunk, seed)])
+
+    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step]) -> bool:
+        """As ``MemoryHistoryCache.extend_many``, in one script call."""
+        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps])
+        return self._extended(self._key(thread_id), self._run(*args), kept)
 
     def drop_thread(self, thread_id: Any) -> None:
         """Delete every entry of ``thread_id`` (one key)."""
@@ -534,6 +585,16 @@ class RedisHistoryCache:
         key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         return bool(await self._async().hexists(key, field))
 
+    async def acontains_many(
+        self, thread_id: Any, ns: str, channel: str, checkpoint_ids: Sequence[str]
+    ) -> set[str]:
+        if not checkpoint_ids:
+            return set()
+        found = await self._async().hmget(
+            self._key(thread_id), self._contains_args(ns, channel, checkpoint_ids)
+        )
+        return {c for c, v in zip(checkpoint_ids, found, strict=True) if v is not None}
+
     async def astore(
         self,
         thread_id: Any,
@@ -542,7 +603,10 @@ class RedisHistoryCache:
         checkpoint_id: str,
         history: DeltaChannelHistory,
     ) -> None:
-        await self._arun(*self._store_args(thread_id, ns, channel, checkpoint_id, history))
+        args, kept = self._steps_args(
+            thread_id, ns, [self._store_step(checkpoint_id, channel, history)]
+        )
+        self._extended(self._key(thread_id), await self._arun(*args), kept)
 
     async def aextend(
         self,
@@ -554,9 +618,13 @@ class RedisHistoryCache:
         chunk: Chunk,
         seed: Seed | None = None,
     ) -> bool:
-        parent = None if seed is not None else parent_id
-        args = self._extend_args(thread_id, ns, channel, parent, child_id, parent_id, chunk, seed)
-        return bool(await self._arun(*args))
+        return await self.aextend_many(
+            thread_id, ns, [Step(channel, parent_id, child_id, chunk, seed)]
+        )
+
+    async def aextend_many(self, thread_id: Any, ns: str, steps: Sequence[Step]) -> bool:
+        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps])
+        return self._extended(self._key(thread_id), await self._arun(*args), kept)
 
     async def adrop_thread(self, thread_id: Any) -> None:
         await self._async().delete(self._key(thread_id))

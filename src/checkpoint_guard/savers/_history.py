@@ -14,6 +14,9 @@ the last turn: over SQLite and PostgreSQL in one ``list`` query, elsewhere one
 
 so the result is the contract's, write for write. More than ``max_walk``
 uncached ancestors: the inner saver's own fast path answers, and is cached.
+The cache is asked once per channel which known ancestors it holds
+(``contains_many``) and stores a miss's new entries in one call (``extend_many``);
+a checkpoint this process just put is known to have no entry yet.
 
 The logic is written once, as a generator of I/O requests (sans-io); the sync and
 async methods are thin drivers that execute those requests against the inner
@@ -40,7 +43,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from ..cache._base import Chunk, Seed, fresh
+from ..cache._base import Chunk, Seed, Step, fresh
 from ._layer import SaverLayer, unwrap
 
 __all__ = ["CachedHistorySaver"]
@@ -137,6 +140,8 @@ class CachedHistorySaver(SaverLayer):
         # repeat, so the next walk asks for that many in one list() query
         self._batch = _lists_like_get_tuple(inner)
         self._depth: LRUCache[tuple[Any, str], int] = LRUCache(_LINKS_MAX)
+        # checkpoints put by this process whose history nobody asked for yet
+        self._new: LRUCache[tuple[Any, str, str], bool] = LRUCache(1024)
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -166,6 +171,7 @@ class CachedHistorySaver(SaverLayer):
             self._links[(thread, ns, checkpoint["id"])] = parent
             self._see(thread, ns, checkpoint["id"])
             self._childless[(thread, ns, checkpoint["id"])] = True
+            self._new[(thread, ns, checkpoint["id"])] = True
             if parent is not None:
                 self._childless.pop((thread, ns, parent), None)
 
@@ -183,6 +189,18 @@ class CachedHistorySaver(SaverLayer):
             if (thread, ns, cid) in self._childless:
                 return False
             return not (cid and cid > self._newest.get((thread, ns), "\uffff"))
+
+    def _known_chain(self, thread: Any, ns: str, first: str) -> list[str]:
+        """``first`` and its ancestors as far as learned links reach (at most
+        ``max_walk`` ids)."""
+        chain = [first]
+        with self._lock:
+            while len(chain) < self.max_walk:
+                parent = self._links.get((thread, ns, chain[-1]))
+                if parent is None:  # a root, or not known
+                    break
+                chain.append(parent)
+        return chain
 
     def _parent_of(self, thread: Any, ns: str, cid: str) -> Any:
         with self._lock:
@@ -206,7 +224,11 @@ class CachedHistorySaver(SaverLayer):
             assert cid is not None
         unique = list(dict.fromkeys(wanted))
         found: dict[str, DeltaChannelHistory] = {}
-        for channel in unique:
+        with self._lock:
+            # A checkpoint this process just put has no entry yet (the next turn's
+            # first read): asking would cost a Redis round trip to learn "no".
+            new = self._new.pop((thread, ns, cid), False)
+        for channel in [] if new else unique:
             hit = yield (_CACHE, "read", (thread, ns, channel, cid))
             if hit is _FAILED:
                 return _answer((yield (_INNER, config, wanted)))
@@ -255,6 +277,8 @@ class CachedHistorySaver(SaverLayer):
         open_channels = set(channels)
         node = cid
         listed: dict[str, CheckpointTuple] | None = None  # ancestors read in one query
+        chain: list[str] = []  # ancestor ids known before the walk...
+        cached: dict[str, set[str]] = {}  # ...and, per channel, those the cache holds
         for _ in range(self.max_walk):
             parent_id = self._parent_of(thread, ns, node)
             if parent_id is _UNKNOWN:
@@ -276,6 +300,14 @@ class CachedHistorySaver(SaverLayer):
                     for tup in (yield (_LIST, thread_cfg, _cfg(thread, ns, node), depth)):
                         self._learn(tup)
                         listed[_parts(tup.config)[2] or ""] = tup
+                # Which known ancestors are cached: one question per channel,
+                # not one per ancestor (a Redis round trip each).
+                chain = self._known_chain(thread, ns, parent_id)
+                for channel in sorted(open_channels):
+                    found = yield (_CACHE, "contains_many", (thread, ns, channel, chain))
+                    if found is _FAILED:
+                        return _answer((yield (_INNER, config, channels)))
+                    cached[channel] = found
             parent = listed.pop(parent_id, None)
             if parent is None:
                 parent = yield (_TUPLE, _cfg(thread, ns, parent_id))
@@ -288,9 +320,12 @@ class CachedHistorySaver(SaverLayer):
                 if channel in stored:
                     open_channels.discard(channel)
                     continue
-                has = yield (_CACHE, "contains", (thread, ns, channel, parent_id))
-                if has is _FAILED:
-                    return _answer((yield (_INNER, config, channels)))
+                if parent_id in chain:
+                    has = parent_id in cached[channel]
+                else:
+                    has = yield (_CACHE, "contains", (thread, ns, channel, parent_id))
+                    if has is _FAILED:
+                        return _answer((yield (_INNER, config, channels)))
                 if has:
                     open_channels.discard(channel)
             if not open_channels:
@@ -301,20 +336,25 @@ class CachedHistorySaver(SaverLayer):
 
         with self._lock:
             self._depth[(thread, ns)] = len(path)
-        # Forward, oldest first: each node's history from its parent's.
+        # Forward, oldest first: each node's history from its parent's, in one call.
+        steps: list[Step] = []
         for node, parent in reversed(path):
             for channel in channels:
-                if parent is None:
-                    op: tuple[Any, ...] = ("store", (thread, ns, channel, node, {"writes": []}))
-                else:
-                    parent_id = _parts(parent.config)[2]
-                    chunk: Chunk = tuple(w for w in parent.pending_writes or () if w[1] == channel)
-                    stored = parent.checkpoint["channel_values"]
-                    seed = Seed(True, stored[channel]) if channel in stored else None
-                    op = ("extend", (thread, ns, channel, parent_id, node, chunk, seed))
-                done = yield (_CACHE, op[0], op[1])
-                if done is _FAILED:
-                    return _answer((yield (_INNER, config, channels)))
+                if parent is None:  # a root (the oldest node): stored on its own
+                    done = yield (_CACHE, "store", (thread, ns, channel, node, {"writes": []}))
+                    if done is _FAILED:
+                        return _answer((yield (_INNER, config, channels)))
+                    continue
+                parent_id = _parts(parent.config)[2]
+                assert parent_id is not None
+                chunk: Chunk = tuple(w for w in parent.pending_writes or () if w[1] == channel)
+                stored = parent.checkpoint["channel_values"]
+                seed = Seed(True, stored[channel]) if channel in stored else None
+                steps.append(Step(channel, parent_id, node, chunk, seed))
+        if steps:
+            done = yield (_CACHE, "extend_many", (thread, ns, steps))
+            if done is _FAILED:
+                return _answer((yield (_INNER, config, channels)))
         result: dict[str, DeltaChannelHistory] = {}
         for channel in channels:
             hit = yield (_CACHE, "read", (thread, ns, channel, cid))
@@ -514,12 +554,15 @@ class CachedHistorySaver(SaverLayer):
                 self._newest.clear()
                 self._present.clear()
                 self._depth.clear()
+                self._new.clear()
                 return
             doomed = set(thread_ids)
             for key in [k for k in self._links if k[0] in doomed]:
                 del self._links[key]
             for key in [k for k in self._childless if k[0] in doomed]:
                 del self._childless[key]
+            for key in [k for k in self._new if k[0] in doomed]:
+                del self._new[key]
             for thread in [k for k in self._newest if k[0] in doomed]:
                 del self._newest[thread]
             for thread in [k for k in self._depth if k[0] in doomed]:
