@@ -213,6 +213,31 @@ async def test_a_warm_turn_costs_three_redis_commands(store: Store, redis_prefix
         await counted.aclose() if store.is_async else counted.close()
 
 
+def test_a_failed_extension_leaves_no_key_without_expiry(redis_prefix: Any) -> None:
+    """An extension whose parent entry is gone (another worker dropped the thread)
+    writes nothing; when earlier steps were applied, the key keeps its TTL."""
+    import redis
+
+    from checkpoint_guard.cache._base import Seed, Step
+
+    cache = make_cache(redis_prefix, ttl_seconds=60)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        key = cache._key("gone")
+        assert cache.extend_many("gone", "", [Step("messages", "p", "c", ())]) is False
+        assert client.exists(key) == 0 and cache.knows("gone") is False
+        root = Step("messages", "r", "a", (), Seed(False))
+        assert cache.extend_many("half", "", [root, Step("messages", "x", "b", ())]) is False
+        key = cache._key("half")
+        assert 0 < client.ttl(key) <= 60
+        assert cache.read("half", "", "messages", "a") == {"writes": []}
+        assert cache.read("half", "", "messages", "b") is None
+    finally:
+        client.close()
+        cache.clear()
+        cache.close()
+
+
 HOSTILE = ["*", "?", "[a-z]", "a:b", "t:*", "x\0y", "ünïcødé-线程", "z" * 10_000, "", " "]
 
 

@@ -118,18 +118,18 @@ return out
 # KEYS[1]; ARGV[1] ttl ms, then one group of 7 per step, oldest first: child pointer,
 # parent pointer ('' with a seed), chunk field, chunk bytes, seed field ('' for none),
 # seed bytes, new segment id. -> the thread's epoch when every step was applied | 0
-# (a step whose parent history is gone stops the script; earlier steps stay: each
-# is a correct entry on its own).
+# (a step whose parent history is gone writes nothing and stops the script; earlier
+# steps stay, each a correct entry on its own, under the TTL).
 _EXTEND = """
 local key = KEYS[1]
 local ttl = tonumber(ARGV[1])
 local function extend(child, parent, cf, chunk, sf, seed, newseg)
-  redis.call('HSETNX', key, 'epoch', newseg)
   local function finish(seg, n)
     redis.call('HSET', key, child, seg .. ',' .. n)
     return true
   end
   if parent == '' then
+    redis.call('HSETNX', key, 'epoch', newseg)
     local seedref = '-'
     if sf ~= '' then
       redis.call('HSET', key, sf, seed)
@@ -163,13 +163,17 @@ local function extend(child, parent, cf, chunk, sf, seed, newseg)
   redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. table.concat(head, ','))
   return finish(newseg, n + 1)
 end
+local applied = 0
 for i = 2, #ARGV, 7 do
   if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
                 ARGV[i + 6]) then
-    return 0
+    break
   end
+  applied = applied + 1
 end
-if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+-- a step that fails writes nothing (its parent, hence the hash, may be gone)
+if applied > 0 and ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+if applied * 7 < #ARGV - 1 then return 0 end
 return redis.call('HGET', key, 'epoch')
 """
 

@@ -292,7 +292,10 @@ class CachedHistorySaver(SaverLayer):
                 break
             if listed is None:
                 listed = {}
-                depth = self._depth.get((thread, ns)) if self._batch else None
+                # (a thread id of another type reaches the SQL savers' list()
+                # unconverted, while their get_tuple converts it with str())
+                batch = self._batch and type(thread) is str
+                depth = self._depth.get((thread, ns)) if batch else None
                 if depth is not None and depth > 1:
                     # Checkpoints older than the node, newest first: on a linear
                     # thread exactly its ancestors; anything else is not used.
