@@ -219,6 +219,11 @@ def tamper(history: Mapping[str, Any], channel: str = "messages") -> None:
     writes = history[channel]["writes"]
     for _, _, value in writes:
         for message in value if isinstance(value, list) else [value]:
+            # in place inside the message's containers first, then reassigned
+            message.additional_kwargs["tampered"] = True
+            message.response_metadata.setdefault("nested", []).append("tampered")
+            if isinstance(message, AIMessage):
+                message.tool_calls.append({"name": "x", "args": {}, "id": "t", "type": "tool_call"})
             message.content = "tampered"
             message.id = "tampered"
         if isinstance(value, list):

@@ -82,9 +82,9 @@ _MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks ar
 
 def fresh(value: Any) -> Any:
     """A copy of a cached value that no caller mutation can reach back into the
-    cache: containers are rebuilt, messages shallow-copied (attribute changes,
-    such as the id ``add_messages`` assigns in place, stay on the copy), and
-    anything unknown deep-copied. Immutable scalars are shared."""
+    cache: containers are rebuilt, messages copied with their field containers
+    (``additional_kwargs``, ``tool_calls``, list ``content``, ...) copied the same
+    way, and anything unknown deep-copied. Immutable scalars are shared."""
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
@@ -112,16 +112,36 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
+_SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
+
+
+def _fields(fields: dict[str, Any], _scalars: frozenset[type] = _SCALARS) -> dict[str, Any]:
+    # A message's field values are mostly strings and None, shared as they are;
+    # its dicts and lists (mostly empty) are the containers a caller could change.
+    copied = fields.copy()
+    for key, value in fields.items():
+        cls = value.__class__
+        if cls in _scalars:
+            continue
+        if cls is dict:
+            copied[key] = {k: fresh(v) for k, v in value.items()} if value else {}
+        elif cls is list:
+            copied[key] = [fresh(v) for v in value] if value else []
+        else:
+            copied[key] = fresh(value)
+    return copied
+
+
 def _copy_message(message: Any) -> Any:
-    # What pydantic's __copy__ does (a shallow copy with its own field dict,
-    # fields-set and extras), without its generic dispatch.
+    # What pydantic's __copy__ does (its own field dict, fields-set and extras),
+    # without its generic dispatch, and with the fields' containers copied too.
     copied = _new(message.__class__)
-    _set(copied, "__dict__", message.__dict__.copy())
+    _set(copied, "__dict__", _fields(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
     extra = message.__pydantic_extra__
-    _set_extra(copied, None if extra is None else extra.copy())
+    _set_extra(copied, None if extra is None else _fields(extra))
     private = message.__pydantic_private__
-    _set_private(copied, None if private is None else private.copy())
+    _set_private(copied, None if private is None else _fields(private))
     return copied
 
 
