@@ -106,7 +106,7 @@ def fresh(value: Any) -> Any:
 _new = object.__new__
 _set = object.__setattr__
 # pydantic's own slots, written through their descriptors (cheaper than
-# object.__setattr__ by name; this runs once per cached message per read)
+# object.__setattr__ by name; this runs once per message copied or decoded)
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__

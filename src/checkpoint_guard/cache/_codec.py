@@ -21,7 +21,8 @@ from langchain_core import messages as lc
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from pydantic import BaseModel
+
+from ._base import _new, _set, _set_extra, _set_fields_set, _set_private
 
 __all__ = ["CodecError", "ValueCodec"]
 
@@ -37,14 +38,6 @@ _MESSAGES: dict[str, type[Any]] = {
         lc.RemoveMessage,
     )
 }  # fmt: skip
-
-
-# pydantic's slots, set directly: a cold read rebuilds thousands of messages
-_new = object.__new__
-_set_dict = object.__setattr__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 class CodecError(ValueError):
@@ -85,7 +78,7 @@ def _message(name: Any, fields: Any, fields_set: Any, extra: Any) -> Any:
     if extra is not None and type(extra) is not dict:
         raise CodecError("cached message has malformed extra fields")
     message = _new(cls)
-    _set_dict(message, "__dict__", fields)
+    _set(message, "__dict__", fields)
     _set_fields_set(message, set(fields) if fields_set == _ALL_SET else set(fields_set))
     _set_extra(message, extra)
     _set_private(message, None)
