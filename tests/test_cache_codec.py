@@ -32,7 +32,7 @@ def _same(a: Any, b: Any) -> None:
         assert len(a) == len(b)
         for x, y in zip(a, b, strict=True):
             _same(x, y)
-    elif type(a) is _MyMessage:  # rebuilt by the saver's serde, as the saver does
+    elif type(a) is _MyMessage:  # rebuilt through the strict serde path
         assert a == b
     elif hasattr(a, "__pydantic_fields_set__"):
         assert a == b
@@ -49,13 +49,12 @@ def _same(a: Any, b: Any) -> None:
         _messages(),
         [_messages()[0]],
         [],
-        [_MyMessage("sub", id="s1")],
         [_messages()[0], "not a message"],
         ("a", 1, None),
         {"nested": _messages()[:2], "t": (1, 2)},
         "plain",
     ],
-    ids=["messages", "one", "empty", "subclass", "mixed", "tuple", "dict", "str"],
+    ids=["messages", "one", "empty", "mixed", "tuple", "dict", "str"],
 )
 def test_chunk_and_snapshot_round_trip(value: Any) -> None:
     codec = ValueCodec()
@@ -109,3 +108,146 @@ def test_empty_chunk_with_an_encrypting_serde(monkeypatch: pytest.MonkeyPatch) -
     one, two = codec.dumps_chunk(()), codec.dumps_chunk(())
     assert one != two  # nothing repeats under encryption: no shortcut applies
     assert codec.loads_chunk(one) == () == codec.loads_chunk(two)
+
+
+def test_a_class_off_the_allowlist_is_not_cached_unless_allowlisted() -> None:
+    value = [_MyMessage("sub", id="s1")]
+    with pytest.raises(CodecError, match="_MyMessage"):
+        ValueCodec().dumps_chunk((("t", "messages", value),))
+    codec = ValueCodec(allowlist=frozenset({(_MyMessage.__module__, "_MyMessage")}))
+    _same(
+        codec.loads_chunk(codec.dumps_chunk((("t", "messages", value),))),
+        (("t", "messages", value),),
+    )
+
+
+def test_serde_values_round_trip_through_the_strict_decoder() -> None:
+    import datetime
+    import uuid
+
+    from langgraph.types import Overwrite
+
+    value = {
+        "when": datetime.datetime(2026, 12, 1, 9, 30, tzinfo=datetime.UTC),
+        "day": datetime.date(2026, 12, 1),
+        "id": uuid.UUID(int=7),
+        "tags": {"a", "b"},
+        "replace": Overwrite(["x"]),
+    }
+    codec = ValueCodec()
+    assert codec.loads(codec.dumps(value)) == value
+
+
+# -- hostile bytes: whoever can write a cache field must not run code ------------------
+
+CALLS: list[Any] = []
+
+
+def canary(*args: Any, **kwargs: Any) -> str:
+    """Called only if a decoder imports and calls what cache bytes name."""
+    CALLS.append((args, kwargs))
+    return "ran"
+
+
+def _serde_ext(code: int, payload: Any) -> msgpack.ExtType:
+    import ormsgpack
+
+    inner = ormsgpack.packb(ormsgpack.Ext(code, ormsgpack.packb(payload)))
+    return msgpack.ExtType(9, msgpack.packb(["msgpack", inner]))
+
+
+def _chunk_with(value: Any) -> bytes:
+    return _envelope([["t", "messages", value]])
+
+
+HOSTILE = {
+    "constructor-one-arg": _chunk_with(_serde_ext(0, [__name__, "canary", "x"])),
+    "constructor-args": _chunk_with(_serde_ext(1, [__name__, "canary", ["x"]])),
+    "constructor-kwargs": _chunk_with(_serde_ext(2, [__name__, "canary", {"a": 1}])),
+    "pydantic": _chunk_with(_serde_ext(5, [__name__, "canary", {"a": 1}, "m"])),
+    "method": _chunk_with(_serde_ext(3, [__name__, "CALLS", "x", "append"])),
+    "os-system": _chunk_with(_serde_ext(0, ["os", "system", "true"])),
+    "json-reviver": _chunk_with(
+        msgpack.ExtType(
+            9,
+            msgpack.packb(
+                ["json", b'{"lc": 2, "type": "constructor", "id": ["tests", "x", "canary"]}']
+            ),
+        )
+    ),
+    "pickle-inner": _chunk_with(msgpack.ExtType(9, msgpack.packb(["pickle", b"\x80\x04N."]))),
+    "wrong-content-type": _envelope(
+        [["t", "messages", 1, [["AIMessage", {**AIMessage("x").__dict__, "content": 5}, 1, None]]]]
+    ),
+    "wrong-type-literal": _envelope(
+        [
+            [
+                "t",
+                "messages",
+                1,
+                [["AIMessage", {**AIMessage("x").__dict__, "type": "human"}, 1, None]],
+            ]
+        ]
+    ),
+    "wrong-container": _envelope(
+        [
+            [
+                "t",
+                "messages",
+                1,
+                [["AIMessage", {**AIMessage("x").__dict__, "tool_calls": "x"}, 1, None]],
+            ]
+        ]
+    ),
+    "extra-field": _envelope(
+        [["t", "messages", 1, [["AIMessage", {**AIMessage("x").__dict__, "evil": 1}, 1, None]]]]
+    ),
+    "huge-length": msgpack.packb(["bytes", b"\xdd\xff\xff\xff\xff"]),
+}
+
+
+def _nested(depth: int) -> bytes:
+    blob = msgpack.packb("leaf")
+    for _ in range(depth):
+        blob = msgpack.packb(msgpack.ExtType(1, blob))  # tuples inside tuples
+    return msgpack.packb(["bytes", msgpack.packb([["t", "messages", msgpack.ExtType(1, blob)]])])
+
+
+def _nested_serde(depth: int) -> bytes:
+    import ormsgpack
+
+    blob = ormsgpack.packb("leaf")
+    for _ in range(depth):
+        blob = ormsgpack.packb(ormsgpack.Ext(7, blob))  # snapshots inside snapshots
+    return _chunk_with(msgpack.ExtType(9, msgpack.packb(["msgpack", blob])))
+
+
+HOSTILE["deep-nesting"] = _nested(50_000)
+HOSTILE["deep-serde-nesting"] = _nested_serde(50_000)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_chunk_bytes_are_refused_and_never_run(name: str) -> None:
+    CALLS.clear()
+    with pytest.raises(CodecError):
+        ValueCodec().loads_chunk(HOSTILE[name])
+    assert CALLS == []
+
+
+def test_plaintext_entries_are_refused_under_encryption(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "0123456789abcdef")
+    sealed = ValueCodec(EncryptedSerializer.from_pycryptodome_aes())
+    plain = ValueCodec()
+    chunk = (("t", "messages", _messages()),)
+    _same(sealed.loads_chunk(sealed.dumps_chunk(chunk)), chunk)
+    with pytest.raises(CodecError, match="unencrypted"):
+        sealed.loads_chunk(plain.dumps_chunk(chunk))
+    with pytest.raises(CodecError, match="unencrypted"):
+        sealed.loads(plain.dumps(_DeltaSnapshot(_messages())))
+    # a forged ciphertext fails authentication
+    blob = msgpack.unpackb(sealed.dumps_chunk(chunk))
+    forged = msgpack.packb([blob[0], blob[1][:-1] + bytes([blob[1][-1] ^ 1])])
+    with pytest.raises(CodecError):
+        sealed.loads_chunk(forged)

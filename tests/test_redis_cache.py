@@ -350,6 +350,44 @@ def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
         cache.close()
 
 
+def test_hostile_cache_bytes_never_run_and_cost_speed_only(redis_prefix: Any) -> None:
+    """Whoever can write a field of a thread's hash cannot make a reader run code
+    or read a wrong value: every hostile payload is counted as an error."""
+    import redis
+
+    from tests.test_cache_codec import CALLS, HOSTILE
+
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(3):
+            graph.invoke(human(i), cfg("h"))
+        expected = (
+            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+            .get_state(cfg("h"))
+            .values
+        )
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        for name, junk in sorted(HOSTILE.items()):
+            CALLS.clear()
+            for field in client.hkeys(key):
+                if field.startswith((b"c:", b"e:")):
+                    client.hset(key, field, junk)
+            other = make_cache(redis_prefix)  # a worker holding nothing decoded
+            reader = chat_graph(
+                wrap(raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
+            )
+            assert reader.get_state(cfg("h")).values == expected, name
+            assert CALLS == [], name
+            assert other.stats()["errors"] > 0 and other.stats()["hits"] == 0, (name, other.stats())
+            other.close()
+    finally:
+        client.close()
+        cache.close()
+
+
 def test_unreachable_redis_fails_open() -> None:
     cache = RedisHistoryCache("redis://127.0.0.1:1/0", timeout_seconds=0.2)
     raw = InMemorySaver()

@@ -4,19 +4,39 @@ A cold reader must decode a whole history, and decoding is what makes raw delta
 reads slow (LangGraph's serde re-validates every message: ~25 µs each). Cached
 values were produced by the saver's own serde and already validated, so this
 codec stores LangChain messages as their field dicts and rebuilds them without
-re-validation; everything it does not know goes through the saver's serde as is.
-The whole payload then passes through the saver's serde as ``bytes``, so an
-``EncryptedSerializer`` encrypts cached data exactly like stored data.
+re-validation. The whole payload then passes through the saver's serde as
+``bytes``, so an ``EncryptedSerializer`` encrypts cached data exactly like stored
+data.
 
-Nothing is ever unpickled: decoding accepts only the ``bytes`` envelope and
-refuses values the serde would read with pickle.
+**Cache bytes are untrusted input** (anyone who can write one field of a Redis
+hash wrote them). Decoding therefore:
+
+* never imports a module or calls a callable named by the bytes, except the
+  classes on an explicit allowlist (``DECODE_ALLOWLIST`` plus the saver serde's own
+  explicit msgpack allowlist, if it has one), resolved once;
+* never unpickles, never reads LangGraph's ``json`` format (whose reviver imports
+  by name), and decodes values the serde wrote (datetimes, UUIDs, ``Overwrite``,
+  message subclasses, ...) with its own strict msgpack hook, not the serde's
+  permissive one;
+* rebuilds a message only after checking its shape (exact field names, the
+  ``type`` literal, ``content`` a string or list, containers where the class has
+  containers);
+* with an encrypting serde, accepts only envelopes that went through the cipher
+  (which authenticates them): a plaintext entry is refused, not served.
+
+Whatever fails any check raises ``CodecError``; the cache counts it and answers
+from the saver. Values the strict decoder could not read back are refused at
+encoding time instead (they are simply not cached).
 """
 
 from __future__ import annotations
 
+import importlib
+import threading
 from typing import Any
 
 import msgpack
+import ormsgpack
 from langchain_core import messages as lc
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -24,7 +44,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ._base import _new, _set, _set_extra, _set_fields_set, _set_private
 
-__all__ = ["CodecError", "ValueCodec"]
+__all__ = ["DECODE_ALLOWLIST", "CodecError", "ValueCodec"]
 
 _TUPLE, _MESSAGE, _SNAPSHOT, _MESSAGE_LIST, _SERDE = 1, 2, 3, 4, 9
 
@@ -39,9 +59,56 @@ _MESSAGES: dict[str, type[Any]] = {
     )
 }  # fmt: skip
 
+DECODE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("datetime", "date"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("uuid", "UUID"),
+        ("decimal", "Decimal"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("collections", "deque"),
+        ("ipaddress", "IPv4Address"),
+        ("ipaddress", "IPv4Interface"),
+        ("ipaddress", "IPv4Network"),
+        ("ipaddress", "IPv6Address"),
+        ("ipaddress", "IPv6Interface"),
+        ("ipaddress", "IPv6Network"),
+        ("pathlib", "Path"),
+        ("pathlib", "PosixPath"),
+        ("pathlib", "PurePosixPath"),
+        ("zoneinfo", "ZoneInfo"),
+        ("langchain_core.documents.base", "Document"),
+        ("langgraph.types", "Overwrite"),
+        ("langgraph.types", "Interrupt"),
+        *((cls.__module__, cls.__name__) for cls in _MESSAGES.values()),
+    }
+)
+"""The classes a cached value may name (module, attribute); nothing else is ever
+imported or called while decoding. ``datetime.datetime`` is rebuilt through its
+``fromisoformat`` (the one method call allowed)."""
+
+# LangGraph's msgpack extension codes (langgraph.checkpoint.serde.jsonplus)
+_EXT_ONE_ARG, _EXT_ARGS, _EXT_KWARGS, _EXT_METHOD, _EXT_PYDANTIC_V2, _EXT_SNAPSHOT = (
+    0, 1, 2, 3, 5, 7,
+)  # fmt: skip
+_METHODS = {("datetime", "datetime", "fromisoformat")}
+
+# The serde LangGraph values are encoded with inside our envelope: strict, never
+# pickling; the envelope (the saver's serde) carries encryption.
+_PLAIN = JsonPlusSerializer(allowed_msgpack_modules=None)
+
+# Extensions nest through Python recursion (msgpack calls our hook, which unpacks
+# the extension's payload): bytes nesting them deeply would exhaust the C stack
+# and kill the process, so nesting beyond this is refused.
+MAX_NESTING = 64
+
 
 class CodecError(ValueError):
-    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe)."""
+    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value
+    the cache will not store because it could not read it back safely."""
 
 
 _ALL_SET = 1  # the fields-set is exactly the field dict's keys (the usual case)
@@ -70,26 +137,98 @@ def _fields_of_messages(value: Any) -> list[list[Any]] | None:
     return [_message_fields(m) for m in value]
 
 
+class _Shape:
+    """What a message class's field dict must look like to be rebuilt unvalidated."""
+
+    __slots__ = ("containers", "names", "type_name")
+
+    def __init__(self, cls: type[Any]) -> None:
+        fields = cls.model_fields
+        self.names = frozenset(fields)
+        default_type = fields["type"].default
+        self.type_name = default_type if isinstance(default_type, str) else None
+        # fields whose default is an (empty) dict or list must hold one
+        self.containers: tuple[tuple[str, type], ...] = tuple(
+            (name, type(info.default_factory()))
+            for name, info in fields.items()
+            if info.default_factory is not None and type(info.default_factory()) in (dict, list)
+        )
+
+
+_SHAPES: dict[type[Any], _Shape] = {cls: _Shape(cls) for cls in _MESSAGES.values()}
+_TEXT = (str, type(None))
+
+
 def _message(name: Any, fields: Any, fields_set: Any, extra: Any) -> Any:
-    """The message ``_message_fields`` describes, rebuilt without re-validation."""
-    cls: Any = _MESSAGES.get(name)
+    """The message ``_message_fields`` describes, rebuilt without re-validation
+    once its shape is checked."""
+    cls: Any = _MESSAGES.get(name) if type(name) is str else None
     if cls is None or type(fields) is not dict:
         raise CodecError(f"unknown cached message class {name!r}")
-    if extra is not None and type(extra) is not dict:
+    shape = _SHAPES[cls]
+    if fields.keys() != shape.names:
+        raise CodecError(f"cached {name} has fields {sorted(map(str, fields))}")
+    content = fields["content"]
+    if (
+        (shape.type_name is not None and fields["type"] != shape.type_name)
+        or type(content) not in (str, list)
+        or type(fields["id"]) not in _TEXT
+        or type(fields["name"]) not in _TEXT
+        or any(type(fields[key]) is not kind for key, kind in shape.containers)
+    ):
+        raise CodecError(f"cached {name} has a field of the wrong type")
+    if extra is not None and (type(extra) is not dict or not all(type(k) is str for k in extra)):
         raise CodecError("cached message has malformed extra fields")
+    if fields_set == _ALL_SET:
+        names = set(fields)
+    elif type(fields_set) is list and all(
+        type(f) is str and (f in fields or (extra is not None and f in extra)) for f in fields_set
+    ):
+        names = set(fields_set)
+    else:
+        raise CodecError("cached message has a malformed fields-set")
     message = _new(cls)
     _set(message, "__dict__", fields)
-    _set_fields_set(message, set(fields) if fields_set == _ALL_SET else set(fields_set))
+    _set_fields_set(message, names)
     _set_extra(message, extra)
     _set_private(message, None)
     return message
 
 
-class ValueCodec:
-    """Encode/decode cache values through ``serde`` (the saver's serializer)."""
+def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
+    """The explicit msgpack allowlist of the saver's serde (an
+    ``EncryptedSerializer``'s inner one too), or nothing: a permissive serde
+    (the default, which imports any name) widens nothing."""
+    inner = getattr(serde, "serde", serde)
+    allowed = getattr(inner, "_allowed_msgpack_modules", None)
+    if not isinstance(allowed, (set, frozenset)):
+        return frozenset()
+    return frozenset(
+        (key[0], key[1]) for key in allowed if isinstance(key, tuple) and len(key) >= 2
+    )
 
-    def __init__(self, serde: SerializerProtocol | None = None) -> None:
+
+class ValueCodec:
+    """Encode/decode cache values; ``serde`` (the saver's serializer) wraps every
+    payload, so encryption carries through. ``allowlist`` adds (module, name)
+    classes a cached value may name, beyond ``DECODE_ALLOWLIST`` and the serde's
+    own explicit allowlist."""
+
+    def __init__(
+        self,
+        serde: SerializerProtocol | None = None,
+        *,
+        allowlist: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self.serde = serde or JsonPlusSerializer()
+        self.allowlist = DECODE_ALLOWLIST | _allowlist_of(self.serde) | allowlist
+        self._classes: dict[tuple[str, str], Any] = {}
+        self._depth = threading.local()
+        # Whether the serde transforms what it wraps (encryption): then only
+        # envelopes that went through it are accepted. Probed, not guessed from
+        # the class: a custom serde is judged by what it does.
+        self._envelope_type = self.serde.dumps_typed(b"")[0]
+        self._sealed = self._envelope_type != "bytes"
         # A deterministic serde encodes the empty chunk (a checkpoint that wrote
         # nothing to the channel: about half of all chunks) to the same bytes every
         # time; those bytes decode without the envelope. An encrypting serde never
@@ -106,9 +245,13 @@ class ValueCodec:
             return msgpack.ExtType(_SNAPSHOT, self._pack(self._messages_form(obj.value)))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
-        typ, data = self.serde.dumps_typed(obj)
-        if "pickle" in typ:
-            raise CodecError(f"refusing to cache a value the serde pickles ({cls.__name__})")
+        try:
+            typ, data = _PLAIN.dumps_typed(obj)
+        except Exception as exc:
+            raise CodecError(f"cannot cache a {cls.__name__}: {exc}") from None
+        # Stored only if the strict decoder reads it back (allowlisted classes
+        # only): what cannot be read safely is not cached at all.
+        self._serde_loads(typ, data)
         return msgpack.ExtType(_SERDE, msgpack.packb([typ, data], use_bin_type=True))
 
     def _pack(self, obj: Any) -> bytes:
@@ -171,37 +314,132 @@ class ValueCodec:
     # -- decode ----------------------------------------------------------------------
 
     def _ext(self, code: int, data: bytes) -> Any:
+        depth = getattr(self._depth, "n", 0)
+        if depth >= MAX_NESTING:
+            raise CodecError(f"cached value nests deeper than {MAX_NESTING} levels")
+        self._depth.n = depth + 1
+        try:
+            return self._ext_value(code, data)
+        finally:
+            self._depth.n = depth
+
+    def _ext_value(self, code: int, data: bytes) -> Any:
         if code == _MESSAGE_LIST:  # the common case first
             items = self._unpack(data)
-            if type(items) is not list:
+            if type(items) is not list or not all(type(i) is list for i in items):
                 raise CodecError("cached message list is malformed")
             return [_message(*item) for item in items]
         if code == _MESSAGE:
-            return _message(*self._unpack(data))
+            item = self._unpack(data)
+            if type(item) is not list:
+                raise CodecError("cached message is malformed")
+            return _message(*item)
         if code == _TUPLE:
-            return tuple(self._unpack(data))
+            items = self._unpack(data)
+            if type(items) is not list:
+                raise CodecError("cached tuple is malformed")
+            return tuple(items)
         if code == _SNAPSHOT:
             return _DeltaSnapshot(self._unpack(data))
         if code == _SERDE:
-            typ, payload = msgpack.unpackb(data, raw=False)
-            return self._serde_loads(typ, payload)
+            pair = msgpack.unpackb(data, raw=False)
+            if type(pair) is not list or len(pair) != 2:
+                raise CodecError("cached serde value is malformed")
+            return self._serde_loads(*pair)
         raise CodecError(f"unknown cached value type {code}")
 
     def _unpack(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self._ext, raw=False, strict_map_key=False)
 
     def _serde_loads(self, typ: Any, payload: Any) -> Any:
-        if not isinstance(typ, str) or not isinstance(payload, bytes) or "pickle" in typ:
-            raise CodecError("cached value has an unsafe or malformed serde type")
-        return self.serde.loads_typed((typ, payload))
+        """A value LangGraph's serde format encoded, read with the strict hook:
+        only ``msgpack`` (and ``null``), only allowlisted classes."""
+        if typ == "null":
+            return None
+        if typ != "msgpack" or type(payload) is not bytes:
+            raise CodecError(f"cached value has serde type {typ!r}; accepted: msgpack, null")
+        # ormsgpack replaces a hook's exception with a bare "ext_hook failed":
+        # the reason is kept aside to be reported.
+        refused: list[CodecError] = []
+        depth = [0]
+
+        def hook(code: int, data: bytes) -> Any:
+            try:
+                if depth[0] >= MAX_NESTING:
+                    raise CodecError(f"cached value nests deeper than {MAX_NESTING} levels")
+                depth[0] += 1
+                try:
+                    return self._strict_ext(code, data, hook)
+                finally:
+                    depth[0] -= 1
+            except CodecError as exc:
+                refused.append(exc)
+                raise
+
+        try:
+            return ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        except Exception as exc:
+            if refused:
+                raise refused[0] from None
+            raise CodecError(f"cached serde value is malformed: {type(exc).__name__}") from None
+
+    def _class(self, module: Any, name: Any) -> Any:
+        key = (module, name)
+        found = self._classes.get(key)
+        if found is None:
+            if key not in self.allowlist:
+                raise CodecError(
+                    f"cached value names {module!r}.{name!r}, which is not on the decode allowlist"
+                )
+            found = getattr(importlib.import_module(module), name)
+            self._classes[key] = found
+        return found
+
+    def _strict_ext(self, code: int, data: bytes, hook: Any) -> Any:
+        # LangGraph's own extension format, decoded without its permissive hook:
+        # a class is resolved only when the (module, name) pair is allowlisted.
+        inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+        if code == _EXT_SNAPSHOT:
+            return _DeltaSnapshot(inner)
+        if type(inner) not in (list, tuple) or len(inner) < 3:
+            raise CodecError(f"cached serde extension {code} is malformed")
+        module, name, arg = inner[0], inner[1], inner[2]
+        if code == _EXT_METHOD:
+            if len(inner) != 4 or (module, name, inner[3]) not in _METHODS:
+                raise CodecError(f"cached value calls a method that is not allowed: {name!r}")
+            cls = getattr(importlib.import_module(module), name)
+            method = getattr(cls, inner[3])
+            call: Any = lambda: method(arg)  # noqa: E731
+        else:
+            cls = self._class(module, name)
+            if code == _EXT_ONE_ARG:
+                call = lambda: cls(arg)  # noqa: E731
+            elif code == _EXT_ARGS and type(arg) in (list, tuple):
+                call = lambda: cls(*arg)  # noqa: E731
+            elif code in (_EXT_KWARGS, _EXT_PYDANTIC_V2) and type(arg) is dict:
+                call = lambda: cls(**arg)  # noqa: E731
+            else:
+                raise CodecError(f"cached serde extension {code} is not accepted")
+        try:
+            return call()
+        except Exception as exc:
+            raise CodecError(f"cached {name!r} does not rebuild: {type(exc).__name__}") from None
 
     def loads(self, blob: bytes) -> Any:
         """The value ``dumps`` encoded; ``CodecError`` for anything else."""
         try:
-            typ, data = msgpack.unpackb(blob, raw=False)
-            if not isinstance(typ, str) or typ.split("+", 1)[0] != "bytes":
-                raise CodecError(f"cached envelope has type {typ!r}, expected bytes")
-            payload = self._serde_loads(typ, data)
+            envelope = msgpack.unpackb(blob, raw=False)
+            if type(envelope) is not list or len(envelope) != 2:
+                raise CodecError("cached envelope is malformed")
+            typ, data = envelope
+            if typ != self._envelope_type or type(data) is not bytes:
+                raise CodecError(
+                    f"cached envelope has type {typ!r}, expected {self._envelope_type!r}"
+                    + (" (an unencrypted entry under encryption)" if self._sealed else "")
+                )
+            # Only the bytes envelope reaches the serde (decryption, which
+            # authenticates); no value inside is ever read by the serde.
+            payload = self.serde.loads_typed((typ, data)) if self._sealed else data
             if not isinstance(payload, bytes):
                 raise CodecError("cached envelope did not decode to bytes")
             return self._unpack(payload)
