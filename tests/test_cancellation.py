@@ -221,11 +221,11 @@ MUST_REACH = {
         "saver.aget_tuple",
         "saver.aget_delta_channel_history",
         "cache.aread",
-        "cache.acontains_many",
+        "cache.abegin",
         "cache.astore",
         "cache.aextend_many",
     },
-    "late_write": {"cache.adrop_thread", "saver.aput_writes"},
+    "late_write": {"cache.afence", "cache.aunfence", "saver.aput_writes"},
 }
 
 

@@ -208,37 +208,46 @@ async def test_returned_values_cannot_corrupt_the_cache() -> None:
     assert again == expected
 
 
-class _CountingKnows(MemoryHistoryCache):
-    """A real memory cache that counts ``knows`` (a Redis round trip in the
-    Redis backend)."""
+class _CountingCache(MemoryHistoryCache):
+    """A real memory cache that counts every call the layer makes (each one a
+    round trip in the Redis backend)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.knows_calls = 0
+        self.calls: dict[str, int] = {}
 
-    def knows(self, thread_id: str) -> bool:
-        self.knows_calls += 1
-        return super().knows(thread_id)
+    def __getattribute__(self, name: str) -> Any:
+        attr = super().__getattribute__(name)
+        if name in {"begin", "read", "contains", "store", "extend_many", "fence", "unfence"}:
+            calls = super().__getattribute__("calls")
+            calls[name] = calls.get(name, 0) + 1
+        return attr
 
 
-def test_thread_presence_is_asked_once_per_thread_not_per_turn() -> None:
-    cache = _CountingKnows()
+def test_cache_calls_per_warm_turn_do_not_grow_with_the_thread() -> None:
+    cache = _CountingCache()
     raw = InMemorySaver()
     graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
     control = chat_graph(InMemorySaver(), "delta", snapshot_frequency=1000)
-    for i in range(8):
+    per_turn = []
+    for i in range(12):
+        cache.calls.clear()
         graph.invoke(human(i), cfg("k"))
         control.invoke(human(i), cfg("k"))
-    assert cache.knows_calls == 1
+        per_turn.append(dict(cache.calls))
+    # warm turns: one begin, one extension, one read; one fence and unfence per
+    # put_writes; nothing that grows with the thread
+    assert per_turn[-1] == per_turn[4], per_turn
+    assert per_turn[-1]["begin"] == 1 and per_turn[-1]["extend_many"] == 1, per_turn[-1]
+    assert per_turn[-1]["fence"] == per_turn[-1]["unfence"], per_turn[-1]
+    assert cache.stats()["invalidations"] == 0
     assert graph.get_state(cfg("k")).values == control.get_state(cfg("k")).values
-    # after an invalidation the cache is asked again (once)
+    # an edit of an old checkpoint (a write onto a checkpoint with children)
     graph.update_state(cfg("k"), {"messages": [RemoveMessage(id="human-2")]})
     control.update_state(cfg("k"), {"messages": [RemoveMessage(id="human-2")]})
-    raw.delete_thread("other")
-    for i in range(8, 10):
+    for i in range(12, 14):
         graph.invoke(human(i), cfg("k"))
         control.invoke(human(i), cfg("k"))
-    assert cache.knows_calls <= 2
     assert [s.values for s in graph.get_state_history(cfg("k"))] == [
         s.values for s in control.get_state_history(cfg("k"))
     ]
@@ -403,20 +412,25 @@ def test_latest_is_resolved_and_never_cached() -> None:
 
 
 def test_memory_cache_segments_share_and_fork() -> None:
-    from checkpoint_guard.cache._base import Seed
+    from checkpoint_guard.cache._base import Seed, Step
 
     cache = MemoryHistoryCache()
     w = {
         name: (("task-" + name, "messages", [HumanMessage(name, id=name)]),)
         for name in ("root", "p", "a", "b")
     }
-    cache.store("t", "", "messages", "root", {"writes": [], "seed": ["s"]})
-    assert cache.extend("t", "", "messages", "root", "p", w["root"])
+    token = cache.begin("t", "").token
+
+    def extend(parent: str, child: str, chunk: Any, seed: Any = None) -> bool:
+        return cache.extend_many("t", "", [Step("messages", parent, child, chunk, seed)], token)
+
+    assert cache.store("t", "", "messages", "root", {"writes": [], "seed": ["s"]}, token)
+    assert extend("root", "p", w["root"])
     # two children of p share p's chunk; then each grows its own branch
-    assert cache.extend("t", "", "messages", "p", "a", w["p"])
-    assert cache.extend("t", "", "messages", "p", "b", w["p"])
-    assert cache.extend("t", "", "messages", "a", "a1", w["a"])
-    assert cache.extend("t", "", "messages", "b", "b1", w["b"])
+    assert extend("p", "a", w["p"])
+    assert extend("p", "b", w["p"])
+    assert extend("a", "a1", w["a"])
+    assert extend("b", "b1", w["b"])
     flat = lambda *names: [x for n in names for x in w[n]]  # noqa: E731
     assert cache.read("t", "", "messages", "a1") == {
         "writes": flat("root", "p", "a"),
@@ -428,12 +442,17 @@ def test_memory_cache_segments_share_and_fork() -> None:
     }
     assert cache.read("t", "", "messages", "a") == cache.read("t", "", "messages", "b")
     # a snapshot parent starts a new segment with its value as the seed
-    assert cache.extend("t", "", "messages", "b1", "c", w["b"], Seed(True, ["snap"]))
+    assert extend("b1", "c", w["b"], Seed(True, ["snap"]))
     assert cache.read("t", "", "messages", "c") == {"writes": flat("b"), "seed": ["snap"]}
     # unknown parent: nothing stored
-    assert not cache.extend("t", "", "messages", "nope", "x", w["a"])
+    assert not extend("nope", "x", w["a"])
     assert cache.read("t", "", "messages", "x") is None
     assert cache.read("t", "other-ns", "messages", "a1") is None
+    # a stale token stores nothing
+    cache.fence("t", "", "zzz", "w")
+    cache.unfence("t", "", "zzz", "w")
+    assert not extend("c", "d", w["a"])
+    assert cache.read("t", "", "messages", "d") is None
 
 
 async def test_postgres_history_beyond_first_1024_checkpoints(pg_schema: tuple[str, str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._config import CheckpointerConfig, HistoryCacheConfig
 from ._errors import (
     BackendUnavailableError,
+    CacheInvalidationError,
     CheckpointGuardError,
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
@@ -34,6 +35,7 @@ from .savers import (
 __all__ = [
     "MODE_METADATA_KEY",
     "BackendUnavailableError",
+    "CacheInvalidationError",
     "CachedHistorySaver",
     "CheckpointerConfig",
     "HistoryCacheConfig",

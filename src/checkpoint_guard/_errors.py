@@ -101,3 +101,21 @@ class LineageIntegrityError(CheckpointGuardError):
 
 class MessageNotFoundError(CheckpointGuardError, LookupError):
     """The message is not part of the state the lineage walk started from."""
+
+
+class CacheInvalidationError(CheckpointGuardError):
+    """A write that may change cached histories could not invalidate the shared
+    history cache first; nothing was written. The write is refused only when the
+    storage cannot show that the checkpoint written onto has no descendant (an
+    ordinary graph turn writes onto the newest checkpoint and never needs it)."""
+
+    def __init__(self, *, thread_id: str, checkpoint_id: str | None, cause: BaseException) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        super().__init__(
+            f"refusing to write onto checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
+            f"it may have descendants whose cached history the write changes, and the "
+            f"history cache could not be invalidated first ({type(cause).__name__}: {cause}). "
+            "Nothing was written; retry when the cache is reachable, or run without the "
+            "cache (history_cache.backend: none)."
+        )

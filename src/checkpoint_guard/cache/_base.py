@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
 __all__ = [
+    "Begin",
     "CacheStats",
     "Chunk",
     "Seed",
@@ -59,6 +60,24 @@ class Seed:
 
 
 NO_SEED = Seed(False)
+
+
+class Begin(NamedTuple):
+    """What a reader learns from the cache before it reads the saver.
+
+    ``token`` is the thread's generation: a store succeeds only while it is
+    unchanged (compare-and-set), so a reader whose saver reads may predate a
+    concurrent write can never store what it computed from them. ``epoch``
+    changes whenever the thread's entries are dropped (or lost): facts a process
+    learned under another epoch (parent links) may predate a rewrite of the
+    thread and are forgotten. ``known``: the cache holds entries of this thread
+    and namespace. ``found``: per probed channel, which of the probed checkpoint
+    ids have an entry."""
+
+    token: Any
+    epoch: Any
+    known: bool
+    found: dict[str, set[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +245,13 @@ class CacheStats:
 
     def __init__(self, log_interval: float = 60.0) -> None:
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"hits": 0, "misses": 0, "evictions": 0, "errors": 0}
+        self.counts: dict[str, int] = {
+            "hits": 0,
+            "misses": 0,
+            "evictions": 0,
+            "errors": 0,
+            "invalidations": 0,
+        }
         self._log_interval = log_interval
         self._last_log = float("-inf")
         self._suppressed = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Hashable, Sequence
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from cachetools import LRUCache, TTLCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from ._base import NO_SEED, CacheStats, Chunk, Seed, Step, approx_size, assemble
+from ._base import NO_SEED, Begin, CacheStats, Chunk, Seed, Step, approx_size, assemble
 
 __all__ = ["MemoryHistoryCache"]
 
@@ -19,6 +20,8 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 MAX_SEGMENTS = 4
 
 _PointerKey = tuple[str, str, str]  # (namespace, channel, checkpoint id)
+_MARKS_MAX = 200_000
+_COUNTER = itertools.count(1)
 
 
 class _Segment:
@@ -34,12 +37,20 @@ class _Segment:
 class _Thread:
     """Everything cached for one thread: pointers and the segments they use."""
 
-    __slots__ = ("pointers", "segments", "size")
+    __slots__ = ("pointers", "segments", "size", "top")
 
     def __init__(self) -> None:
         self.pointers: dict[_PointerKey, tuple[_Segment, int]] = {}
         self.segments: dict[tuple[str, str], list[_Segment]] = {}
         self.size = 256
+        # per namespace, the newest checkpoint id with an entry: a write onto an
+        # older checkpoint may change an entry (descendants have newer ids)
+        self.top: dict[str, str] = {}
+
+    def point(self, key: _PointerKey, pointer: tuple[_Segment, int]) -> None:
+        self.pointers[key] = pointer
+        if key[2] > self.top.get(key[0], ""):
+            self.top[key[0]] = key[2]
 
     def add_segment(self, segment: _Segment) -> None:
         kept = self.segments.setdefault(segment.scope, [])
@@ -99,6 +110,10 @@ class MemoryHistoryCache:
             self._threads: Any = _Lru(maxsize=max_bytes, ttl=ttl_seconds, getsizeof=sizeof)
         else:
             self._threads = _Lru(maxsize=max_bytes, getsizeof=sizeof)
+        # thread -> [generation, epoch]; an evicted mark is drawn anew (so no
+        # stored-before token can match it again)
+        self._marks: LRUCache[Any, list[int]] = LRUCache(maxsize=_MARKS_MAX)
+        self._fences: dict[Any, set[str]] = {}  # thread -> writers in flight
 
     def __repr__(self) -> str:
         return f"MemoryHistoryCache(max_bytes={self.max_bytes})"
@@ -119,8 +134,32 @@ class MemoryHistoryCache:
 
     # -- operations ------------------------------------------------------------------
 
+    def _mark(self, thread_id: Any) -> list[int]:
+        mark = self._marks.get(thread_id)
+        if mark is None:
+            mark = self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
+        return mark
+
+    def _may_store(self, thread_id: Any, token: Any) -> bool:
+        return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
+
+    def begin(
+        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> Begin:
+        """The reader's token and epoch, whether ``ns`` of the thread has entries,
+        and which probed ``(channel, checkpoint ids)`` have one (no copy, no stats)."""
+        with self._lock:
+            gen, epoch = self._mark(thread_id)
+            entry = self._threads.get(thread_id)
+            found: dict[str, set[str]] = {}
+            for channel, ids in probes:
+                found[channel] = (
+                    {c for c in ids if (ns, channel, c) in entry.pointers} if entry else set()
+                )
+            return Begin(gen, epoch, bool(entry and ns in entry.top), found)
+
     def read(
-        self, thread_id: str, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel (copies), or ``None``."""
         with self._lock:
@@ -135,12 +174,7 @@ class MemoryHistoryCache:
         self._stats.add("hits")
         return assemble(seed, chunks, copy_values=self.isolate)
 
-    def knows(self, thread_id: str) -> bool:
-        """Whether anything of the thread is cached (no stats)."""
-        with self._lock:
-            return self._threads.get(thread_id) is not None
-
-    def contains(self, thread_id: str, ns: str, channel: str, checkpoint_id: str) -> bool:
+    def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a history is cached (no copy, no stats)."""
         with self._lock:
             entry = self._threads.get(thread_id)
@@ -148,105 +182,125 @@ class MemoryHistoryCache:
 
     def store(
         self,
-        thread_id: str,
+        thread_id: Any,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-    ) -> None:
-        """Cache a history read whole from the saver (a new segment of one chunk)."""
+        token: Any,
+    ) -> bool:
+        """Cache a history read whole from the saver (a new segment of one chunk),
+        if ``token`` is still the thread's generation and no write is fenced."""
         seed = Seed(True, history["seed"]) if "seed" in history else NO_SEED
         chunk: Chunk = tuple(history["writes"])
         with self._lock:
+            if not self._may_store(thread_id, token):
+                return False
             entry = self._entry(thread_id)
             segment = _Segment((ns, channel), seed, [chunk], [f"\0whole:{checkpoint_id}"])
             entry.add_segment(segment)
             entry.size += _segment_size(segment)
-            entry.pointers[(ns, channel, checkpoint_id)] = (segment, 1)
+            entry.point((ns, channel, checkpoint_id), (segment, 1))
             self._commit(thread_id, entry)
+            return True
 
-    def extend(
-        self,
-        thread_id: str,
-        ns: str,
-        channel: str,
-        parent_id: str,
-        child_id: str,
-        chunk: Chunk,
-        seed: Seed | None = None,
-    ) -> bool:
-        """Cache the child's history: ``seed`` + ``chunk`` when the parent stores a
-        value for the channel (``seed``), else the parent's cached history + ``chunk``
-        (``chunk`` is the parent's writes). False when the parent's history is not
-        cached (nothing stored)."""
-        with self._lock:
-            entry = self._entry(thread_id)
-            if seed is not None:
-                segment = _Segment((ns, channel), seed, [chunk], [parent_id])
+    def _extend(self, entry: _Thread, ns: str, step: Step) -> bool:
+        channel, parent_id, child_id, chunk, seed = (
+            step.channel,
+            step.parent_id,
+            step.child_id,
+            step.chunk,
+            step.seed,
+        )
+        if seed is not None:
+            segment = _Segment((ns, channel), seed, [chunk], [parent_id])
+            entry.add_segment(segment)
+            entry.size += _segment_size(segment)
+            n = 1
+        else:
+            pointer = entry.pointers.get((ns, channel, parent_id))
+            if pointer is None:
+                return False
+            segment, n = pointer
+            if len(segment.chunks) == n:
+                segment.chunks.append(chunk)
+                segment.tags.append(parent_id)
+                entry.size += 8 + approx_size(chunk)
+            elif segment.tags[n] != parent_id:
+                # a sibling already extended this history: fork, sharing chunks
+                segment = _Segment(
+                    segment.scope,
+                    segment.seed,
+                    [*segment.chunks[:n], chunk],
+                    [*segment.tags[:n], parent_id],
+                )
                 entry.add_segment(segment)
-                entry.size += _segment_size(segment)
-                n = 1
-            else:
-                pointer = entry.pointers.get((ns, channel, parent_id))
-                if pointer is None:
-                    return False
-                segment, n = pointer
-                if len(segment.chunks) == n:
-                    segment.chunks.append(chunk)
-                    segment.tags.append(parent_id)
-                    entry.size += 8 + approx_size(chunk)
-                elif segment.tags[n] != parent_id:
-                    # a sibling already extended this history: fork, sharing chunks
-                    segment = _Segment(
-                        segment.scope,
-                        segment.seed,
-                        [*segment.chunks[:n], chunk],
-                        [*segment.tags[:n], parent_id],
-                    )
-                    entry.add_segment(segment)
-                    entry.size += 64 + 8 * (n + 1) + approx_size(chunk)
-                n += 1
-            entry.pointers[(ns, channel, child_id)] = (segment, n)
-            entry.size += 96
-            self._commit(thread_id, entry)
-            return True
+                entry.size += 64 + 8 * (n + 1) + approx_size(chunk)
+            n += 1
+        entry.point((ns, channel, child_id), (segment, n))
+        entry.size += 96
+        return True
 
-    def contains_many(
-        self, thread_id: str, ns: str, channel: str, checkpoint_ids: Sequence[str]
-    ) -> set[str]:
-        """Which of ``checkpoint_ids`` have a cached history (no copy, no stats)."""
+    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
+        """Cache each step's child history, in order: ``seed`` + ``chunk`` when the
+        parent stores a value for the channel (``seed``), else the parent's cached
+        history + ``chunk`` (``chunk`` is the parent's writes). False, and nothing
+        more applied, at the first step whose parent history is not cached, or at
+        once when ``token`` is no longer the thread's generation or a write is
+        fenced."""
         with self._lock:
-            entry = self._threads.get(thread_id)
-            if entry is None:
-                return set()
-            return {c for c in checkpoint_ids if (ns, channel, c) in entry.pointers}
-
-    def extend_many(self, thread_id: str, ns: str, steps: Sequence[Step]) -> bool:
-        """``extend`` for each step in order; False (and the rest not applied) at the
-        first step whose parent history is not cached."""
-        with self._lock:
+            if not self._may_store(thread_id, token):
+                return False
+            entry = self._entry(thread_id)
+            applied = True
             for step in steps:
-                if not self.extend(
-                    thread_id,
-                    ns,
-                    step.channel,
-                    step.parent_id,
-                    step.child_id,
-                    step.chunk,
-                    step.seed,
-                ):
-                    return False
-            return True
+                if not self._extend(entry, ns, step):
+                    applied = False
+                    break
+            self._commit(thread_id, entry)
+            return applied
 
-    def drop_thread(self, thread_id: str) -> None:
-        """Forget everything cached for ``thread_id`` (every namespace)."""
+    def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+        """Before ``writer``'s write onto ``checkpoint_id``: refuse every store until
+        ``unfence``, and drop the thread's entries if one may include the
+        checkpoint's writes (an entry of a newer checkpoint). True when dropped.
+        Idempotent per writer."""
         with self._lock:
-            self._threads.pop(thread_id, None)
+            self._fences.setdefault(thread_id, set()).add(writer)
+            entry = self._threads.get(thread_id)
+            if entry is not None and entry.top.get(ns, "") > checkpoint_id:
+                self._drop(thread_id)
+                self._stats.add("invalidations")
+                return True
+            return False
+
+    def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+        """After the write (also when it failed): lift ``writer``'s fence (if it
+        has one) and start a new generation, so no reader whose saver reads may
+        predate the write stores anything."""
+        with self._lock:
+            writers = self._fences.get(thread_id)
+            if writers is not None:
+                writers.discard(writer)
+                if not writers:
+                    del self._fences[thread_id]
+            self._mark(thread_id)[0] = next(_COUNTER)
+
+    def _drop(self, thread_id: Any) -> None:
+        self._threads.pop(thread_id, None)
+        self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
+
+    def drop_thread(self, thread_id: Any) -> None:
+        """Forget everything cached for ``thread_id`` (every namespace); a new
+        generation and epoch start."""
+        with self._lock:
+            self._drop(thread_id)
 
     def clear(self) -> None:
-        """Forget everything."""
+        """Forget everything (every thread starts a new generation and epoch)."""
         with self._lock:
             self._threads.clear()
+            self._marks.clear()
 
     def stats(self) -> dict[str, int]:
         """``hits``, ``misses``, ``evictions``, ``errors``, plus ``bytes`` and ``threads``."""
@@ -264,48 +318,42 @@ class MemoryHistoryCache:
 
     # -- async twins (nothing here waits) ----------------------------------------------
 
+    async def abegin(
+        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> Begin:
+        return self.begin(thread_id, ns, probes)
+
     async def aread(
-        self, thread_id: str, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         return self.read(thread_id, ns, channel, checkpoint_id)
 
-    async def acontains(self, thread_id: str, ns: str, channel: str, checkpoint_id: str) -> bool:
+    async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         return self.contains(thread_id, ns, channel, checkpoint_id)
-
-    async def aknows(self, thread_id: str) -> bool:
-        return self.knows(thread_id)
 
     async def astore(
         self,
-        thread_id: str,
+        thread_id: Any,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-    ) -> None:
-        self.store(thread_id, ns, channel, checkpoint_id, history)
-
-    async def aextend(
-        self,
-        thread_id: str,
-        ns: str,
-        channel: str,
-        parent_id: str,
-        child_id: str,
-        chunk: Chunk,
-        seed: Seed | None = None,
+        token: Any,
     ) -> bool:
-        return self.extend(thread_id, ns, channel, parent_id, child_id, chunk, seed)
+        return self.store(thread_id, ns, channel, checkpoint_id, history, token)
 
-    async def acontains_many(
-        self, thread_id: str, ns: str, channel: str, checkpoint_ids: Sequence[str]
-    ) -> set[str]:
-        return self.contains_many(thread_id, ns, channel, checkpoint_ids)
+    async def aextend_many(
+        self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
+    ) -> bool:
+        return self.extend_many(thread_id, ns, steps, token)
 
-    async def aextend_many(self, thread_id: str, ns: str, steps: Sequence[Step]) -> bool:
-        return self.extend_many(thread_id, ns, steps)
+    async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+        return self.fence(thread_id, ns, checkpoint_id, writer)
 
-    async def adrop_thread(self, thread_id: str) -> None:
+    async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+        self.unfence(thread_id, ns, checkpoint_id, writer)
+
+    async def adrop_thread(self, thread_id: Any) -> None:
         self.drop_thread(thread_id)
 
     async def aclear(self) -> None:

@@ -11,8 +11,15 @@ can name, match or purge another thread's key, and deleting a thread is one
   once and shared by every segment that contains it.
 * ``e:{h(...)}`` -> a seed value, stored once per seed.
 
-* ``epoch`` -> a random value set when the hash is created: a dropped and
-  recreated thread has a new epoch.
+* ``epoch`` -> a random value set when the hash is created or its entries are
+  dropped: a dropped and recreated thread has a new epoch.
+* ``gen`` -> the thread's generation, a random value replaced by every writer
+  when its write ends and by every drop: a store carries the generation its
+  reader took before reading the saver and is refused once it changed.
+* ``fence`` -> how many writes onto the thread are in flight (one ``f:{writer}``
+  field each, so fencing and unfencing are idempotent): every store is refused
+  while it is non-zero. A drop keeps them.
+* ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
 
 Updates are Lua scripts, so a reader sees a whole entry or none (cancellation or
 a crash between two commands never leaves half an entry that can be served); one
@@ -47,7 +54,7 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._base import CacheStats, Chunk, Seed, Step, assemble, fresh, fresh_chunk
+from ._base import Begin, CacheStats, Seed, Step, assemble, fresh, fresh_chunk
 from ._codec import CodecError, ValueCodec
 
 __all__ = ["RedisHistoryCache"]
@@ -115,14 +122,129 @@ return out
 """
 )
 
-# KEYS[1]; ARGV[1] ttl ms, then one group of 7 per step, oldest first: child pointer,
-# parent pointer ('' with a seed), chunk field, chunk bytes, seed field ('' for none),
-# seed bytes, new segment id. -> the thread's epoch when every step was applied | 0
-# (a step whose parent history is gone writes nothing and stops the script; earlier
+# Byte-wise comparison of checkpoint ids: Lua's own operators use the server's
+# collation locale.
+_NEWER = """
+local function newer(a, b)
+  if not b then return true end
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+"""
+
+# Drops every entry of the hash, keeping its fences; new epoch and generation.
+_DROP_FN = """
+local function drop(key, fresh, ttl)
+  local kept = {}
+  if redis.call('HEXISTS', key, 'fence') == 1 then
+    local fields = redis.call('HKEYS', key)
+    for i = 1, #fields do
+      local f = fields[i]
+      if f == 'fence' or string.sub(f, 1, 2) == 'f:' then
+        kept[#kept + 1] = f
+        kept[#kept + 1] = redis.call('HGET', key, f)
+      end
+    end
+  end
+  redis.call('DEL', key)
+  if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
+  redis.call('HSET', key, 'epoch', fresh, 'gen', fresh)
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+"""
+
+# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms, ARGV[3] the namespace's m: field,
+# ARGV[4..] pointer fields to probe -> {gen, epoch, known, 1|0 per probed field}.
+# Creates the generation and epoch when missing, so a reader always holds a real
+# token (a lost hash never matches it again).
+_BEGIN = """
+local key = KEYS[1]
+if redis.call('HSETNX', key, 'gen', ARGV[1]) == 1 then
+  redis.call('HSETNX', key, 'epoch', ARGV[1])
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+local out = {redis.call('HGET', key, 'gen'), redis.call('HGET', key, 'epoch'),
+             redis.call('HEXISTS', key, ARGV[3])}
+for i = 4, #ARGV, 500 do
+  local batch = redis.call('HMGET', key, unpack(ARGV, i, math.min(i + 499, #ARGV)))
+  for j = 1, #batch do out[#out + 1] = batch[j] and 1 or 0 end
+end
+return out
+"""
+
+# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms, ARGV[3] the m: field, ARGV[4] the
+# checkpoint written onto, ARGV[5] the writer's f: field -> 1 when entries were
+# dropped, else 0. Fences the thread
+# (no store until unfenced) and drops it when an entry of a newer checkpoint
+# exists (only those can include the checkpoint's writes).
+_FENCE = (
+    _NEWER
+    + _DROP_FN
+    + """
+local key = KEYS[1]
+local ttl = tonumber(ARGV[2])
+local dropped = 0
+local top = redis.call('HGET', key, ARGV[3])
+if top and newer(top, ARGV[4]) then
+  drop(key, ARGV[1], ttl)
+  dropped = 1
+end
+if redis.call('HSETNX', key, ARGV[5], 1) == 1 then
+  redis.call('HINCRBY', key, 'fence', 1)
+end
+redis.call('HSETNX', key, 'epoch', ARGV[1])
+redis.call('HSETNX', key, 'gen', ARGV[1])
+if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+return dropped
+"""
+)
+
+# KEYS[1]; ARGV[1] a fresh generation, ARGV[2] ttl ms, ARGV[3] the writer's f:
+# field: this writer's fence goes and a new generation starts (stores of readers
+# that took the old one fail).
+_UNFENCE = """
+local key = KEYS[1]
+local left = 0
+if redis.call('HDEL', key, ARGV[3]) == 1 then
+  left = redis.call('HINCRBY', key, 'fence', -1)
+  if left <= 0 then redis.call('HDEL', key, 'fence') end
+end
+redis.call('HSET', key, 'gen', ARGV[1])
+redis.call('HSETNX', key, 'epoch', ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+return left
+"""
+
+# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms.
+_DROP = (
+    _DROP_FN
+    + """
+drop(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+return 1
+"""
+)
+
+# KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
+# ARGV[4] the newest child id of the steps, then one group of 7 per step, oldest
+# first: child pointer, parent pointer ('' with a seed), chunk field, chunk bytes,
+# seed field ('' for none), seed bytes, new segment id. -> the thread's epoch when
+# every step was applied | 0 (nothing at all when the generation changed or a write
+# is fenced; else a step whose parent history is gone stops the script: earlier
 # steps stay, each a correct entry on its own, under the TTL).
-_EXTEND = """
+_EXTEND = (
+    _NEWER
+    + """
 local key = KEYS[1]
 local ttl = tonumber(ARGV[1])
+if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
+  return 0
+end
 local function extend(child, parent, cf, chunk, sf, seed, newseg)
   local function finish(seg, n)
     redis.call('HSET', key, child, seg .. ',' .. n)
@@ -164,7 +286,7 @@ local function extend(child, parent, cf, chunk, sf, seed, newseg)
   return finish(newseg, n + 1)
 end
 local applied = 0
-for i = 2, #ARGV, 7 do
+for i = 5, #ARGV, 7 do
   if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
                 ARGV[i + 6]) then
     break
@@ -172,10 +294,16 @@ for i = 2, #ARGV, 7 do
   applied = applied + 1
 end
 -- a step that fails writes nothing (its parent, hence the hash, may be gone)
-if applied > 0 and ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-if applied * 7 < #ARGV - 1 then return 0 end
+if applied > 0 then
+  if newer(ARGV[4], redis.call('HGET', key, ARGV[3])) then
+    redis.call('HSET', key, ARGV[3], ARGV[4])
+  end
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+if applied * 7 < #ARGV - 4 then return 0 end
 return redis.call('HGET', key, 'epoch')
 """
+)
 
 
 def _digest(*parts: Any) -> str:
@@ -290,6 +418,48 @@ class RedisHistoryCache:
     def _pointer(ns: str, channel: str, checkpoint_id: str) -> str:
         return "p:" + _digest(ns, channel, checkpoint_id)
 
+    @staticmethod
+    def _top(ns: str) -> str:
+        return "m:" + _digest("top", ns)
+
+    def _begin_args(
+        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]]
+    ) -> tuple[Any, ...]:
+        fields = [self._pointer(ns, channel, c) for channel, ids in probes for c in ids]
+        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), *fields]
+        return (_BEGIN, [self._key(thread_id)], argv)
+
+    @staticmethod
+    def _began(reply: Any, probes: Sequence[tuple[str, Sequence[str]]]) -> Begin:
+        token, epoch, known, *flags = reply
+        found: dict[str, set[str]] = {}
+        i = 0
+        for channel, ids in probes:
+            hits = found.setdefault(channel, set())
+            for c in ids:
+                if flags[i]:
+                    hits.add(c)
+                i += 1
+        return Begin(_text(token), _text(epoch), bool(known), found)
+
+    def _fence_args(
+        self, thread_id: Any, ns: str, checkpoint_id: str, writer: str
+    ) -> tuple[Any, ...]:
+        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), checkpoint_id, "f:" + writer]
+        return (_FENCE, [self._key(thread_id)], argv)
+
+    def _unfence_args(self, thread_id: Any, writer: str) -> tuple[Any, ...]:
+        argv = [uuid.uuid4().hex, self.ttl_ms, "f:" + writer]
+        return (_UNFENCE, [self._key(thread_id)], argv)
+
+    def _fenced(self, dropped: Any) -> bool:
+        if dropped:
+            self._stats.add("invalidations")
+        return bool(dropped)
+
+    def _fresh_args(self, script: str, thread_id: Any) -> tuple[Any, ...]:
+        return (script, [self._key(thread_id)], [uuid.uuid4().hex, self.ttl_ms])
+
     # -- request building (shared by sync and async) ---------------------------------------
 
     def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
@@ -380,12 +550,13 @@ class RedisHistoryCache:
         return result
 
     def _steps_args(
-        self, thread_id: Any, ns: str, steps: Sequence[tuple[Step, str | None]]
+        self, thread_id: Any, ns: str, steps: Sequence[tuple[Step, str | None]], token: Any
     ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
         """The script call for ``steps`` (each with the node whose writes its chunk
-        is, or None for the step's parent), and the values it stores, for the local
-        tier: ``(field, encoded size, value)``."""
-        argv: list[Any] = [self.ttl_ms]
+        is, or None for the step's parent) under the reader's ``token``, and the
+        values it stores, for the local tier: ``(field, encoded size, value)``."""
+        newest = max((step.child_id for step, _ in steps), default="")
+        argv: list[Any] = [self.ttl_ms, token, self._top(ns), newest]
         kept: list[tuple[str, int, Any]] = []
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
@@ -428,9 +599,6 @@ class RedisHistoryCache:
         step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
         return (step, "\0whole:" + checkpoint_id)
 
-    def _contains_args(self, ns: str, channel: str, ids: Sequence[str]) -> list[str]:
-        return [self._pointer(ns, channel, c) for c in ids]
-
     # -- sync API ------------------------------------------------------------------------
 
     def _script(self, client: Any, script: str) -> Any:
@@ -464,25 +632,16 @@ class RedisHistoryCache:
             own = decoded
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
 
-    def knows(self, thread_id: Any) -> bool:
-        """Whether Redis holds anything of the thread (one EXISTS)."""
-        return bool(self._sync().exists(self._key(thread_id)))
+    def begin(
+        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> Begin:
+        """As ``MemoryHistoryCache.begin``, in one script call."""
+        return self._began(self._run(*self._begin_args(thread_id, ns, probes)), probes)
 
     def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a pointer for the checkpoint exists."""
         client = self._sync()
         return bool(client.hexists(self._key(thread_id), self._pointer(ns, channel, checkpoint_id)))
-
-    def contains_many(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_ids: Sequence[str]
-    ) -> set[str]:
-        """Which of ``checkpoint_ids`` have a pointer (one HMGET)."""
-        if not checkpoint_ids:
-            return set()
-        found = self._sync().hmget(
-            self._key(thread_id), self._contains_args(ns, channel, checkpoint_ids)
-        )
-        return {c for c, v in zip(checkpoint_ids, found, strict=True) if v is not None}
 
     def store(
         self,
@@ -491,37 +650,38 @@ class RedisHistoryCache:
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-    ) -> None:
-        """Cache a history read whole from the saver."""
-        args, kept = self._steps_args(
-            thread_id, ns, [self._store_step(checkpoint_id, channel, history)]
-        )
-        self._extended(self._key(thread_id), self._run(*args), kept)
-
-    def extend(
-        self,
-        thread_id: Any,
-        ns: str,
-        channel: str,
-        parent_id: str,
-        child_id: str,
-        chunk: Chunk,
-        seed: Seed | None = None,
+        token: Any,
     ) -> bool:
-        """As ``MemoryHistoryCache.extend``."""
-        return self.extend_many(thread_id, ns, [Step(channel, parent_id, child_id, chunk, seed)])
-
-    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step]) -> bool:
-        """As ``MemoryHistoryCache.extend_many``, in one script call."""
-        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps])
+        """Cache a history read whole from the saver (as ``MemoryHistoryCache.store``)."""
+        args, kept = self._steps_args(
+            thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
+        )
         return self._extended(self._key(thread_id), self._run(*args), kept)
 
+    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
+        """As ``MemoryHistoryCache.extend_many``, in one script call."""
+        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
+        return self._extended(self._key(thread_id), self._run(*args), kept)
+
+    def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+        """As ``MemoryHistoryCache.fence``, in one script call. A writer that dies
+        before ``unfence`` leaves the thread uncached (answered by the saver) until
+        its hash expires: speed, never correctness."""
+        return self._fenced(self._run(*self._fence_args(thread_id, ns, checkpoint_id, writer)))
+
+    def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+        """As ``MemoryHistoryCache.unfence``, in one script call."""
+        self._run(*self._unfence_args(thread_id, writer))
+
     def drop_thread(self, thread_id: Any) -> None:
-        """Delete every entry of ``thread_id`` (one key)."""
-        self._sync().delete(self._key(thread_id))
+        """Delete every entry of ``thread_id`` (one script: a new epoch and
+        generation; a fence in place stays)."""
+        self._run(*self._fresh_args(_DROP, thread_id))
 
     def clear(self) -> None:
-        """Delete every entry under this cache's key prefix."""
+        """Delete every entry under this cache's key prefix (fences of writes in
+        flight included: their threads' generations are gone with them, so no
+        reader that took one can store)."""
         client = self._sync()
         pattern = _glob_escape(self.key_prefix) + ":t:*"
         batch = list(client.scan_iter(match=pattern, count=500))
@@ -582,22 +742,14 @@ class RedisHistoryCache:
             own = decoded
         return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
 
-    async def aknows(self, thread_id: Any) -> bool:
-        return bool(await self._async().exists(self._key(thread_id)))
+    async def abegin(
+        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
+    ) -> Begin:
+        return self._began(await self._arun(*self._begin_args(thread_id, ns, probes)), probes)
 
     async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         return bool(await self._async().hexists(key, field))
-
-    async def acontains_many(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_ids: Sequence[str]
-    ) -> set[str]:
-        if not checkpoint_ids:
-            return set()
-        found = await self._async().hmget(
-            self._key(thread_id), self._contains_args(ns, channel, checkpoint_ids)
-        )
-        return {c for c, v in zip(checkpoint_ids, found, strict=True) if v is not None}
 
     async def astore(
         self,
@@ -606,32 +758,29 @@ class RedisHistoryCache:
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-    ) -> None:
-        args, kept = self._steps_args(
-            thread_id, ns, [self._store_step(checkpoint_id, channel, history)]
-        )
-        self._extended(self._key(thread_id), await self._arun(*args), kept)
-
-    async def aextend(
-        self,
-        thread_id: Any,
-        ns: str,
-        channel: str,
-        parent_id: str,
-        child_id: str,
-        chunk: Chunk,
-        seed: Seed | None = None,
+        token: Any,
     ) -> bool:
-        return await self.aextend_many(
-            thread_id, ns, [Step(channel, parent_id, child_id, chunk, seed)]
+        args, kept = self._steps_args(
+            thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
         )
-
-    async def aextend_many(self, thread_id: Any, ns: str, steps: Sequence[Step]) -> bool:
-        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps])
         return self._extended(self._key(thread_id), await self._arun(*args), kept)
 
+    async def aextend_many(
+        self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
+    ) -> bool:
+        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
+        return self._extended(self._key(thread_id), await self._arun(*args), kept)
+
+    async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+        return self._fenced(
+            await self._arun(*self._fence_args(thread_id, ns, checkpoint_id, writer))
+        )
+
+    async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+        await self._arun(*self._unfence_args(thread_id, writer))
+
     async def adrop_thread(self, thread_id: Any) -> None:
-        await self._async().delete(self._key(thread_id))
+        await self._arun(*self._fresh_args(_DROP, thread_id))
 
     async def aclear(self) -> None:
         aclient = self._async()
@@ -647,6 +796,10 @@ class RedisHistoryCache:
         for aclient in clients:
             await aclient.aclose()
         self.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _glob_escape(text: str) -> str:

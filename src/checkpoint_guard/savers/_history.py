@@ -20,21 +20,61 @@ a checkpoint this process just put is known to have no entry yet.
 
 The logic is written once, as a generator of I/O requests (sans-io); the sync and
 async methods are thin drivers that execute those requests against the inner
-saver and the cache. Every cache failure is counted and costs only speed: the
-call is answered from the inner saver.
+saver and the cache. Every cache failure on a read is counted and costs only
+speed: the call is answered from the inner saver.
+
+**Invalidation protocol** (the same for every process sharing a cache; nothing in
+it rests on what one process happens to know about a thread):
+
+* *Entries depend only on ancestors.* A checkpoint's history is built from its
+  ancestors' stored values and writes. Checkpoint ids grow along a thread (LangGraph
+  orders and resolves "latest" by id), so an entry that can include the writes of
+  checkpoint ``X`` is the entry of a checkpoint newer than ``X`` in ``X``'s
+  namespace. The cache records, per namespace, the newest checkpoint with an entry.
+* *Readers* take the thread's generation (``begin``) before their first saver read
+  and store with compare-and-set on it: a store is refused once the generation has
+  changed or while any write onto the thread is fenced.
+* *Writers* (``put_writes`` with a non-special channel) ``fence`` before the write:
+  stores are refused from then on, and the thread's entries are dropped when one
+  belongs to a checkpoint newer than the target. After the write (also when it
+  failed or was cancelled) ``unfence`` lifts the fence and starts a new generation.
+* Why every interleaving is safe: a reader whose saver reads came before the write
+  landed took its token before the ``unfence``; if it stores before ``fence``, its
+  entry is newer than the target and ``fence`` drops it; between ``fence`` and
+  ``unfence`` the fence refuses it; after ``unfence`` its token is stale. A reader
+  that takes its token after ``unfence`` reads the saver after the write landed.
+  Entries that existed before the write were dropped by ``fence`` if they could
+  include the target's writes.
+* *A fence that cannot be set* (cache unreachable): the write goes ahead only if the
+  saver shows the target has no descendant (it is the namespace's newest checkpoint,
+  or not stored yet: the loop writes a new checkpoint's writes alongside its put);
+  otherwise ``CacheInvalidationError`` and nothing is written. An ordinary graph turn
+  writes onto the newest checkpoint, never drops anything (``stats()
+  ["invalidations"]`` stays 0) and never needs that check to refuse.
+* *Facts this process learned* (parent links) hold only within the cache epoch they
+  were learned under: every drop (a write onto an old checkpoint, maintenance in any
+  process, eviction) starts a new epoch, and ``begin`` reports it; links of an older
+  epoch are forgotten before the walk uses them.
+* *Maintenance* (``delete_thread``, ``prune``, ``copy_thread`` onto the target,
+  ``delete_for_runs`` on the threads of the runs) fences and drops each thread before
+  touching storage (refusing, storage unchanged, when that fails) and drops and
+  unfences it after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import threading
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -43,12 +83,15 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from ..cache._base import Chunk, Seed, Step, fresh
+from .._errors import CacheInvalidationError
+from ..cache._base import Begin, Chunk, Seed, Step, fresh
+from ..cache._protocol import HistoryCache
 from ._layer import SaverLayer, unwrap
 
 __all__ = ["CachedHistorySaver"]
 
-_LINKS_MAX = 50_000
+_THREADS_MAX = 10_000
+_LINKS_PER_THREAD = 4_096
 _UNKNOWN: Any = object()
 _FAILED: Any = object()
 
@@ -109,102 +152,149 @@ def _parts(config: RunnableConfig) -> tuple[Any, str, str | None]:
     return conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
 
 
+class _Facts:
+    """What this process learned about one thread, valid within one cache epoch."""
+
+    __slots__ = ("depth", "epoch", "links", "new")
+
+    def __init__(self) -> None:
+        self.epoch: Any = None  # the cache epoch the links were checked against
+        # (ns, checkpoint) -> parent id (None for a root), learned from every tuple
+        # and put that passes through
+        self.links: dict[tuple[str, str], str | None] = {}
+        # ns -> how many ancestors the last walk read: a turn's steps repeat, so the
+        # next walk asks for that many in one list() query
+        self.depth: dict[str, int] = {}
+        # checkpoints put by this process whose history nobody asked for yet
+        self.new: set[tuple[str, str]] = set()
+
+
+class _Memory:
+    """Every per-thread fact the layer keeps, in one place with one ``forget``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: LRUCache[Any, _Facts] = LRUCache(_THREADS_MAX)
+
+    def _facts(self, thread: Any) -> _Facts:
+        facts = self._threads.get(thread)
+        if facts is None:
+            facts = self._threads[thread] = _Facts()
+        return facts
+
+    def link(
+        self, thread: Any, ns: str, cid: str, parent: str | None, *, new: bool = False
+    ) -> None:
+        with self._lock:
+            facts = self._facts(thread)
+            if len(facts.links) >= _LINKS_PER_THREAD:
+                facts.links.clear()  # a hint, relearned from the saver
+            facts.links[(ns, cid)] = parent
+            if new:
+                if len(facts.new) >= _LINKS_PER_THREAD:
+                    facts.new.clear()
+                facts.new.add((ns, cid))
+
+    def parent(self, thread: Any, ns: str, cid: str) -> Any:
+        with self._lock:
+            facts = self._threads.get(thread)
+            return _UNKNOWN if facts is None else facts.links.get((ns, cid), _UNKNOWN)
+
+    def chain(self, thread: Any, ns: str, first: str, limit: int) -> list[str]:
+        """``first`` and its ancestors as far as learned links reach."""
+        chain = [first]
+        with self._lock:
+            facts = self._threads.get(thread)
+            links = facts.links if facts is not None else {}
+            while len(chain) < limit:
+                parent = links.get((ns, chain[-1]))
+                if parent is None:  # a root, or not known
+                    break
+                chain.append(parent)
+        return chain
+
+    def take_new(self, thread: Any, ns: str, cid: str) -> bool:
+        with self._lock:
+            facts = self._threads.get(thread)
+            if facts is None or (ns, cid) not in facts.new:
+                return False
+            facts.new.discard((ns, cid))
+            return True
+
+    def depth(self, thread: Any, ns: str) -> int | None:
+        with self._lock:
+            facts = self._threads.get(thread)
+            return None if facts is None else facts.depth.get(ns)
+
+    def set_depth(self, thread: Any, ns: str, depth: int) -> None:
+        with self._lock:
+            self._facts(thread).depth[ns] = depth
+
+    def check_epoch(self, thread: Any, epoch: Any) -> bool:
+        """Whether what is known of ``thread`` was learned within ``epoch``; if
+        not, it is forgotten (it may predate a rewrite) and False returned."""
+        with self._lock:
+            facts = self._facts(thread)
+            if facts.epoch == epoch:
+                return True
+            fresh_facts = self._threads[thread] = _Facts()
+            fresh_facts.epoch = epoch
+            return False
+
+    def forget(self, thread_ids: Sequence[Any] | None) -> None:
+        with self._lock:
+            if thread_ids is None:
+                self._threads.clear()
+                return
+            for thread in thread_ids:
+                self._threads.pop(thread, None)
+
+
+def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
+    # LangGraph's special channels (errors, interrupts, resumes, schedules) are
+    # never delta channels; every other channel may be one.
+    return any(channel not in WRITES_IDX_MAP for channel, _ in writes)
+
+
 class CachedHistorySaver(SaverLayer):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
-    ``cache`` is a ``MemoryHistoryCache`` or ``RedisHistoryCache``. Results equal
-    the ``BaseCheckpointSaver`` walk over the stored data; a config without a
-    checkpoint id is resolved to one before any key is built. The layer drops a
-    thread's entries on ``delete_thread``, ``prune``, ``copy_thread`` (target)
-    and on a ``put_writes`` to a cached channel of a checkpoint that may already
-    have children; ``delete_for_runs`` clears the cache.
+    ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
+    ``RedisHistoryCache``). Results equal the ``BaseCheckpointSaver`` walk over the
+    stored data, in every process sharing the cache, under the invalidation
+    protocol in this module's docstring; a config without a checkpoint id is
+    resolved to one before any key is built. A ``put_writes`` that may change
+    cached histories and cannot invalidate them raises ``CacheInvalidationError``
+    with nothing written; maintenance operations likewise refuse before touching
+    storage.
     """
 
-    def __init__(self, inner: BaseCheckpointSaver[Any], cache: Any, *, max_walk: int = 8) -> None:
+    def __init__(
+        self, inner: BaseCheckpointSaver[Any], cache: HistoryCache, *, max_walk: int = 8
+    ) -> None:
         super().__init__(inner)
         self.cache = cache
         self.max_walk = max_walk
-        self._lock = threading.Lock()
-        # checkpoint -> parent id (None for a root): immutable facts, learned from
-        # every tuple and put that passes through.
-        self._links: LRUCache[tuple[Any, str, str], str | None] = LRUCache(_LINKS_MAX)
-        # checkpoints known to have no child (just put, or read as a thread's head)
-        self._childless: LRUCache[tuple[Any, str, str], bool] = LRUCache(_LINKS_MAX)
-        self._cached_channels: set[str] = set()
-        # newest checkpoint id seen per (thread, ns): ids are uuid6, time-ordered
-        self._newest: LRUCache[tuple[Any, str], str] = LRUCache(_LINKS_MAX)
-        # threads this process knows the cache holds entries of: asking the cache
-        # (a Redis round trip) once per thread, not on every turn's miss
-        self._present: LRUCache[Any, bool] = LRUCache(_LINKS_MAX)
-        # (thread, ns) -> how many ancestors the last walk read: a turn's steps
-        # repeat, so the next walk asks for that many in one list() query
+        self._memory = _Memory()
         self._batch = _lists_like_get_tuple(inner)
-        self._depth: LRUCache[tuple[Any, str], int] = LRUCache(_LINKS_MAX)
-        # checkpoints put by this process whose history nobody asked for yet
-        self._new: LRUCache[tuple[Any, str, str], bool] = LRUCache(1024)
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
 
     # -- what passes through -------------------------------------------------------------
 
-    def _learn(self, tup: CheckpointTuple | None, *, head: bool = False) -> None:
+    def _learn(self, tup: CheckpointTuple | None) -> None:
         if tup is None:
             return
         thread, ns, cid = _parts(tup.config)
         if cid is None:
             return
         parent = _parts(tup.parent_config)[2] if tup.parent_config else None
-        with self._lock:
-            self._links[(thread, ns, cid)] = parent
-            self._see(thread, ns, cid)
-            if head:
-                self._childless[(thread, ns, cid)] = True
-
-    def _see(self, thread: Any, ns: str, cid: str) -> None:
-        if cid > self._newest.get((thread, ns), ""):
-            self._newest[(thread, ns)] = cid
+        self._memory.link(thread, ns, cid, parent)
 
     def _learn_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
         thread, ns, parent = _parts(config)
-        with self._lock:
-            self._links[(thread, ns, checkpoint["id"])] = parent
-            self._see(thread, ns, checkpoint["id"])
-            self._childless[(thread, ns, checkpoint["id"])] = True
-            self._new[(thread, ns, checkpoint["id"])] = True
-            if parent is not None:
-                self._childless.pop((thread, ns, parent), None)
-
-    def _writes_may_change_history(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]]
-    ) -> bool:
-        thread, ns, cid = _parts(config)
-        with self._lock:
-            if not any(channel in self._cached_channels for channel, _ in writes):
-                return False
-            # LangGraph writes a checkpoint's delta-channel writes before its first
-            # child; a write onto a checkpoint that may have children changes the
-            # history of its descendants. The loop may send a checkpoint's writes
-            # before its put: an id newer than any seen is one being created.
-            if (thread, ns, cid) in self._childless:
-                return False
-            return not (cid and cid > self._newest.get((thread, ns), "\uffff"))
-
-    def _known_chain(self, thread: Any, ns: str, first: str) -> list[str]:
-        """``first`` and its ancestors as far as learned links reach (at most
-        ``max_walk`` ids)."""
-        chain = [first]
-        with self._lock:
-            while len(chain) < self.max_walk:
-                parent = self._links.get((thread, ns, chain[-1]))
-                if parent is None:  # a root, or not known
-                    break
-                chain.append(parent)
-        return chain
-
-    def _parent_of(self, thread: Any, ns: str, cid: str) -> Any:
-        with self._lock:
-            return self._links.get((thread, ns, cid), _UNKNOWN)
+        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
 
     # -- the plan (sans-io) ------------------------------------------------------------
 
@@ -218,16 +308,15 @@ class CachedHistorySaver(SaverLayer):
             head = yield (_TUPLE, config)
             if head is None:
                 return _answer((yield (_INNER, config, wanted)))
-            self._learn(head, head=True)
+            self._learn(head)
             config = head.config
             thread, ns, cid = _parts(config)
             assert cid is not None
         unique = list(dict.fromkeys(wanted))
         found: dict[str, DeltaChannelHistory] = {}
-        with self._lock:
-            # A checkpoint this process just put has no entry yet (the next turn's
-            # first read): asking would cost a Redis round trip to learn "no".
-            new = self._new.pop((thread, ns, cid), False)
+        # A checkpoint this process just put has no entry yet (the next turn's
+        # first read): asking would cost a Redis round trip to learn "no".
+        new = self._memory.take_new(thread, ns, cid)
         for channel in [] if new else unique:
             hit = yield (_CACHE, "read", (thread, ns, channel, cid))
             if hit is _FAILED:
@@ -241,52 +330,58 @@ class CachedHistorySaver(SaverLayer):
         return {channel: found[channel] for channel in wanted}
 
     def _whole(
-        self, config: RunnableConfig, thread: Any, ns: str, cid: str, channels: list[str]
+        self,
+        config: RunnableConfig,
+        thread: Any,
+        ns: str,
+        cid: str,
+        channels: list[str],
+        token: Any,
     ) -> _Plan:
         """The inner saver's answer for the target, stored whole."""
         whole = yield (_INNER, config, channels)
         # The caller gets the inner's objects; the cache keeps its own copy
         # unless it shares values with readers anyway (isolate=False).
-        keep = fresh if getattr(self.cache, "isolate", True) else _same
+        keep = fresh if self.cache.isolate else _same
         for channel in channels:
-            done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel])))
-            if done is _FAILED:
+            done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel]), token))
+            if done is _FAILED or not done:
                 break
-        else:
-            self._mark_present(thread)
         return _answer(whole)
 
     def _compute(
         self, config: RunnableConfig, thread: Any, ns: str, cid: str, channels: list[str]
     ) -> _Plan:
-        with self._lock:
-            self._cached_channels.update(channels)
-        if hasattr(self.cache, "knows") and thread not in self._present:
+        # The generation is taken before the first saver read: whatever this walk
+        # reads may predate a concurrent write, and then its store is refused.
+        chain = self._memory.chain(thread, ns, cid, self.max_walk + 1)[1:]
+        probes = [(channel, chain) for channel in sorted(channels)] if chain else []
+        began: Begin | Any = yield (_CACHE, "begin", (thread, ns, probes))
+        if began is _FAILED:
+            return _answer((yield (_INNER, config, channels)))
+        if not self._memory.check_epoch(thread, began.epoch):
+            chain = []  # links learned before a drop may predate a rewrite
+        token = began.token
+        if not began.known:
             # A thread the cache has nothing of (a cold worker, after eviction or a
             # restart): walking ancestors would find no anchor; the inner saver's
-            # own fast path answers at once, and seeds the cache. Either path is
-            # exact, so a stale "present" only costs a walk.
-            known = yield (_CACHE, "knows", (thread,))
-            if known is _FAILED:
-                return _answer((yield (_INNER, config, channels)))
-            if not known:
-                return (yield from self._whole(config, thread, ns, cid, channels))
-            self._mark_present(thread)
+            # own fast path answers at once, and seeds the cache.
+            return (yield from self._whole(config, thread, ns, cid, channels, token))
+        probed = set(chain)
+        cached = {channel: began.found.get(channel, set()) for channel in channels}
         # Walk up to the nearest ancestors that anchor every channel.
         path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
         open_channels = set(channels)
         node = cid
         listed: dict[str, CheckpointTuple] | None = None  # ancestors read in one query
-        chain: list[str] = []  # ancestor ids known before the walk...
-        cached: dict[str, set[str]] = {}  # ...and, per channel, those the cache holds
         for _ in range(self.max_walk):
-            parent_id = self._parent_of(thread, ns, node)
+            parent_id = self._memory.parent(thread, ns, node)
             if parent_id is _UNKNOWN:
                 tup = yield (_TUPLE, _cfg(thread, ns, node))
                 if tup is None:  # the target itself does not exist
                     return {c: {"writes": []} for c in channels}
                 self._learn(tup)
-                parent_id = self._parent_of(thread, ns, node)
+                parent_id = self._memory.parent(thread, ns, node)
             if parent_id is None:  # a root: its history is empty
                 path.append((node, None))
                 break
@@ -295,7 +390,7 @@ class CachedHistorySaver(SaverLayer):
                 # (a thread id of another type reaches the SQL savers' list()
                 # unconverted, while their get_tuple converts it with str())
                 batch = self._batch and type(thread) is str
-                depth = self._depth.get((thread, ns)) if batch else None
+                depth = self._memory.depth(thread, ns) if batch else None
                 if depth is not None and depth > 1:
                     # Checkpoints older than the node, newest first: on a linear
                     # thread exactly its ancestors; anything else is not used.
@@ -303,14 +398,6 @@ class CachedHistorySaver(SaverLayer):
                     for tup in (yield (_LIST, thread_cfg, _cfg(thread, ns, node), depth)):
                         self._learn(tup)
                         listed[_parts(tup.config)[2] or ""] = tup
-                # Which known ancestors are cached: one question per channel,
-                # not one per ancestor (a Redis round trip each).
-                chain = self._known_chain(thread, ns, parent_id)
-                for channel in sorted(open_channels):
-                    found = yield (_CACHE, "contains_many", (thread, ns, channel, chain))
-                    if found is _FAILED:
-                        return _answer((yield (_INNER, config, channels)))
-                    cached[channel] = found
             parent = listed.pop(parent_id, None)
             if parent is None:
                 parent = yield (_TUPLE, _cfg(thread, ns, parent_id))
@@ -323,7 +410,7 @@ class CachedHistorySaver(SaverLayer):
                 if channel in stored:
                     open_channels.discard(channel)
                     continue
-                if parent_id in chain:
+                if parent_id in probed:
                     has = parent_id in cached[channel]
                 else:
                     has = yield (_CACHE, "contains", (thread, ns, channel, parent_id))
@@ -335,17 +422,20 @@ class CachedHistorySaver(SaverLayer):
                 break
             node = parent_id
         else:
-            return (yield from self._whole(config, thread, ns, cid, channels))
+            return (yield from self._whole(config, thread, ns, cid, channels, token))
 
-        with self._lock:
-            self._depth[(thread, ns)] = len(path)
+        self._memory.set_depth(thread, ns, len(path))
         # Forward, oldest first: each node's history from its parent's, in one call.
         steps: list[Step] = []
         for node, parent in reversed(path):
             for channel in channels:
                 if parent is None:  # a root (the oldest node): stored on its own
-                    done = yield (_CACHE, "store", (thread, ns, channel, node, {"writes": []}))
-                    if done is _FAILED:
+                    done = yield (
+                        _CACHE,
+                        "store",
+                        (thread, ns, channel, node, {"writes": []}, token),
+                    )
+                    if done is _FAILED or not done:
                         return _answer((yield (_INNER, config, channels)))
                     continue
                 parent_id = _parts(parent.config)[2]
@@ -355,8 +445,9 @@ class CachedHistorySaver(SaverLayer):
                 seed = Seed(True, stored[channel]) if channel in stored else None
                 steps.append(Step(channel, parent_id, node, chunk, seed))
         if steps:
-            done = yield (_CACHE, "extend_many", (thread, ns, steps))
-            if done is _FAILED:
+            done = yield (_CACHE, "extend_many", (thread, ns, steps, token))
+            if done is _FAILED or not done:
+                # refused (a write intervened) or failed: the saver answers
                 return _answer((yield (_INNER, config, channels)))
         result: dict[str, DeltaChannelHistory] = {}
         for channel in channels:
@@ -433,12 +524,12 @@ class CachedHistorySaver(SaverLayer):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = self.inner.get_tuple(config)
-        self._learn(tup, head=_parts(config)[2] is None)
+        self._learn(tup)
         return tup
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self.inner.aget_tuple(config)
-        self._learn(tup, head=_parts(config)[2] is None)
+        self._learn(tup)
         return tup
 
     def list(
@@ -487,6 +578,64 @@ class CachedHistorySaver(SaverLayer):
         self._learn_put(config, checkpoint)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
+    # -- writes: fence, write, unfence --------------------------------------------------------
+
+    def _refusal(self, config: RunnableConfig, exc: BaseException) -> CacheInvalidationError:
+        thread, _, cid = _parts(config)
+        self.cache.count_error("fence", exc)
+        return CacheInvalidationError(thread_id=str(thread), checkpoint_id=cid, cause=exc)
+
+    @staticmethod
+    def _childless(config: RunnableConfig, head: CheckpointTuple | None) -> bool:
+        # No checkpoint newer than the target: it has no descendant (ids grow
+        # along a thread), or it is not stored yet (written alongside its put).
+        cid = _parts(config)[2]
+        head_id = _parts(head.config)[2] if head is not None else None
+        return cid is None or head_id is None or head_id <= cid
+
+    def _fence(self, config: RunnableConfig, writer: str) -> bool:
+        """Fence the write's thread; False when the write goes ahead unfenced
+        (the cache failed but the saver shows no descendant); raises when it must
+        not go ahead."""
+        thread, ns, cid = _parts(config)
+        try:
+            self.cache.fence(thread, ns, cid or "", writer)
+            return True
+        except Exception as exc:
+            head = next(iter(self.inner.list(_thread_cfg(thread, ns), limit=1)), None)
+            if self._childless(config, head):
+                self.cache.count_error("fence", exc)
+                return False
+            raise self._refusal(config, exc) from exc
+
+    async def _afence(self, config: RunnableConfig, writer: str) -> bool:
+        thread, ns, cid = _parts(config)
+        try:
+            await self.cache.afence(thread, ns, cid or "", writer)
+            return True
+        except Exception as exc:
+            head = None
+            async for tup in self.inner.alist(_thread_cfg(thread, ns), limit=1):
+                head = tup
+            if self._childless(config, head):
+                self.cache.count_error("fence", exc)
+                return False
+            raise self._refusal(config, exc) from exc
+
+    def _unfence(self, config: RunnableConfig, writer: str) -> None:
+        thread, ns, cid = _parts(config)
+        self._cache_call("unfence", (thread, ns, cid or "", writer))
+
+    async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
+        thread, ns, cid = _parts(config)
+        # A cancellation arriving at the unfence itself must not skip it: the
+        # request is consumed by the first attempt, so the second one runs.
+        try:
+            await self._acache_call("unfence", (thread, ns, cid or "", writer))
+        except asyncio.CancelledError:
+            await self._acache_call("unfence", (thread, ns, cid or "", writer))
+            raise
+
     def put_writes(
         self,
         config: RunnableConfig,
@@ -494,12 +643,18 @@ class CachedHistorySaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        if self._writes_may_change_history(config, writes):
-            self._drop(_parts(config)[0])
+        if not _touches_history(writes):
             self.inner.put_writes(config, writes, task_id, task_path)
-            self._drop(_parts(config)[0])
-        else:
+            return
+        writer = uuid.uuid4().hex
+        if not self._fence(config, writer):
             self.inner.put_writes(config, writes, task_id, task_path)
+            return
+        try:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        finally:
+            # also when the write failed: it may have reached the saver
+            self._unfence(config, writer)
 
     async def aput_writes(
         self,
@@ -508,124 +663,175 @@ class CachedHistorySaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        if self._writes_may_change_history(config, writes):
-            thread_id = _parts(config)[0]
-            await self._adrop(thread_id)
-            try:
-                await self.inner.aput_writes(config, writes, task_id, task_path)
-            finally:
-                # Also when cancelled or failed: the write may have reached the saver,
-                # and another reader may have cached the old histories meanwhile.
-                await self._adrop_even_if_cancelled(thread_id)
-        else:
+        if not _touches_history(writes):
             await self.inner.aput_writes(config, writes, task_id, task_path)
-
-    # -- lifecycle: entries of deleted or rewritten threads go --------------------------------
-
-    def _mark_present(self, thread_id: Any) -> None:
-        with self._lock:
-            self._present[thread_id] = True
-
-    def _unmark_present(self, thread_id: Any) -> None:
-        with self._lock:
-            self._present.pop(thread_id, None)
-
-    def _drop(self, thread_id: Any) -> None:
-        self._unmark_present(thread_id)
-        self._cache_call("drop_thread", (thread_id,))
-
-    async def _adrop(self, thread_id: Any) -> None:
-        self._unmark_present(thread_id)
-        await self._acache_call("drop_thread", (thread_id,))
-
-    async def _adrop_even_if_cancelled(self, thread_id: Any) -> None:
-        # A cancellation arriving at the drop itself must not skip it: the
-        # request is consumed by the first attempt, so the second one runs.
+            return
+        writer = uuid.uuid4().hex
         try:
-            await self._adrop(thread_id)
+            fenced = await self._afence(config, writer)
         except asyncio.CancelledError:
-            await self._adrop(thread_id)
+            # the fence may have been set before the cancellation arrived
+            await self._aunfence(config, writer)
             raise
+        if not fenced:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+            return
+        try:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+        finally:
+            # also when the write failed or was cancelled: it may have reached the saver
+            await self._aunfence(config, writer)
 
-    def _forget_local(self, thread_ids: Sequence[str] | None) -> None:
-        # Parent links are facts only until maintenance re-links or deletes
-        # checkpoints: what we learned about these threads goes with them.
-        with self._lock:
-            if thread_ids is None:
-                self._links.clear()
-                self._childless.clear()
-                self._newest.clear()
-                self._present.clear()
-                self._depth.clear()
-                self._new.clear()
-                return
-            doomed = set(thread_ids)
-            for key in [k for k in self._links if k[0] in doomed]:
-                del self._links[key]
-            for key in [k for k in self._childless if k[0] in doomed]:
-                del self._childless[key]
-            for key in [k for k in self._new if k[0] in doomed]:
-                del self._new[key]
-            for thread in [k for k in self._newest if k[0] in doomed]:
-                del self._newest[thread]
-            for thread in [k for k in self._depth if k[0] in doomed]:
-                del self._depth[thread]
+    # -- maintenance: threads whose storage is rewritten ------------------------------------
+
+    def _invalidation_failed(self, thread_ids: Sequence[Any], exc: BaseException) -> Exception:
+        self.cache.count_error("drop", exc)
+        return CacheInvalidationError(
+            thread_id=", ".join(map(str, thread_ids)), checkpoint_id=None, cause=exc
+        )
+
+    def _seal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
+        done yet, when the cache cannot)."""
+        try:
+            for thread in thread_ids:
+                self.cache.fence(thread, "", "", writer)
+                self.cache.drop_thread(thread)
+        except Exception as exc:
+            for thread in thread_ids:
+                self._cache_call("unfence", (thread, "", "", writer))
+            raise self._invalidation_failed(thread_ids, exc) from exc
+        self._memory.forget(thread_ids)
+
+    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        """After the rewrite: drop and unfence (a failure leaves the fence in
+        place: no stores for those threads until their hashes expire)."""
+        self._memory.forget(thread_ids)
+        for thread in thread_ids:
+            if self._cache_call("drop_thread", (thread,)) is not _FAILED:
+                self._cache_call("unfence", (thread, "", "", writer))
+
+    async def _aseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        try:
+            for thread in thread_ids:
+                await self.cache.afence(thread, "", "", writer)
+                await self.cache.adrop_thread(thread)
+        except BaseException as exc:
+            for thread in thread_ids:
+                await self._acache_call("unfence", (thread, "", "", writer))
+            if not isinstance(exc, Exception):
+                raise
+            raise self._invalidation_failed(thread_ids, exc) from exc
+        self._memory.forget(thread_ids)
+
+    async def _aunseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        self._memory.forget(thread_ids)
+        for thread in thread_ids:
+            if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
+                await self._acache_call("unfence", (thread, "", "", writer))
 
     def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        self._forget_local(thread_ids)
-        if thread_ids is None:
-            self._cache_call("clear", ())
-        else:
-            for thread_id in thread_ids:
-                self._drop(thread_id)
+        # The hook maintenance calls around its own rewrites (before and after).
+        self._memory.forget(thread_ids)
+        try:
+            if thread_ids is None:
+                self.cache.clear()
+            else:
+                for thread in thread_ids:
+                    self.cache.drop_thread(thread)
+        except Exception as exc:
+            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
     async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        self._forget_local(thread_ids)
-        if thread_ids is None:
-            await self._acache_call("clear", ())
-        else:
-            for thread_id in thread_ids:
-                await self._adrop(thread_id)
+        self._memory.forget(thread_ids)
+        try:
+            if thread_ids is None:
+                await self.cache.aclear()
+            else:
+                for thread in thread_ids:
+                    await self.cache.adrop_thread(thread)
+        except Exception as exc:
+            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
-    # Cached entries and learned links of the threads an operation rewrites are
-    # dropped before it (no reader starts from them meanwhile) and after it (none
-    # learned meanwhile survives).
+    def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+        threads = {
+            _parts(tup.config)[0]
+            for run_id in run_ids
+            for tup in self.inner.list(None, filter={"run_id": run_id})
+        }
+        return sorted(threads, key=str)
+
+    async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+        threads = set()
+        for run_id in run_ids:
+            async for tup in self.inner.alist(None, filter={"run_id": run_id}):
+                threads.add(_parts(tup.config)[0])
+        return sorted(threads, key=str)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._forget_threads([thread_id])
-        self.inner.delete_thread(thread_id)
-        self._forget_threads([thread_id])
+        writer = uuid.uuid4().hex
+        self._seal([thread_id], writer)
+        try:
+            self.inner.delete_thread(thread_id)
+        finally:
+            self._unseal([thread_id], writer)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._aforget_threads([thread_id])
-        await self.inner.adelete_thread(thread_id)
-        await self._aforget_threads([thread_id])
+        writer = uuid.uuid4().hex
+        await self._aseal([thread_id], writer)
+        try:
+            await self.inner.adelete_thread(thread_id)
+        finally:
+            await self._aunseal([thread_id], writer)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._forget_threads(thread_ids)
-        super().prune(thread_ids, strategy=strategy)
-        self._forget_threads(thread_ids)
+        writer = uuid.uuid4().hex
+        self._seal(thread_ids, writer)
+        try:
+            super().prune(thread_ids, strategy=strategy)
+        finally:
+            self._unseal(thread_ids, writer)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._aforget_threads(thread_ids)
-        await super().aprune(thread_ids, strategy=strategy)
-        await self._aforget_threads(thread_ids)
+        writer = uuid.uuid4().hex
+        await self._aseal(thread_ids, writer)
+        try:
+            await super().aprune(thread_ids, strategy=strategy)
+        finally:
+            await self._aunseal(thread_ids, writer)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        super().copy_thread(source_thread_id, target_thread_id)
-        self._forget_threads([target_thread_id])
+        writer = uuid.uuid4().hex
+        self._seal([target_thread_id], writer)
+        try:
+            super().copy_thread(source_thread_id, target_thread_id)
+        finally:
+            self._unseal([target_thread_id], writer)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await super().acopy_thread(source_thread_id, target_thread_id)
-        await self._aforget_threads([target_thread_id])
+        writer = uuid.uuid4().hex
+        await self._aseal([target_thread_id], writer)
+        try:
+            await super().acopy_thread(source_thread_id, target_thread_id)
+        finally:
+            await self._aunseal([target_thread_id], writer)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        # Which threads the runs touched is unknown here: forget everything.
-        self._forget_threads(None)
-        super().delete_for_runs(run_ids)
-        self._forget_threads(None)
+        # Only the threads the runs wrote are rewritten; their entries go, in
+        # every process sharing the cache.
+        threads = self._run_threads(run_ids)
+        writer = uuid.uuid4().hex
+        self._seal(threads, writer)
+        try:
+            super().delete_for_runs(run_ids)
+        finally:
+            self._unseal(threads, writer)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._aforget_threads(None)
-        await super().adelete_for_runs(run_ids)
-        await self._aforget_threads(None)
+        threads = await self._arun_threads(run_ids)
+        writer = uuid.uuid4().hex
+        await self._aseal(threads, writer)
+        try:
+            await super().adelete_for_runs(run_ids)
+        finally:
+            await self._aunseal(threads, writer)

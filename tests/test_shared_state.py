@@ -1,0 +1,238 @@
+"""Shared cache state is exact across workers, under races and outages.
+
+Each test plays a second worker (a second stack over the same storage and
+cache) or an interleaving that one process cannot see, and checks every
+checkpoint's history against the base walk over the storage.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from checkpoint_guard import CachedHistorySaver, CacheInvalidationError, GuardedSaver, wrap
+from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
+from checkpoint_guard.savers._layer import SaverLayer
+from tests.helpers import cfg, chat_graph, human
+
+CHANNELS = ["messages"]
+
+
+def assert_exact(
+    raw: BaseCheckpointSaver[Any], saver: BaseCheckpointSaver[Any], thread: str
+) -> int:
+    """Every checkpoint's history through ``saver`` equals the base walk over ``raw``."""
+    items = list(raw.list(cfg(thread)))
+    for item in items:
+        want = BaseCheckpointSaver.get_delta_channel_history(
+            raw, config=item.config, channels=CHANNELS
+        )
+        got = saver.get_delta_channel_history(config=item.config, channels=CHANNELS)
+        assert got == want, item.config
+    return len(items)
+
+
+@pytest.fixture
+def sqlite_raw(tmp_path: Path) -> Iterator[Callable[[], SqliteSaver]]:
+    """Opens raw savers over one SQLite file (one per worker)."""
+    conns: list[sqlite3.Connection] = []
+
+    def open_saver() -> SqliteSaver:
+        conn = sqlite3.connect(str(tmp_path / "shared.sqlite"), check_same_thread=False)
+        conns.append(conn)
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver
+
+    yield open_saver
+    for conn in conns:
+        conn.close()
+
+
+def redis_cache(redis_prefix: tuple[str, str], **kw: Any) -> RedisHistoryCache:
+    return RedisHistoryCache(redis_prefix[0], key_prefix=redis_prefix[1], **kw)
+
+
+def _old_checkpoint(raw: BaseCheckpointSaver[Any], thread: str, back: int = 4) -> Any:
+    items = list(raw.list(cfg(thread)))
+    return items[back].config
+
+
+@pytest.mark.redis
+def test_a_fresh_worker_writing_onto_an_old_checkpoint_invalidates_every_worker(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    raw_a, raw_b = sqlite_raw(), sqlite_raw()
+    a = wrap(raw_a, mode="delta", cache=redis_cache(redis_prefix))
+    graph = chat_graph(a, "delta", snapshot_frequency=1000)
+    for i in range(5):
+        graph.invoke(human(i), cfg("t"))
+    assert assert_exact(raw_a, a, "t") > 10  # A holds every entry, warm
+    # B has never seen the thread: it writes onto a checkpoint with children
+    b = wrap(raw_b, mode="delta", cache=redis_cache(redis_prefix))
+    old = _old_checkpoint(raw_b, "t")
+    b.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "task-late")
+    assert b.inner.cache.stats()["invalidations"] == 1  # type: ignore[attr-defined]
+    assert assert_exact(raw_a, a, "t") > 10
+    assert (
+        graph.get_state(cfg("t")).values
+        == chat_graph(GuardedSaver(raw_a, mode="delta"), "delta", snapshot_frequency=1000)
+        .get_state(cfg("t"))
+        .values
+    )
+
+
+class _Pausing(SaverLayer):
+    """A layer directly over the raw saver that runs ``hook`` once, right after a
+    read a history walk makes (the moment a concurrent writer can slip in)."""
+
+    hook: Callable[[], None] | None = None
+
+    def _fire(self) -> None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+
+    def get_tuple(self, config: Any) -> Any:
+        tup = self.inner.get_tuple(config)
+        if config["configurable"].get("checkpoint_id"):
+            self._fire()
+        return tup
+
+    def list(self, config: Any, **kw: Any) -> Iterator[Any]:
+        items = list(self.inner.list(config, **kw))
+        if kw.get("before") is not None:
+            self._fire()
+        return iter(items)
+
+    def get_delta_channel_history(self, *, config: Any, channels: Any) -> Any:
+        found = self.inner.get_delta_channel_history(config=config, channels=channels)
+        self._fire()
+        return found
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_write_racing_a_reader_never_leaves_a_stale_entry(
+    sqlite_raw: Callable[[], SqliteSaver],
+    request: pytest.FixtureRequest,
+    backend: str,
+    warm: bool,
+) -> None:
+    """The reader reads an ancestor's writes (a walk, or the saver's whole answer),
+    a write lands on that ancestor, then the reader stores what it computed: the
+    store must be refused."""
+    memory = MemoryHistoryCache()
+    if backend == "memory":
+        shared: Callable[[], Any] = lambda: memory  # noqa: E731
+    else:
+        prefix = request.getfixturevalue("redis_prefix")
+        shared = lambda: redis_cache(prefix)  # noqa: E731
+    raw = sqlite_raw()
+    writer = wrap(raw, mode="delta", cache=shared())
+    graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+    for i in range(5):
+        graph.invoke(human(i), cfg("r"))
+    pausing = _Pausing(raw)
+    reader = CachedHistorySaver(pausing, shared(), max_walk=3)
+    if warm:
+        assert_exact(raw, reader, "r")  # every entry cached; then one more turn
+        graph.invoke(human(5), cfg("r"))
+    else:
+        reader.cache.clear()  # nothing cached: the saver's answer is stored whole
+    items = list(raw.list(cfg("r")))
+    head, target = items[0].config, items[1].config
+
+    def late_write() -> None:
+        writer.put_writes(target, [("messages", [HumanMessage("late", id="late")])], "t-late")
+
+    pausing.hook = late_write
+    reader.get_delta_channel_history(config=head, channels=CHANNELS)
+    assert pausing.hook is None, "the interleaving did not happen"
+    assert assert_exact(raw, reader, "r") > 10
+    assert assert_exact(raw, writer, "r") > 10
+
+
+@pytest.mark.redis
+def test_a_write_that_cannot_invalidate_is_refused_and_writes_nothing(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    raw = sqlite_raw()
+    reader = wrap(raw, mode="delta", cache=redis_cache(redis_prefix))
+    graph = chat_graph(reader, "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("o"))
+    assert_exact(raw, reader, "o")
+    # a worker whose Redis is unreachable
+    down = RedisHistoryCache(
+        "redis://127.0.0.1:1/0", key_prefix=redis_prefix[1], timeout_seconds=0.2
+    )
+    cut_off = wrap(sqlite_raw(), mode="delta", cache=down)
+    before = raw.conn.execute("SELECT count(*) FROM writes").fetchone()
+    old = _old_checkpoint(raw, "o")
+    with pytest.raises(CacheInvalidationError, match="Nothing was written"):
+        cut_off.put_writes(old, [("messages", [HumanMessage("x", id="x")])], "t-x")
+    assert raw.conn.execute("SELECT count(*) FROM writes").fetchone() == before
+    # ordinary turns go on during the outage: they write onto the newest checkpoint
+    cut_graph = chat_graph(cut_off, "delta", snapshot_frequency=1000)
+    for i in range(4, 6):
+        cut_graph.invoke(human(i), cfg("o"))
+    assert down.stats()["errors"] > 0
+    assert assert_exact(raw, reader, "o") > 10
+    assert len(graph.get_state(cfg("o")).values["messages"]) == 12
+
+
+@pytest.mark.redis
+def test_links_learned_before_delete_for_runs_elsewhere_are_not_used(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    raw_a, raw_b = sqlite_raw(), sqlite_raw()
+    a = wrap(raw_a, mode="delta", cache=redis_cache(redis_prefix))
+    b = wrap(raw_b, mode="delta", cache=redis_cache(redis_prefix))
+    graph_a = chat_graph(a, "delta", snapshot_frequency=1000)
+    runs = []
+    for i in range(5):
+        run = str(uuid.uuid4())
+        graph_a.invoke(human(i), {**cfg("d"), "metadata": {"run_id": run}})
+        runs.append(run)
+    # B learns the thread's parent links (and caches it)
+    assert assert_exact(raw_b, b, "d") > 10
+    b.inner.cache.clear()  # type: ignore[attr-defined]
+    # A deletes a middle run: survivors are re-linked
+    a.delete_for_runs([runs[2]])
+    # B computes again with what it learned before: must match the storage
+    assert assert_exact(raw_b, b, "d") > 5
+    assert assert_exact(raw_a, a, "d") > 5
+
+
+def test_memory_cache_parity_across_the_protocol_with_in_memory_saver() -> None:
+    """The memory backend under the same race, over InMemorySaver (get_tuple walks)."""
+    raw = InMemorySaver()
+    cache = MemoryHistoryCache()
+    writer = wrap(raw, mode="delta", cache=cache)
+    graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("m"))
+    pausing = _Pausing(raw)
+    reader = CachedHistorySaver(pausing, cache, max_walk=3)
+    cache.clear()
+    items = list(raw.list(cfg("m")))
+
+    def late_write() -> None:
+        writer.put_writes(
+            items[1].config, [("messages", [HumanMessage("late", id="late")])], "t-late"
+        )
+
+    pausing.hook = late_write
+    reader.get_delta_channel_history(config=items[0].config, channels=CHANNELS)
+    assert pausing.hook is None
+    assert assert_exact(raw, reader, "m") > 10
