@@ -1,13 +1,27 @@
-"""Developer sessions: `nox` runs lint, typecheck and tests (the README's test command)."""
+"""Developer sessions: `nox` runs lint, typecheck, tests, wheel, floor and newest (the
+README's test command)."""
 
 from __future__ import annotations
 
-import nox
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+import nox
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+nox.options.sessions = ["lint", "typecheck", "tests", "wheel", "floor", "newest"]
 nox.options.error_on_missing_interpreters = True
 
 PY = "3.11"
+ROOT = Path(__file__).resolve().parent
+# The extras a user may install; their floors (and the core's) are what `floor` pins.
+RUNTIME_EXTRAS = ("sqlite", "postgres", "redis", "encryption", "testing")
+# What `floor` and `newest` run: the suite without the two tests whose point is scale
+# (the 3-process load test and the benchmark harness), which the `tests` session runs.
+VERSION_MATRIX_ARGS = ("--ignore=tests/test_load.py", "--ignore=tests/test_bench.py")
 
 
 @nox.session(python=PY)
@@ -56,3 +70,125 @@ def bench(session: nox.Session) -> None:
         "--plots",
         "bench-results/plots",
     )
+
+
+# -- the package as users get it -------------------------------------------------------
+
+PUBLIC_MODULES = (
+    "checkpoint_guard",
+    "checkpoint_guard.cache",
+    "checkpoint_guard.state",
+    "checkpoint_guard.maintenance",
+    "checkpoint_guard.langgraph",
+    "checkpoint_guard.savers",
+    "checkpoint_guard.cli",
+)
+
+# Runs in the fresh venv, outside the source tree: only the installed wheel is importable.
+WHEEL_CHECK = f"""
+import importlib, importlib.util, sys
+from importlib import resources
+
+modules = {PUBLIC_MODULES!r}
+for name in modules:
+    module = importlib.import_module(name)
+    assert "site-packages" in (module.__file__ or ""), (name, module.__file__)
+assert resources.files("checkpoint_guard").joinpath("py.typed").is_file(), "py.typed"
+# only [sqlite] is installed: the optional backends and the test kit's dependency are absent
+for absent in ("hypothesis", "psycopg", "redis"):
+    assert importlib.util.find_spec(absent) is None, absent + " should not be installed"
+try:
+    import checkpoint_guard.testing
+except ImportError as exc:
+    assert "pip install 'checkpoint-guard[testing]'" in str(exc), str(exc)
+else:
+    raise AssertionError("checkpoint_guard.testing imported without hypothesis")
+print("imported", len(modules), "public modules; checkpoint_guard.testing names its extra")
+"""
+
+
+@nox.session(python=PY)
+def wheel(session: nox.Session) -> None:
+    """Build the wheel and sdist, install the wheel with only ``[sqlite]`` into a fresh
+    venv, run the demo there and import every public module."""
+    session.install("build")
+    tmp = Path(session.create_tmp()).resolve()
+    dist = tmp / "dist"
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    (whl,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    with zipfile.ZipFile(whl) as zf:
+        names = zf.namelist()
+    for needed in ("checkpoint_guard/py.typed", "checkpoint_guard/testing.py"):
+        if needed not in names:
+            session.error(f"{whl.name} lacks {needed}")
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+        session.error(f"{whl.name} lacks LICENSE")
+    with tarfile.open(sdist) as tf:
+        members = {m.split("/", 1)[-1] for m in tf.getnames()}
+    for needed in ("LICENSE", "src/checkpoint_guard/py.typed", "tests/conftest.py"):
+        if needed not in members:
+            session.error(f"{sdist.name} lacks {needed}")
+
+    venv = tmp / "wheel-venv"
+    session.run("python", "-m", "venv", "--clear", str(venv))
+    bin_ = venv / "bin"
+    session.run(str(bin_ / "pip"), "install", "-q", f"{whl}[sqlite]", external=True)
+    session.run(str(bin_ / "pip"), "check", external=True)
+    session.chdir(tmp)  # away from the source tree, so nothing is imported from src/
+    session.run(
+        str(bin_ / "checkpoint-guard"), "demo", "--turns", "5", "--dir", str(tmp), external=True
+    )
+    session.run(str(bin_ / "python"), "-c", WHEEL_CHECK, external=True)
+
+
+def floor_constraints() -> list[str]:
+    """``name==floor`` for every ``>=`` lower bound of the core dependencies and the
+    runtime extras in pyproject.toml: the oldest versions we claim to work with."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in RUNTIME_EXTRAS:
+        requirements += project["optional-dependencies"][extra]
+    pins: dict[str, str] = {}
+    for line in requirements:
+        req = Requirement(line)
+        if canonicalize_name(req.name) == "checkpoint-guard":
+            continue
+        floors = [spec.version for spec in req.specifier if spec.operator == ">="]
+        if floors:
+            pins[canonicalize_name(req.name)] = floors[0]
+    return [f"{name}=={version}" for name, version in sorted(pins.items())]
+
+
+def _show_versions(session: nox.Session) -> None:
+    session.run(
+        "python",
+        "-c",
+        "import importlib.metadata as m; "
+        "print(*(f'{d}=={m.version(d)}' for d in "
+        "('langgraph', 'langgraph-checkpoint', 'langgraph-checkpoint-sqlite', "
+        "'langgraph-checkpoint-postgres', 'langchain-core', 'psycopg', 'aiosqlite', "
+        "'redis', 'pydantic', 'msgpack', 'hypothesis')), sep='\\n')",
+        silent=False,
+    )
+
+
+@nox.session(python=PY)
+def floor(session: nox.Session) -> None:
+    """The suite (without the load test and the benchmark harness) against the oldest
+    versions pyproject.toml claims: every ``>=`` floor of the core and the runtime
+    extras installed exactly, through a pip constraints file."""
+    constraints = Path(session.create_tmp()).resolve() / "floor-constraints.txt"
+    constraints.write_text("\n".join(floor_constraints()) + "\n")
+    session.log("floors: " + ", ".join(floor_constraints()))
+    session.install("-c", str(constraints), "-e", ".[dev]")
+    _show_versions(session)
+    session.run("pytest", *VERSION_MATRIX_ARGS, *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+
+
+@nox.session(python=PY)
+def newest(session: nox.Session) -> None:
+    """The same tests against the newest releases of everything (eager upgrade)."""
+    session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".[dev]")
+    _show_versions(session)
+    session.run("pytest", *VERSION_MATRIX_ARGS, *session.posargs, env={"PYTHONFAULTHANDLER": "1"})

@@ -25,7 +25,7 @@ from checkpoint_guard import (
     open_checkpointer,
     unwrap,
 )
-from tests.helpers import Driver, cfg, chat_graph, run_turns
+from tests.helpers import Driver, cfg, chat_graph, human, run_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -453,8 +453,20 @@ def test_cli_bad_usage_exits_2() -> None:
 
 
 def test_memory_backend_yields_fresh_memory_saver() -> None:
-    with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as saver:
-        assert isinstance(unwrap(saver), InMemorySaver)
+    with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as first:
+        assert isinstance(unwrap(first), InMemorySaver)
+        assert list(first.list(None)) == []
+        chat_graph(first, "full").invoke(human(0), cfg("t"))
+        assert first.get_tuple(cfg("t")) is not None
+        # a second open, even while the first is still in use, starts empty: nothing
+        # is shared between the two through a process-wide saver
+        with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as second:
+            assert unwrap(second) is not unwrap(first)
+            assert second.get_tuple(cfg("t")) is None
+            assert list(second.list(None)) == []
+        assert first.get_tuple(cfg("t")) is not None
+    with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as third:
+        assert list(third.list(None)) == []
 
 
 async def test_stack_follows_history_cache_config(redis_prefix: Any, tmp_path: Path) -> None:

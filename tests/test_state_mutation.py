@@ -145,12 +145,65 @@ async def test_replace_into_never_written_union_reducers(
 # -- the Overwrite fix -------------------------------------------------------------------
 
 
-def test_probe_sees_the_bug_in_unpatched_langgraph(no_fix: None) -> None:
-    channel = _empty_union_channel()
-    channel.update([Overwrite({"a": 1})])
-    broken = channel.get() != {"a": 1}
-    assert probe_overwrite_first_write_bug() == broken
-    assert not overwrite_fix_active()
+EXPECTED_NOTES = {"a": "1"}
+
+
+def _stored_after_update_state(form: int) -> Any:
+    """What a real graph stores for a first ``notes`` write of ``FORMS[form]`` on a fresh
+    thread: the independent check the probe's answer is compared with (a graph and a
+    checkpointer round trip, not the probe's bare channel experiment)."""
+    graph = app_graph(InMemorySaver(), "full")
+    graph.update_state(cfg("p"), {"notes": FORMS[form](dict(EXPECTED_NOTES))}, as_node="bot")
+    return graph.get_state(cfg("p")).values.get("notes")
+
+
+def _is_form(form: int, value: Any) -> bool:
+    # Written out here rather than taken from _overwrite, so that the probe is not
+    # judged by the code it shares with the fix.
+    if form == 0:
+        return isinstance(value, Overwrite)
+    if not isinstance(value, dict):
+        return False
+    if form == 1:
+        return list(value) == ["__overwrite__"]
+    return value.get("type") == "__overwrite__" and "value" in value
+
+
+def _unwrap_form(form: int, value: Any) -> Any:
+    if form == 0:
+        return value.value
+    return value["__overwrite__"] if form == 1 else value["value"]
+
+
+@pytest.mark.parametrize(
+    "handled",
+    [(), (0,), (1,), (2,), (0, 1), (1, 2), (0, 1, 2)],
+    ids=lambda forms: "handled=" + ("".join(map(str, forms)) or "none"),
+)
+def test_probe_agrees_with_an_independent_graph_check(
+    handled: tuple[int, ...], no_fix: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe reports the bug exactly when a real graph stores some form wrongly.
+
+    LangGraph is made to handle only the forms in ``handled`` (a stand-in for a
+    partially fixed release), so a probe that skipped a form, or judged our fix
+    instead of LangGraph, would disagree with the graph."""
+    original = BinaryOperatorAggregate.update
+
+    def partly_fixed(self: Any, values: Any) -> bool:
+        if values and not self.is_available():
+            for form in handled:
+                if _is_form(form, values[0]):
+                    self.value = _unwrap_form(form, values[0])
+        return original(self, values)
+
+    if handled:
+        monkeypatch.setattr(BinaryOperatorAggregate, "update", partly_fixed)
+    wrong = [f for f in range(len(FORMS)) if _stored_after_update_state(f) != EXPECTED_NOTES]
+    assert probe_overwrite_first_write_bug() == bool(wrong), wrong
+    # LangGraph 1.2.24 mishandles every form; the stand-in fixes exactly `handled`
+    assert wrong == [f for f in range(len(FORMS)) if f not in handled]
+    assert not overwrite_fix_active()  # probing installs nothing
 
 
 @pytest.mark.parametrize("form", range(len(FORMS)))
@@ -184,20 +237,35 @@ def test_fix_stands_down_when_the_probe_says_langgraph_is_fixed(
     monkeypatch.setattr(_overwrite, "probe_overwrite_first_write_bug", lambda: False)
     assert apply_overwrite_fix() is False
     assert BinaryOperatorAggregate.update is original and not overwrite_fix_active()
+    # and it goes in when the probe reports the bug
+    monkeypatch.setattr(_overwrite, "probe_overwrite_first_write_bug", lambda: True)
+    assert apply_overwrite_fix() is True
+    assert BinaryOperatorAggregate.update is not original and overwrite_fix_active()
 
 
 def test_graph_level_bug_and_fix(no_fix: None) -> None:
-    def run() -> Any:
+    expected = {**EXPECTED_NOTES, "last": "turn 0"}
+
+    def run(form: int) -> Any:
+        """``notes`` after an Overwrite first write and one turn, or the TypeError of
+        the reducer meeting the stored wrapper."""
         graph = app_graph(InMemorySaver(), "full")
-        graph.update_state(cfg("g"), {"notes": Overwrite({"a": "1"})}, as_node="bot")
-        graph.invoke(human(0), cfg("g"))
+        graph.update_state(cfg("g"), {"notes": FORMS[form](dict(EXPECTED_NOTES))}, as_node="bot")
+        try:
+            graph.invoke(human(0), cfg("g"))
+        except TypeError as exc:
+            return exc
         return graph.get_state(cfg("g")).values["notes"]
 
-    if probe_overwrite_first_write_bug():
-        with pytest.raises(Exception):  # noqa: B017 - the reducer meets the wrapper
-            assert run() == {"a": "1", "last": "turn 0"}
-    apply_overwrite_fix()
-    assert run() == {"a": "1", "last": "turn 0"}
+    unfixed = [run(f) for f in range(len(FORMS))]
+    bug = probe_overwrite_first_write_bug()
+    assert any(outcome != expected for outcome in unfixed) == bug
+    if bug:  # what 1.2.24 does: the dataclass reaches the reducer, the dicts are merged
+        assert isinstance(unfixed[0], TypeError) and "not a mapping" in str(unfixed[0])
+        assert unfixed[1] == {"__overwrite__": EXPECTED_NOTES, "last": "turn 0"}
+    # the fix goes in exactly when the probe reports the bug, and every form then works
+    assert apply_overwrite_fix() == bug == overwrite_fix_active()
+    assert [run(f) for f in range(len(FORMS))] == [expected] * len(FORMS)
 
 
 def test_config_factory_applies_the_fix_unless_disabled(no_fix: None) -> None:

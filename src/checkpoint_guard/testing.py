@@ -24,16 +24,25 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import settings as Settings
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    initialize,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+try:
+    from hypothesis import settings as Settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import (
+        Bundle,
+        RuleBasedStateMachine,
+        initialize,
+        precondition,
+        rule,
+        run_state_machine_as_test,
+    )
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    # hypothesis is an optional dependency: say which extra brings it instead of
+    # surfacing a bare "No module named 'hypothesis'".
+    raise ImportError(
+        "checkpoint_guard.testing needs hypothesis, which is not installed; "
+        "install it with: pip install 'checkpoint-guard[testing]'",
+        name=exc.name,
+    ) from exc
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (

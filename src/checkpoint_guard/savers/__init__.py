@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
-from ._layer import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements, unwrap
+from ._layer import (
+    CAPABILITY_METHODS,
+    OPTIONAL_METHODS,
+    SaverLayer,
+    implements,
+    provides,
+    unwrap,
+)
 from ._stack import aopen_checkpointer, open_checkpointer, wrap
 
 __all__ = [
@@ -22,6 +29,7 @@ __all__ = [
     "aopen_checkpointer",
     "implements",
     "open_checkpointer",
+    "provides",
     "unwrap",
     "wrap",
 ]

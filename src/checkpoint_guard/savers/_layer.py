@@ -6,12 +6,30 @@ what it changes. Delegation is complete on purpose: a layer that forgot, say,
 ``aget_delta_channel_history`` would silently fall back to the base-class walk
 (one ``get_tuple`` per ancestor) instead of the inner saver's 2-statement fast path.
 
-Capabilities are decided per inner saver. LangGraph's conformance suite (and
-capability detection generally) asks ``type(saver)`` whether it overrides a
-method, so ``SaverLayer.__new__`` returns a subclass in which every capability
-method the inner saver's type does not implement (``aput_writes`` on the sync
-``SqliteSaver``, ``prune`` on ``InMemorySaver``, ...) is reset to the
-``BaseCheckpointSaver`` original: the layer claims exactly what it can serve.
+Capabilities. LangGraph's conformance suite (and capability detection generally)
+asks ``type(saver)`` whether it overrides a method, so ``SaverLayer.__new__``
+returns a subclass in which every capability method (``CAPABILITY_METHODS``) the
+layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
+
+* A layer serves a method when the inner saver *instance* serves it
+  (``provides``): the attribute the instance hands out for that name -- through
+  its type, an instance attribute or ``__getattribute__`` delegation, the way
+  proxies and adapters (and LangGraph's own test savers) forward per instance --
+  is not ``BaseCheckpointSaver``'s ``NotImplementedError`` stub. Asking
+  ``type(inner)`` instead would reset ``put`` & co. on such a proxy and fail its
+  first write.
+* Over a raw saver that ``checkpoint_guard.maintenance`` knows (memory, SQLite,
+  PostgreSQL), the layer also serves ``prune`` / ``copy_thread`` /
+  ``delete_for_runs`` (the twins that backend's API allows) delta-safely, even
+  where the inner saver has none: a layer may claim *more* than its inner saver.
+* A method the inner saver claims but refuses at call time stays claimed and
+  refuses the same way (the sync ``SqliteSaver``'s ``aget_tuple`` / ``alist`` /
+  ``aput`` raise ``NotImplementedError`` naming ``AsyncSqliteSaver``).
+* ``get_delta_channel_history`` and its twin are not capabilities:
+  ``BaseCheckpointSaver`` defines both on top of ``get_tuple`` / ``aget_tuple``,
+  and a layer always delegates them, so each works exactly when the inner
+  saver's does (over the sync ``SqliteSaver`` the async one raises that
+  saver's own ``NotImplementedError``, as it does unwrapped).
 """
 
 from __future__ import annotations
@@ -32,7 +50,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["CAPABILITY_METHODS", "OPTIONAL_METHODS", "SaverLayer", "implements", "unwrap"]
+__all__ = [
+    "CAPABILITY_METHODS",
+    "OPTIONAL_METHODS",
+    "SaverLayer",
+    "implements",
+    "provides",
+    "unwrap",
+]
 
 OPTIONAL_METHODS: tuple[str, ...] = (
     "prune",
@@ -67,6 +92,22 @@ def implements(saver_type: type, method: str) -> bool:
     return impl is not None and impl is not base
 
 
+def provides(saver: object, method: str) -> bool:
+    """Whether the saver *instance* ``saver`` serves ``method``: what ordinary
+    attribute lookup on it returns for ``method`` (its type, an instance attribute,
+    ``__getattribute__`` / ``__getattr__`` delegation) exists and is not
+    ``BaseCheckpointSaver``'s own stub, bound or not.
+
+    For an ordinary saver this agrees with ``implements(type(saver), method)``; it
+    differs for savers that forward per instance."""
+    base = getattr(BaseCheckpointSaver, method, None)
+    try:
+        attr = getattr(saver, method)
+    except AttributeError:
+        return False
+    return getattr(attr, "__func__", attr) is not base
+
+
 def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     """Whether our delta-safe maintenance serves ``method`` for this raw saver."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
@@ -78,9 +119,9 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
 
 
 def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
-    """Whether a layer over ``inner`` can serve ``method``: the inner implements it,
-    or (for the optional maintenance methods over a raw saver) we do."""
-    return implements(type(inner), method) or _maintained(inner, method)
+    """Whether a layer over ``inner`` can serve ``method``: the inner instance
+    serves it, or (for the optional maintenance methods over a raw saver) we do."""
+    return provides(inner, method) or _maintained(inner, method)
 
 
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
