@@ -700,6 +700,8 @@ def _migrate_plan(
     run = _Run(
         f"migrate:{to.value}", _to_mode(to), known, dry_run, keep_going, where, progress, step
     )
+    # A fleet run has nothing to migrate in a thread that holds only orphan writes.
+    run.skip_empty = keep_going
     result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
     return result
 
