@@ -15,11 +15,21 @@ from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance import MaintenanceError
 from checkpoint_guard.savers._layer import implements
+from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 
 from .conftest import Store
-from .helpers import Driver, cfg, chat_graph, human, snapshot_view
+from .helpers import Driver, cfg, chat_graph, human
+from .helpers import snapshot_view as _snapshot_view
 
 F = 4  # snapshots inside the chain, and a head that usually is not one
+
+
+def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
+    """What a user sees, without the root mark maintenance adds to a re-rooted
+    checkpoint's metadata (lineage's reason to stop there)."""
+    values, nxt, metadata, tasks = _snapshot_view(snapshot)
+    metadata = {k: v for k, v in metadata.items() if k != ROOT_METADATA_KEY}
+    return values, nxt, metadata, tasks
 
 
 async def call(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:

@@ -9,6 +9,7 @@ __all__ = [
     "CheckpointModeReconfigurationError",
     "ConfigError",
     "LineageIntegrityError",
+    "MaintenanceError",
     "MessageNotFoundError",
     "RollbackUnavailableError",
     "StateUnavailableError",
@@ -81,6 +82,11 @@ class ConfigError(ValueError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+class MaintenanceError(CheckpointGuardError):
+    """A maintenance operation was refused (the message says why and what to do);
+    the thread it names was left as stored."""
 
 
 class StateUnavailableError(CheckpointGuardError):

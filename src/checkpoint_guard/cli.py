@@ -42,35 +42,129 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
         return cmd
 
+    def graph_option(cmd: argparse.ArgumentParser) -> None:
+        cmd.add_argument(
+            "--graph",
+            metavar="PATH",
+            help="the graph whose channel table gives each delta channel's reducer: "
+            "module:attr or path/to/file.py:attr (a compiled graph or a StateGraph); "
+            "without it only 'messages' has a default, other delta channels are kept "
+            "as stored or the thread is refused",
+        )
+
+    def fleet_options(cmd: argparse.ArgumentParser, *, required: bool) -> None:
+        cmd.add_argument(
+            "thread_ids",
+            metavar="THREAD_ID",
+            nargs="*",
+            help="threads to work on" + ("" if required else " (default: all)"),
+        )
+        cmd.add_argument(
+            "--all",
+            action="store_true",
+            help="every thread of the configured store (refused threads are reported "
+            "and skipped; re-run the same command to finish an interrupted run)",
+        )
+        cmd.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
+        cmd.add_argument("--min-bytes", type=_nonnegative, help="only threads storing >= N bytes")
+        cmd.add_argument("--max-bytes", type=_nonnegative, help="only threads storing <= N bytes")
+
     inspect = command("inspect", "one thread: mode, size, snapshot distance, problems")
     inspect.add_argument("thread_id", metavar="THREAD_ID")
+    graph_option(inspect)
     command("scan", "every thread: mode, checkpoints, bytes, distance to last snapshot")
     verify = command("verify", "can every checkpoint's state be rebuilt? (exit 1 if not)")
-    verify.add_argument("thread_ids", metavar="THREAD_ID", nargs="*", help="default: all")
+    fleet_options(verify, required=False)
+    graph_option(verify)
     migrate = command("migrate", "rewrite threads for the other channel mode, state intact")
     migrate.add_argument("--to", required=True, choices=["full", "delta"])
-    migrate.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    migrate.add_argument("thread_ids", metavar="THREAD_ID", nargs="+")
-    prune = command("prune", "keep only each thread's latest checkpoint, state intact")
+    migrate.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
+    fleet_options(migrate, required=True)
+    graph_option(migrate)
+    prune = command("prune", "keep only each thread's latest state, state intact")
     prune.add_argument(
         "--keep-latest", action="store_true", required=True, help="the (only) strategy offered"
     )
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    prune.add_argument("thread_ids", metavar="THREAD_ID", nargs="+")
+    fleet_options(prune, required=True)
+    graph_option(prune)
     # Parsed by the harness itself (see main); listed here for --help.
     sub.add_parser("bench", help="benchmarks (see `checkpoint-guard bench --help`)")
     return parser
 
 
+def _nonnegative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
+    return value
+
+
 @contextmanager
 def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterator[Any]:
     """A tqdm bar on stderr (only on a terminal, never with --json); yields the
-    per-thread callback the maintenance functions take."""
+    per-thread callback and the within-thread step callback the maintenance
+    functions take (the bar's postfix shows a large thread's rewrites)."""
     from tqdm import tqdm
 
     disable = args.json or args.no_progress or not sys.stderr.isatty()
     with tqdm(total=total, desc=what, unit="thread", disable=disable, file=sys.stderr) as bar:
-        yield lambda _thread_id: bar.update(1)
+
+        def step(thread_id: str, done: int, of: int) -> None:
+            bar.set_postfix_str(f"{thread_id}: {done}/{of}", refresh=True)
+
+        yield (lambda _thread_id: bar.update(1)), step
+
+
+def load_graph(spec: str) -> Any:
+    """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
+    in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
+    zero-argument callable returning one. ``ConfigError`` names what was wrong."""
+    import importlib
+    import importlib.util
+
+    accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ConfigError("--graph", spec, accepted)
+    try:
+        if target.endswith(".py") or "/" in target or "\\" in target:
+            path = Path(target).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigError("--graph", spec, accepted, detail=f"no file {path}")
+            name = f"_checkpoint_guard_graph_{abs(hash(str(path)))}"
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ConfigError("--graph", spec, accepted, detail=f"cannot load {path}")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            module_spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))  # as `python -m` would find it
+            module = importlib.import_module(target)
+        obj: Any = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ConfigError:
+        raise
+    except Exception as exc:  # an import error, a missing attribute, the module's own
+        raise ConfigError("--graph", spec, accepted, detail=f"{type(exc).__name__}: {exc}") from exc
+    if not hasattr(obj, "channels") and callable(obj):
+        try:
+            obj = obj()  # a graph factory, as langgraph.json allows
+        except Exception as exc:
+            raise ConfigError(
+                "--graph", spec, accepted, detail=f"calling {attr}(): {type(exc).__name__}: {exc}"
+            ) from exc
+    if not isinstance(getattr(obj, "channels", None), dict):
+        raise ConfigError(
+            "--graph", spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
+        )
+    return obj
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -92,16 +186,28 @@ def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) 
     if args.json:
         print(json.dumps([_plain(i) for i in infos], indent=2, default=str))
         return
+
+    def verdict(info: Any) -> str:
+        text = "ok" if info.ok else f"{len(info.problems or [])} problem(s)"
+        if info.unchecked:
+            text += f" (not replayed: {', '.join(info.unchecked)})"
+        return text
+
     rows = [
-        [i.thread_id, i.mode, i.checkpoints, i.bytes, i.snapshot_distance]
-        + ([("ok" if i.ok else f"{len(i.problems or [])} problem(s)")] if problems else [])
+        [i.thread_id, i.mode, i.checkpoints, i.bytes, i.snapshot_distance, i.orphan_writes]
+        + ([verdict(i)] if problems else [])
         for i in infos
     ]
-    headers = ["thread", "mode", "checkpoints", "bytes", "since snapshot"]
+    headers = ["thread", "mode", "checkpoints", "bytes", "since snapshot", "orphan writes"]
     print(_table(headers + (["verify"] if problems else []), rows))
     for info in infos:
         for problem in info.problems or []:
             print(f"  {problem}")
+    if problems and any(i.unchecked for i in infos):
+        print(
+            "  not replayed: no reducer known or confirmed for these delta channels; "
+            "pass --graph module:attr to check their writes too"
+        )
 
 
 def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
@@ -111,49 +217,110 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     rows = [
         [
             r.thread_id,
-            r.action + (" (dry run)" if r.dry_run else ""),
+            r.action + (" (dry run)" if r.dry_run else "") + (" REFUSED" if r.refused else ""),
             f"{r.checkpoints_before} -> {r.checkpoints_after}",
             r.rewritten,
             r.deleted,
             r.bytes_before,
-            r.bytes_after,
+            ("~" if r.estimated else "") + str(r.bytes_after),
         ]
         for r in reports
     ]
     headers = ["thread", "action", "checkpoints", "rewritten", "deleted", "bytes", "bytes after"]
     print(_table(headers, rows))
+    for report in reports:
+        if report.detail:
+            print(f"  {report.thread_id}: {report.detail}")
+        if report.refused:
+            print(f"  {report.thread_id}: {report.refused}")
+    if len(reports) > 1:
+        before = sum(r.bytes_before or 0 for r in reports)
+        after = sum(r.bytes_after or 0 for r in reports)
+        refused = sum(1 for r in reports if r.refused)
+        print(
+            f"{len(reports)} thread(s), {refused} refused; stored bytes {before:,} -> "
+            + ("~" if any(r.estimated for r in reports) else "")
+            + f"{after:,}"
+        )
+
+
+def _thread_selection(args: argparse.Namespace) -> tuple[list[str] | None, Any]:
+    """``(explicit thread ids or None for all, ThreadFilter or None)``."""
+    from .maintenance import ThreadFilter
+
+    ids = list(getattr(args, "thread_ids", None) or [])
+    every = bool(getattr(args, "all", False))
+    if ids and every:
+        raise ConfigError("THREAD_ID/--all", ids, "thread ids or --all, not both")
+    if not ids and not every and args.command in ("migrate", "prune"):
+        raise ConfigError("THREAD_ID", None, "one or more thread ids, or --all")
+    mode, low, high = (getattr(args, k, None) for k in ("mode", "min_bytes", "max_bytes"))
+    where = None
+    if mode is not None or low is not None or high is not None:
+        where = ThreadFilter(mode=mode, min_bytes=low, max_bytes=high)
+    return (ids or None), where
+
+
+def _store(config: Any) -> str:
+    from ._config import redact_url
+
+    url = config.url or ("checkpoints.sqlite" if config.backend == "sqlite" else "")
+    return f"{config.backend} {redact_url(url)}".strip()
 
 
 def _maintain(args: argparse.Namespace) -> int:
     from . import maintenance
+    from ._config import CheckpointerConfig
     from ._modes import ModeFreeze
     from .savers import open_checkpointer
 
+    config = CheckpointerConfig.load(args.config)
+    graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
-    with open_checkpointer(args.config, freeze=ModeFreeze()) as saver:
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
         if args.command == "inspect":
-            info = maintenance.inspect(saver, args.thread_id)
+            info = maintenance.inspect(saver, args.thread_id, graph=graph)
             _print_infos(args, [info], problems=True)
+            if not info.checkpoints and not info.orphan_writes:
+                print(f"  (looked in {_store(config)})", file=sys.stderr)
             return EXIT_OK if info.ok else EXIT_PROBLEM
+        ids, where = (None, None) if args.command == "scan" else _thread_selection(args)
+        if ids is None:
+            ids = maintenance.list_threads(saver)
+        with _progress(args, len(ids), args.command) as (tick, step):
+            if args.command in ("scan", "verify"):
+                if args.command == "verify":
+                    infos = maintenance.verify(saver, ids, graph=graph, progress=tick, where=where)
+                else:
+                    infos = maintenance.scan(saver, ids, progress=tick)
+            else:
+                common: dict[str, Any] = {
+                    "dry_run": args.dry_run,
+                    "graph": graph,
+                    "progress": tick,
+                    "step": step,
+                    "where": where,
+                    "keep_going": bool(args.all),
+                }
+                try:
+                    if args.command == "migrate":
+                        reports = maintenance.migrate(saver, ids, to=args.to, **common)
+                    else:
+                        reports = maintenance.prune(saver, ids, **common)
+                except maintenance.MaintenanceError as exc:
+                    if "has no checkpoints" in str(exc):
+                        raise maintenance.MaintenanceError(
+                            f"{exc} in {_store(config)}; point --config (or "
+                            "CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
+                            "that holds it"
+                        ) from exc
+                    raise
         if args.command in ("scan", "verify"):
-            ids = getattr(args, "thread_ids", None) or maintenance.list_threads(saver)
-            with _progress(args, len(ids), args.command) as tick:
-                run = maintenance.verify if args.command == "verify" else maintenance.scan
-                infos = run(saver, ids, progress=tick)
             _print_infos(args, infos, problems=args.command == "verify")
             return EXIT_OK if all(i.ok for i in infos) else EXIT_PROBLEM
-        with _progress(args, len(args.thread_ids), args.command) as tick:
-            if args.command == "migrate":
-                reports = maintenance.migrate(
-                    saver, args.thread_ids, to=args.to, dry_run=args.dry_run, progress=tick
-                )
-            else:
-                reports = maintenance.prune(
-                    saver, args.thread_ids, dry_run=args.dry_run, progress=tick
-                )
         _print_changes(args, reports)
-        return EXIT_OK
+        return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
 from ._ops import (
     ChangeReport,
     MaintenanceError,
+    ThreadFilter,
     ThreadInfo,
     acopy_thread,
     adelete_for_runs,
@@ -33,17 +34,20 @@ from ._ops import (
     list_threads,
     migrate,
     prune,
+    reducers_from_graph,
     scan,
     verify,
 )
 from ._rows import supported
-from ._thread import Problem, Reducer, default_reducer
+from ._thread import DEFAULT_REDUCERS, Problem, Reducer, default_reducer
 
 __all__ = [
+    "DEFAULT_REDUCERS",
     "ChangeReport",
     "MaintenanceError",
     "Problem",
     "Reducer",
+    "ThreadFilter",
     "ThreadInfo",
     "acopy_thread",
     "adelete_for_runs",
@@ -60,6 +64,7 @@ __all__ = [
     "list_threads",
     "migrate",
     "prune",
+    "reducers_from_graph",
     "scan",
     "supported",
     "verify",

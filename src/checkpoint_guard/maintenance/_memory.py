@@ -27,7 +27,10 @@ class MemoryRows:
         self.saver = saver
 
     def thread_ids(self) -> list[str]:
-        return sorted(t for t, spaces in self.saver.storage.items() if any(spaces.values()))
+        with_checkpoints = {t for t, spaces in self.saver.storage.items() if any(spaces.values())}
+        return sorted(
+            with_checkpoints | {key[0] for key in self.saver.writes if self.saver.writes[key]}
+        )
 
     async def athread_ids(self) -> list[str]:
         return self.thread_ids()
@@ -98,3 +101,29 @@ class MemoryRows:
 
     async def acopy(self, source: str, target: str) -> None:
         self.copy(source, target)
+
+    def _orphan_keys(self, thread_id: str | None) -> list[tuple[str, str, str]]:
+        storage = self.saver.storage
+        return [
+            key
+            for key, rows in self.saver.writes.items()
+            if rows
+            and (thread_id is None or key[0] == thread_id)
+            and key[2] not in storage.get(key[0], {}).get(key[1], {})
+        ]
+
+    def orphans(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for key in self._orphan_keys(None):
+            out[key[0]] = out.get(key[0], 0) + len(self.saver.writes[key])
+        return out
+
+    async def aorphans(self) -> dict[str, int]:
+        return self.orphans()
+
+    def delete_orphans(self, thread_id: str) -> None:
+        for key in self._orphan_keys(thread_id):
+            del self.saver.writes[key]
+
+    async def adelete_orphans(self, thread_id: str) -> None:
+        self.delete_orphans(thread_id)

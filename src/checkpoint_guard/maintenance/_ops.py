@@ -10,7 +10,11 @@ order of effects is the safety argument, the same in every backend:
   depended on deleted, so stopping at any point leaves every surviving
   checkpoint's state intact and a re-run finishes the job;
 - a migration rewrites values before it touches the metadata that says how to
-  read them, and refuses a thread that ``verify`` finds broken.
+  read them, and refuses a thread that ``verify`` finds broken;
+- no delta channel is rebuilt without a confirmed reducer (``_thread.py``): a
+  plan keeps such a channel as stored, or the thread is refused before anything
+  is written to it. With several threads and no ``keep_going``, every thread is
+  planned (and may refuse) before the first one is changed.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from .._errors import CheckpointGuardError, ConfigError
+from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from ..savers._layer import SaverLayer, unwrap
 from ._rows import RowStore, row_store_for
@@ -31,6 +36,7 @@ from ._thread import Problem, Reducer, Rewrite, ThreadView
 __all__ = [
     "ChangeReport",
     "MaintenanceError",
+    "ThreadFilter",
     "ThreadInfo",
     "acopy_thread",
     "adelete_for_runs",
@@ -46,15 +52,12 @@ __all__ = [
     "list_threads",
     "migrate",
     "prune",
+    "reducers_from_graph",
     "scan",
     "verify",
 ]
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
-
-
-class MaintenanceError(CheckpointGuardError):
-    """A maintenance operation was refused; nothing was changed."""
 
 
 @dataclass
@@ -65,6 +68,10 @@ class ThreadInfo:
     where every delta channel it replays has a stored value (``None`` when the
     chain reaches the root without one: the whole thread is replayed).
     ``problems`` is filled by ``verify`` and ``inspect`` (``None`` from ``scan``).
+    ``orphan_writes``: stored writes whose checkpoint does not exist (left by a
+    refused or interrupted write; ``prune`` removes them). ``unchecked``: delta
+    channels ``verify`` checked for structure only, because no reducer is known
+    or confirmed for them (``notes`` says why; pass ``graph=``).
     """
 
     thread_id: str
@@ -76,6 +83,9 @@ class ThreadInfo:
     delta_channels: list[str] = field(default_factory=list)
     head_id: str | None = None
     problems: list[Problem] | None = None
+    orphan_writes: int = 0
+    unchecked: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -86,7 +96,9 @@ class ThreadInfo:
 @dataclass
 class ChangeReport:
     """What a prune, migration, copy or run deletion did (or, dry, would do) to a
-    thread. ``bytes_*`` are the backend's stored bytes for the thread."""
+    thread. ``bytes_*`` are the backend's stored bytes for the thread; in a dry
+    run ``bytes_after`` is an estimate (``estimated``). ``refused`` (with
+    ``keep_going``) says why the thread was left as stored."""
 
     thread_id: str
     action: str
@@ -98,6 +110,8 @@ class ChangeReport:
     bytes_after: int | None = None
     dry_run: bool = False
     detail: str = ""
+    estimated: bool = False
+    refused: str | None = None
 
 
 # -- requests a plan yields; each driver answers them ---------------------------------
@@ -124,7 +138,14 @@ class _Forget:
     thread_ids: tuple[str, ...] | None
 
 
-_Request = _List | _Runs | _Rows | _Forget
+@dataclass(frozen=True)
+class _Estimate:
+    """Bytes a set of rewrites would add (negative: free), from the saver's serde."""
+
+    rewrites: tuple[tuple[CheckpointTuple, Rewrite], ...]
+
+
+_Request = _List | _Runs | _Rows | _Forget | _Estimate
 _Plan = Generator[_Request, Any, Any]
 
 
@@ -162,6 +183,9 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Rows):
                 rows = rows or row_store_for(raw)
                 answer = getattr(rows, request.method)(*request.args)
+            elif isinstance(request, _Estimate):
+                rows = rows or row_store_for(raw)
+                answer = _estimate(raw, rows, request.rewrites)
             else:
                 _forget_sync(saver, request.thread_ids)
                 answer = None
@@ -183,6 +207,9 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Rows):
                 rows = rows or row_store_for(raw)
                 answer = await getattr(rows, "a" + request.method)(*request.args)
+            elif isinstance(request, _Estimate):
+                rows = rows or row_store_for(raw)
+                answer = _estimate(raw, rows, request.rewrites)
             else:
                 await _forget_async(saver, request.thread_ids)
                 answer = None
@@ -192,6 +219,72 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
 
 # -- shared steps ----------------------------------------------------------------------
 
+Progress = Callable[[str], None]
+#: Called as ``step(thread_id, done, total)`` while a thread's rewrites and deletes
+#: are applied, so progress moves within a large thread.
+StepProgress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ThreadFilter:
+    """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``, as
+    ``scan`` reports it) and stored bytes within ``[min_bytes, max_bytes]``."""
+
+    mode: ChannelMode | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is not None:
+            object.__setattr__(self, "mode", parse_mode(self.mode, key="mode"))
+        for key in ("min_bytes", "max_bytes"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ConfigError(key, value, "an int >= 0 or None")
+
+    def size_ok(self, nbytes: int) -> bool:
+        """Whether a thread of ``nbytes`` stored bytes passes the size bounds."""
+        return (self.min_bytes is None or nbytes >= self.min_bytes) and (
+            self.max_bytes is None or nbytes <= self.max_bytes
+        )
+
+    def mode_ok(self, view: ThreadView) -> bool:
+        """Whether the thread's mode passes."""
+        if self.mode is None:
+            return True
+        return (ChannelMode.DELTA if view.is_delta() else ChannelMode.FULL) is self.mode
+
+
+@dataclass(frozen=True)
+class _Knowledge:
+    """What the caller told us about the graph: reducers and delta channels."""
+
+    reducers: Mapping[str, Reducer]
+    channels: frozenset[str]
+
+
+def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
+    """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
+    LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
+    reducer; other channels need none (their values are stored whole)."""
+    channels = getattr(graph, "channels", None)
+    if not isinstance(channels, Mapping):
+        raise TypeError(
+            "graph= must be a compiled LangGraph graph or a StateGraph builder (an object "
+            f"with a channel table), not {type(graph).__name__}"
+        )
+    reducers: dict[str, Reducer] = {}
+    for name, channel in channels.items():
+        if isinstance(channel, DeltaChannel):
+            reducers[str(name)] = channel.reducer
+    return reducers, set(reducers)
+
+
+def _knowledge(graph: Any, reducers: Mapping[str, Reducer] | None) -> _Knowledge:
+    given, declared = ({}, set()) if graph is None else reducers_from_graph(graph)
+    given.update(reducers or {})
+    return _Knowledge(given, frozenset(declared))
+
 
 def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> list[str]:
     if isinstance(thread_ids, str):
@@ -199,14 +292,16 @@ def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> li
     return [str(t) for t in thread_ids]
 
 
-def _view(
-    thread_id: str, reducers: Mapping[str, Reducer] | None, channels: Iterable[str] | None
-) -> Generator[_Request, Any, ThreadView]:
+def _view(thread_id: str, known: _Knowledge | None) -> Generator[_Request, Any, ThreadView]:
     tuples: list[CheckpointTuple] = yield _List(thread_id)
-    return ThreadView(thread_id, tuples, reducers=reducers, channels=channels)
+    if known is None:
+        return ThreadView(thread_id, tuples)
+    return ThreadView(thread_id, tuples, reducers=known.reducers, channels=known.channels)
 
 
-def _info(view: ThreadView, sizes: Mapping[str, int] | None) -> ThreadInfo:
+def _info(
+    view: ThreadView, sizes: Mapping[str, int] | None, orphans: Mapping[str, int]
+) -> ThreadInfo:
     head = view.head("")
     return ThreadInfo(
         thread_id=view.thread_id,
@@ -217,12 +312,14 @@ def _info(view: ThreadView, sizes: Mapping[str, int] | None) -> ThreadInfo:
         namespaces=sorted(view.by_ns),
         delta_channels=sorted(view.delta_channels),
         head_id=None if head is None else head.checkpoint["id"],
+        orphan_writes=orphans.get(view.thread_id, 0),
     )
 
 
 def _replay_problems(view: ThreadView) -> list[Problem]:
-    """Rebuild every checkpoint's delta state: a reducer that rejects the stored
-    writes (say, a removal of an unknown message id) is a problem too."""
+    """Rebuild every checkpoint's state of the usable delta channels: a reducer
+    that rejects the stored writes (say, a removal of an unknown message id) is
+    a problem too."""
     found: list[Problem] = []
     for tup in view.tuples():
         try:
@@ -242,7 +339,14 @@ def _verified(view: ThreadView) -> list[Problem]:
     problems = view.problems()
     if problems:
         return problems
-    return _replay_problems(view)
+    found = _replay_problems(view)
+    for ch in sorted(view.delta_channels):
+        why = view.refutation(ch)
+        if why is not None and ch in view.given:
+            # A reducer the caller gave us contradicts storage: the graph is not
+            # the one that wrote the thread, or the stored data is damaged.
+            found.append(Problem(view.thread_id, "", "-", why))
+    return found
 
 
 def _refuse_broken(view: ThreadView, action: str) -> None:
@@ -255,69 +359,235 @@ def _refuse_broken(view: ThreadView, action: str) -> None:
         )
 
 
+def _refuse_unknown(view: ThreadView, action: str, channels: Iterable[str]) -> None:
+    """A plan that must rebuild ``channels`` refuses when one has no confirmed reducer."""
+    bad = sorted(ch for ch in set(channels) if not view.usable(ch))
+    if bad:
+        reasons = "; ".join(str(view.refutation(ch)) for ch in bad)
+        raise MaintenanceError(
+            f"refusing to {action} thread {view.thread_id!r}: it must rebuild delta "
+            f"channel(s) {bad} and cannot confirm their reducer ({reasons}); pass the graph "
+            "(graph=, CLI --graph module:attr) so each channel's reducer comes from its "
+            "channel table. Nothing was changed"
+        )
+
+
 def _apply(
-    thread_id: str, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
+    thread_id: str,
+    rewrites: Sequence[Rewrite],
+    deletes: Mapping[str, Sequence[str]],
+    step: StepProgress | None,
+    orphans: bool = False,
 ) -> Generator[_Request, Any, None]:
     # Survivors first (self-contained), then what they no longer need.
+    total = len(rewrites) + sum(1 for ids in deletes.values() if ids) + int(orphans)
+    done = 0
     for rewrite in rewrites:
         yield _Rows("rewrite", (thread_id, rewrite))
+        done += 1
+        if step is not None:
+            step(thread_id, done, total)
     for ns, ids in deletes.items():
         if ids:
             yield _Rows("delete", (thread_id, ns, list(ids)))
+            done += 1
+            if step is not None:
+                step(thread_id, done, total)
+    if orphans:
+        yield _Rows("delete_orphans", (thread_id,))
+        if step is not None:
+            step(thread_id, total, total)
+
+
+def _estimate(
+    raw: BaseCheckpointSaver[Any],
+    rows: RowStore,
+    pairs: Sequence[tuple[CheckpointTuple, Rewrite]],
+) -> int:
+    """Bytes the rewrites add to storage (negative when they free some): the
+    saver's serde size of each rewritten value minus the value it replaces.
+    Backends that key values by version store one value per (channel, version)."""
+    by_version = bool(getattr(rows, "VALUES_BY_VERSION", True))
+    seen: set[tuple[str, str, Any]] = set()
+    total = 0
+    for old, rewrite in pairs:
+        old_values = old.checkpoint["channel_values"]
+        for ch, version in rewrite.versions.items():
+            key = (rewrite.checkpoint_ns, ch, version)
+            if by_version:
+                if key in seen:
+                    continue
+                seen.add(key)
+            total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
+            if ch in old_values:
+                total -= _size(raw, old_values[ch])
+    return total
+
+
+def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
+    if value is None:
+        return 0
+    return len(raw.serde.dumps_typed(value)[1])
 
 
 # -- plans -------------------------------------------------------------------------------
+
+#: A per-thread planner: the rewrites, the deletes per namespace, and a detail
+#: line; raises ``MaintenanceError`` to refuse the thread.
+_Planner = Callable[[ThreadView], tuple[list[Rewrite], dict[str, list[str]], str]]
+
+
+@dataclass
+class _Run:
+    """One change operation over some threads (prune, migrate, run deletion)."""
+
+    action: str
+    planner: _Planner
+    known: _Knowledge
+    dry_run: bool
+    keep_going: bool = False
+    where: ThreadFilter | None = None
+    progress: Progress | None = None
+    step: StepProgress | None = None
+    orphans: bool = False
+    skip_empty: bool = False
+
+
+def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
+    sizes: dict[str, int] = yield _Rows("sizes", ())
+    ids = [t for t in thread_ids if run.where is None or run.where.size_ok(sizes.get(t, 0))]
+    if len(ids) > 1 and not run.keep_going and not run.dry_run:
+        # Refuse before the first change: plan every thread once, then again to apply.
+        for thread_id in ids:
+            view = yield from _view(thread_id, run.known)
+            if run.where is None or run.where.mode_ok(view):
+                run.planner(view)
+    reports: list[ChangeReport] = []
+    for thread_id in ids:
+        view = yield from _view(thread_id, run.known)
+        if run.where is not None and not run.where.mode_ok(view):
+            continue
+        if run.skip_empty and not view.count():
+            continue
+        report = ChangeReport(
+            thread_id,
+            run.action,
+            view.count(),
+            view.count(),
+            0,
+            0,
+            bytes_before=sizes.get(thread_id, 0),
+            dry_run=run.dry_run,
+        )
+        try:
+            rewrites, deletes, detail = run.planner(view)
+        except MaintenanceError as exc:
+            if not run.keep_going:
+                raise
+            report.refused = str(exc)
+            report.bytes_after = report.bytes_before
+            reports.append(report)
+            if run.progress is not None:
+                run.progress(thread_id)
+            continue
+        removed = sum(len(ids) for ids in deletes.values())
+        report.checkpoints_after = view.count() - removed
+        report.rewritten = len(rewrites)
+        report.deleted = removed
+        report.detail = detail
+        if run.dry_run:
+            old = {t.checkpoint["id"]: t for t in view.tuples()}
+            pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
+            growth: int = yield _Estimate(pairs)
+            freed = sum(
+                _checkpoint_bytes(view, ns, cid) for ns, cids in deletes.items() for cid in cids
+            )
+            report.bytes_after = max(0, report.bytes_before or 0) + growth - freed
+            report.estimated = True
+        elif rewrites or removed or run.orphans:
+            yield _Forget((thread_id,))
+            yield from _apply(thread_id, rewrites, deletes, run.step, run.orphans)
+            yield _Forget((thread_id,))
+        reports.append(report)
+        if run.progress is not None:
+            run.progress(thread_id)
+    if not run.dry_run and reports:
+        after: dict[str, int] = yield _Rows("sizes", ())
+        for report in reports:
+            report.bytes_after = after.get(report.thread_id, 0)
+    return reports
+
+
+def _checkpoint_bytes(view: ThreadView, ns: str, cid: str) -> int:
+    # A rough share for an estimate: a deleted checkpoint frees at least its writes'
+    # values; the values it stores are counted through their repr length.
+    tup = view.by_ns[ns][cid]
+    return sum(len(repr(w[2])) for w in tup.pending_writes or ()) + len(
+        repr(tup.checkpoint["channel_values"])
+    )
+
+
+def _keep_latest(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
+    """Each namespace keeps its head and, for the delta channels no reducer is
+    known for, the head's chain back to where all of them are stored; the oldest
+    kept checkpoint stores the state of the other delta channels and becomes a
+    root. With every reducer known that is the head alone."""
+    _refuse_broken(view, "prune")
+    unknown = view.unknown()
+    rewrites: list[Rewrite] = []
+    deletes: dict[str, list[str]] = {}
+    kept = 0
+    for ns, checkpoints in view.by_ns.items():
+        head = view.head(ns)
+        assert head is not None
+        chain = [head]
+        cursor = head
+        while any(view.needs_replay(cursor, ch) for ch in unknown):
+            parent = view.parent_id(cursor)
+            if parent is None:
+                break
+            cursor = checkpoints[parent]  # present: _refuse_broken checked the links
+            chain.append(cursor)
+        keep = {t.checkpoint["id"] for t in chain}
+        kept += len(keep)
+        deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
+        cut = chain[-1]
+        if view.parent_id(cut) is not None:
+            rewrites.append(
+                view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
+            )
+    detail = ""
+    if kept > len(view.by_ns):
+        detail = (
+            f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
+            "are stored (no reducer known; graph= keeps the head alone)"
+        )
+    return rewrites, deletes, detail
+
+
+def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
+    return [], {ns: sorted(c) for ns, c in view.by_ns.items()}, ""
 
 
 def _prune_plan(
     thread_ids: Sequence[str],
     strategy: str,
     dry_run: bool,
-    reducers: Mapping[str, Reducer] | None,
+    known: _Knowledge,
     progress: Progress | None = None,
+    *,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
+    step: StepProgress | None = None,
 ) -> _Plan:
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
-    reports: list[ChangeReport] = []
-    sizes: dict[str, int] = yield _Rows("sizes", ())
-    for thread_id in thread_ids:
-        view = yield from _view(thread_id, reducers, None)
-        before = view.count()
-        if strategy == "delete":
-            deletes = {ns: sorted(c) for ns, c in view.by_ns.items()}
-            rewrites: list[Rewrite] = []
-        else:
-            _refuse_broken(view, "prune")
-            rewrites, deletes = [], {}
-            for ns, checkpoints in view.by_ns.items():
-                head = view.head(ns)
-                assert head is not None
-                deletes[ns] = [cid for cid in sorted(checkpoints) if cid != head.checkpoint["id"]]
-                if deletes[ns] or view.parent_id(head) is not None:
-                    rewrites.append(view.snapshot_rewrite(head, parent_id=None))
-        after = before - sum(len(ids) for ids in deletes.values())
-        report = ChangeReport(
-            thread_id,
-            f"prune:{strategy}",
-            before,
-            after,
-            len(rewrites),
-            before - after,
-            bytes_before=sizes.get(thread_id, 0),
-            dry_run=dry_run,
-        )
-        if not dry_run:
-            yield _Forget((thread_id,))
-            yield from _apply(thread_id, rewrites, deletes)
-            yield _Forget((thread_id,))
-        reports.append(report)
-        if progress is not None:
-            progress(thread_id)
-    if not dry_run:
-        sizes = yield _Rows("sizes", ())
-        for report in reports:
-            report.bytes_after = sizes.get(report.thread_id, 0)
-    return reports
+    planner = _keep_latest if strategy == "keep_latest" else _delete_all
+    run = _Run(
+        f"prune:{strategy}", planner, known, dry_run, keep_going, where, progress, step, True
+    )
+    result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
+    return result
 
 
 def _copy_plan(source: str, target: str) -> _Plan:
@@ -329,24 +599,17 @@ def _copy_plan(source: str, target: str) -> _Plan:
             f"refusing to copy thread {source!r} onto {target!r}: the target already has "
             f"{len(existing)} checkpoint(s); delete it first or pick a new thread id"
         )
-    view = yield from _view(source, None, None)
+    view = yield from _view(source, None)
     yield _Forget((target,))
     yield _Rows("copy", (source, target))
     yield _Forget((target,))
     return ChangeReport(target, "copy", 0, view.count(), 0, 0, detail=f"from {source!r}")
 
 
-def _runs_plan(
-    run_ids: Sequence[str], dry_run: bool, reducers: Mapping[str, Reducer] | None
-) -> _Plan:
-    run_set = set(_thread_ids(run_ids, "run_ids"))
-    threads: set[str] = set()
-    for run_id in sorted(run_set):
-        hits: list[CheckpointTuple] = yield _Runs(run_id)
-        threads.update(t.config["configurable"]["thread_id"] for t in hits)
-    reports: list[ChangeReport] = []
-    for thread_id in sorted(threads):
-        view = yield from _view(thread_id, reducers, None)
+def _without_runs(
+    run_set: set[str],
+) -> _Planner:
+    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         _refuse_broken(view, "delete runs of")
         rewrites: list[Rewrite] = []
         deletes: dict[str, list[str]] = {}
@@ -361,52 +624,54 @@ def _runs_plan(
                 tup = checkpoints[cid]
                 if cid in doomed or view.parent_id(tup) not in doomed:
                     continue
-                # Its parent goes: store its whole state here, and link it to the
-                # nearest surviving ancestor so the lineage stays walkable.
+                # Its parent goes: store the state it replays here, and link it to
+                # the nearest surviving ancestor so the lineage stays walkable (a
+                # root, marked as such, when none survives).
+                need = view.replay_needs(tup)
+                _refuse_unknown(view, "delete runs of", need)
                 parent = view.parent_id(tup)
                 while parent in doomed:
                     parent = view.parent_id(checkpoints[parent])
                 if parent is not None and parent not in checkpoints:
                     parent = None
-                rewrites.append(view.snapshot_rewrite(tup, parent_id=parent))
-        removed = sum(len(ids) for ids in deletes.values())
-        reports.append(
-            ChangeReport(
-                thread_id,
-                "delete_for_runs",
-                view.count(),
-                view.count() - removed,
-                len(rewrites),
-                removed,
-                dry_run=dry_run,
-            )
-        )
-        if not dry_run:
-            yield _Forget((thread_id,))
-            yield from _apply(thread_id, rewrites, deletes)
-            yield _Forget((thread_id,))
-    return reports
+                rewrites.append(view.snapshot_rewrite(tup, parent_id=parent, channels=need))
+        return rewrites, deletes, ""
+
+    return plan
 
 
-def _migrate_plan(
-    thread_ids: Sequence[str],
-    to: ChannelMode,
+def _runs_plan(
+    run_ids: Sequence[str],
     dry_run: bool,
-    reducers: Mapping[str, Reducer] | None,
-    progress: Progress | None = None,
+    known: _Knowledge,
+    *,
+    keep_going: bool = False,
+    step: StepProgress | None = None,
 ) -> _Plan:
-    reports: list[ChangeReport] = []
-    for thread_id in thread_ids:
-        view = yield from _view(thread_id, reducers, None)
+    run_set = set(_thread_ids(run_ids, "run_ids"))
+    threads: set[str] = set()
+    for run_id in sorted(run_set):
+        hits: list[CheckpointTuple] = yield _Runs(run_id)
+        threads.update(t.config["configurable"]["thread_id"] for t in hits)
+    run = _Run("delete_for_runs", _without_runs(run_set), known, dry_run, keep_going, step=step)
+    result: list[ChangeReport] = yield from _change_plan(run, sorted(threads))
+    return result
+
+
+def _to_mode(to: ChannelMode) -> _Planner:
+    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         if not view.count():
-            raise MaintenanceError(f"thread {thread_id!r} has no checkpoints")
+            raise MaintenanceError(f"thread {view.thread_id!r} has no checkpoints")
         problems = _verified(view)
         if problems:
             raise MaintenanceError(
-                f"refusing to migrate thread {thread_id!r} to {to.value}: "
+                f"refusing to migrate thread {view.thread_id!r} to {to.value}: "
                 f"{len(problems)} checkpoint(s) cannot be rebuilt, e.g. {problems[0]}"
             )
         rewrites: list[Rewrite] = []
+        if to is ChannelMode.FULL:
+            needed = {ch for tup in view.tuples() for ch in view.replay_needs(tup)}
+            _refuse_unknown(view, f"migrate to {to.value}", needed)
         for tup in view.tuples():
             if to is ChannelMode.FULL:
                 if _has_delta_state(view, tup):
@@ -416,24 +681,29 @@ def _migrate_plan(
                 or (tup.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
             ):
                 rewrites.append(view.marked(tup))
-        reports.append(
-            ChangeReport(
-                thread_id,
-                f"migrate:{to.value}",
-                view.count(),
-                view.count(),
-                len(rewrites),
-                0,
-                dry_run=dry_run,
-            )
-        )
-        if not dry_run:
-            yield _Forget((thread_id,))
-            yield from _apply(thread_id, rewrites, {})
-            yield _Forget((thread_id,))
-        if progress is not None:
-            progress(thread_id)
-    return reports
+        return rewrites, {}, ""
+
+    return plan
+
+
+def _migrate_plan(
+    thread_ids: Sequence[str],
+    to: ChannelMode,
+    dry_run: bool,
+    known: _Knowledge,
+    progress: Progress | None = None,
+    *,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
+    step: StepProgress | None = None,
+) -> _Plan:
+    run = _Run(
+        f"migrate:{to.value}", _to_mode(to), known, dry_run, keep_going, where, progress, step
+    )
+    # A fleet run has nothing to migrate in a thread that holds only orphan writes.
+    run.skip_empty = keep_going
+    result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
+    return result
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
@@ -445,25 +715,48 @@ def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
     return any(view.needs_replay(tup, ch) for ch in view.delta_channels)
 
 
-Progress = Callable[[str], None]
-
-
 def _scan_plan(
-    thread_ids: Sequence[str] | None, check: bool, progress: Progress | None = None
+    thread_ids: Sequence[str] | None,
+    check: bool,
+    progress: Progress | None = None,
+    known: _Knowledge | None = None,
+    where: ThreadFilter | None = None,
 ) -> _Plan:
     sizes: dict[str, int] = yield _Rows("sizes", ())
+    orphans: dict[str, int] = yield _Rows("orphans", ())
     if thread_ids is None:
         thread_ids = yield _Rows("thread_ids", ())
     infos: list[ThreadInfo] = []
     for thread_id in thread_ids:
-        view = yield from _view(thread_id, None, None)
-        info = _info(view, sizes)
+        if where is not None and not where.size_ok(sizes.get(thread_id, 0)):
+            continue
+        view = yield from _view(thread_id, known)
+        if where is not None and not where.mode_ok(view):
+            continue
+        info = _info(view, sizes, orphans)
         if check:
-            info.problems = (
+            problems = (
                 _verified(view)
                 if view.count()
                 else [Problem(thread_id, "", "-", "thread has no checkpoints")]
             )
+            if info.orphan_writes:
+                problems.append(
+                    Problem(
+                        thread_id,
+                        "",
+                        "-",
+                        f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
+                        "not exist (left by a refused or interrupted write); "
+                        "`checkpoint-guard prune --keep-latest` removes them",
+                    )
+                )
+            info.problems = problems
+            for ch in sorted(view.delta_channels):
+                why = view.refutation(ch)
+                if why is not None and ch not in view.given:
+                    info.unchecked.append(ch)
+                    info.notes.append(f"{why}: structure checked, writes not replayed")
         infos.append(info)
         if progress is not None:
             progress(thread_id)
@@ -472,6 +765,14 @@ def _scan_plan(
 
 # -- public functions ---------------------------------------------------------------------
 
+_GRAPH_DOC = """
+    ``graph`` (a compiled graph or a ``StateGraph`` builder) gives every delta
+    channel's reducer from its channel table; ``reducers`` names more (and wins).
+    Without either, only ``messages`` has a default (``merge_message_writes``),
+    and a reducer is used only where it reproduces the thread's stored snapshots:
+    any other delta channel is kept as stored, or the thread is refused
+    (``MaintenanceError`` naming the channel) with storage unchanged."""
+
 
 def prune(
     saver: BaseCheckpointSaver[Any],
@@ -479,23 +780,41 @@ def prune(
     *,
     strategy: str = "keep_latest",
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
     """Prune threads without losing state.
 
-    ``"keep_latest"`` keeps the latest checkpoint of every namespace, first made
-    self-contained (each delta channel's state stored there as a
-    ``_DeltaSnapshot``, parent link cleared), then deletes every other checkpoint
-    with its writes (and, where values are stored by version, the values no kept
-    checkpoint references). The kept head reads exactly what it read before and
-    keeps its own pending writes. ``"delete"`` removes the threads. A thread whose
-    chain is already broken is refused (``MaintenanceError``) before anything is
-    changed. Works on memory, SQLite and PostgreSQL savers, wrapped or raw;
-    cached state of the threads is dropped. ``reducers`` names the reducer of
-    any delta channel that does not use ``merge_message_writes``.
+    ``"keep_latest"`` keeps the latest checkpoint of every namespace and, for
+    each delta channel whose reducer is not known, the head's chain back to the
+    nearest checkpoint where all of those are stored (exact without a reducer);
+    the oldest kept checkpoint is made self-contained (each known delta
+    channel's state stored there as a ``_DeltaSnapshot``), marked as a root and
+    unlinked, then every other checkpoint goes with its writes (and, where
+    values are stored by version, the values no kept checkpoint references),
+    and so do stored writes whose checkpoint does not exist (orphans). Every
+    kept checkpoint reads exactly what it read before and keeps its pending
+    writes. ``"delete"`` removes the threads. A thread whose chain is already
+    broken is refused (``MaintenanceError``) before anything is changed.
+    ``keep_going`` reports a refused thread (``ChangeReport.refused``) and goes
+    on; otherwise every thread is planned before the first is changed.
+    ``where`` filters threads by mode and size. Works on memory, SQLite and
+    PostgreSQL savers, wrapped or raw; cached state of the threads is dropped.
     """
-    plan = _prune_plan(_thread_ids(thread_ids), strategy, dry_run, reducers, progress)
+    plan = _prune_plan(
+        _thread_ids(thread_ids),
+        strategy,
+        dry_run,
+        _knowledge(graph, reducers),
+        progress,
+        keep_going=keep_going,
+        where=where,
+        step=step,
+    )
     result: list[ChangeReport] = _drive(saver, plan)
     return result
 
@@ -506,13 +825,29 @@ async def aprune(
     *,
     strategy: str = "keep_latest",
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
     """Async ``prune``."""
-    plan = _prune_plan(_thread_ids(thread_ids), strategy, dry_run, reducers, progress)
+    plan = _prune_plan(
+        _thread_ids(thread_ids),
+        strategy,
+        dry_run,
+        _knowledge(graph, reducers),
+        progress,
+        keep_going=keep_going,
+        where=where,
+        step=step,
+    )
     result: list[ChangeReport] = await _adrive(saver, plan)
     return result
+
+
+prune.__doc__ = (prune.__doc__ or "") + _GRAPH_DOC
 
 
 def copy_thread(
@@ -521,7 +856,8 @@ def copy_thread(
     """Copy every checkpoint, write and stored value of a thread (every
     namespace, same checkpoint ids) to a new thread id. The copy reads exactly
     like the source and shares nothing with it: deleting or changing either
-    leaves the other intact. A target that already has checkpoints is refused."""
+    leaves the other intact. A target that already has checkpoints is refused.
+    Needs no reducer: nothing is rebuilt."""
     result: ChangeReport = _drive(saver, _copy_plan(str(source_thread_id), str(target_thread_id)))
     return result
 
@@ -540,13 +876,21 @@ def delete_for_runs(
     run_ids: Sequence[str],
     *,
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
 ) -> list[ChangeReport]:
     """Delete the checkpoints (and their writes) whose metadata ``run_id`` is one
     of ``run_ids``, in every thread. A surviving checkpoint whose parent goes is
-    first re-snapshotted (its delta state stored in it) and re-linked to its
-    nearest surviving ancestor, so every survivor reads what it read before."""
-    plan = _runs_plan(run_ids, dry_run, reducers)
+    first made self-contained (the state of each delta channel it replays stored
+    in it) and re-linked to its nearest surviving ancestor, or marked as a root
+    when none survives, so every survivor reads what it read before and lineage
+    never leaves its branch. A survivor that replays a delta channel whose
+    reducer is not known refuses the thread."""
+    plan = _runs_plan(
+        run_ids, dry_run, _knowledge(graph, reducers), keep_going=keep_going, step=step
+    )
     result: list[ChangeReport] = _drive(saver, plan)
     return result
 
@@ -556,11 +900,20 @@ async def adelete_for_runs(
     run_ids: Sequence[str],
     *,
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
 ) -> list[ChangeReport]:
     """Async ``delete_for_runs``."""
-    result: list[ChangeReport] = await _adrive(saver, _runs_plan(run_ids, dry_run, reducers))
+    plan = _runs_plan(
+        run_ids, dry_run, _knowledge(graph, reducers), keep_going=keep_going, step=step
+    )
+    result: list[ChangeReport] = await _adrive(saver, plan)
     return result
+
+
+delete_for_runs.__doc__ = (delete_for_runs.__doc__ or "") + _GRAPH_DOC
 
 
 def migrate(
@@ -569,8 +922,12 @@ def migrate(
     *,
     to: ChannelMode | Literal["full", "delta"],
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
     """Move threads between channel modes, keeping every checkpoint's state.
 
@@ -578,13 +935,25 @@ def migrate(
     full-mode saver would have written it (each delta channel's value stored,
     snapshots unwrapped, markers and delta counters removed): a full-mode
     process, or an older LangGraph, then reads and continues the thread, and
-    ``get_state``/``get_state_history`` return what they returned before.
+    ``get_state``/``get_state_history`` return what they returned before. It
+    needs the reducer of every delta channel a checkpoint replays.
     ``to="delta"`` checks the thread and stamps our marker on every checkpoint,
-    so full-mode processes refuse it from then on. A thread that ``verify``
-    finds broken is refused before anything changes. Idempotent.
+    so full-mode processes refuse it from then on (no reducer needed). A thread
+    that ``verify`` finds broken is refused before anything changes.
+    Idempotent: a re-run after an interruption rewrites only what is left.
+    Reports carry the stored bytes before and after (a dry run estimates them).
     """
     mode = parse_mode(to, key="to")
-    plan = _migrate_plan(_thread_ids(thread_ids), mode, dry_run, reducers, progress)
+    plan = _migrate_plan(
+        _thread_ids(thread_ids),
+        mode,
+        dry_run,
+        _knowledge(graph, reducers),
+        progress,
+        keep_going=keep_going,
+        where=where,
+        step=step,
+    )
     result: list[ChangeReport] = _drive(saver, plan)
     return result
 
@@ -595,14 +964,30 @@ async def amigrate(
     *,
     to: ChannelMode | Literal["full", "delta"],
     dry_run: bool = False,
+    graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    step: StepProgress | None = None,
+    keep_going: bool = False,
+    where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
     """Async ``migrate``."""
     mode = parse_mode(to, key="to")
-    plan = _migrate_plan(_thread_ids(thread_ids), mode, dry_run, reducers, progress)
+    plan = _migrate_plan(
+        _thread_ids(thread_ids),
+        mode,
+        dry_run,
+        _knowledge(graph, reducers),
+        progress,
+        keep_going=keep_going,
+        where=where,
+        step=step,
+    )
     result: list[ChangeReport] = await _adrive(saver, plan)
     return result
+
+
+migrate.__doc__ = (migrate.__doc__ or "") + _GRAPH_DOC
 
 
 def scan(
@@ -610,12 +995,13 @@ def scan(
     thread_ids: Sequence[str] | None = None,
     *,
     progress: Progress | None = None,
+    where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
-    """Every thread (or those named) with its mode, checkpoint count, stored bytes
-    and distance from the head to its last snapshot. Reads only. ``progress`` is
-    called with each thread id when it is done."""
+    """Every thread (or those named) with its mode, checkpoint count, stored bytes,
+    orphan writes and distance from the head to its last snapshot. Reads only;
+    needs no reducer. ``progress`` is called with each thread id when it is done."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, False, progress))
+    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, False, progress, None, where))
     return result
 
 
@@ -624,15 +1010,16 @@ async def ascan(
     thread_ids: Sequence[str] | None = None,
     *,
     progress: Progress | None = None,
+    where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Async ``scan``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, False, progress))
+    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, False, progress, None, where))
     return result
 
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
-    """Every thread id that has a checkpoint, sorted."""
+    """Every thread id that has a checkpoint or a stored write, sorted."""
     result: list[str] = row_store_for(unwrap(saver)).thread_ids()
     return result
 
@@ -647,14 +1034,22 @@ def verify(
     saver: BaseCheckpointSaver[Any],
     thread_ids: Sequence[str] | None = None,
     *,
+    graph: Any = None,
+    reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Check that every checkpoint's state can be rebuilt: for each delta channel
     it replays, an intact parent chain back to a stored value or the root, and
-    writes the reducer accepts. ``problems`` on each result says what is broken
-    and why (empty: sound). ``None`` checks every thread. Reads only."""
+    writes the channel's reducer accepts; no stored write without its checkpoint.
+    ``problems`` on each result says what is broken and why (empty: sound). A
+    delta channel without a confirmed reducer is checked for structure only and
+    listed in ``unchecked`` (with the reason in ``notes``); a reducer from
+    ``graph``/``reducers`` that does not reproduce a stored snapshot is a
+    problem. ``None`` checks every thread. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, True, progress))
+    known = _knowledge(graph, reducers)
+    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, True, progress, known, where))
     return result
 
 
@@ -662,19 +1057,25 @@ async def averify(
     saver: BaseCheckpointSaver[Any],
     thread_ids: Sequence[str] | None = None,
     *,
+    graph: Any = None,
+    reducers: Mapping[str, Reducer] | None = None,
     progress: Progress | None = None,
+    where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, True, progress))
+    known = _knowledge(graph, reducers)
+    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, True, progress, known, where))
     return result
 
 
-def inspect(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadInfo:
+def inspect(saver: BaseCheckpointSaver[Any], thread_id: str, *, graph: Any = None) -> ThreadInfo:
     """``verify`` of one thread (mode, counts, bytes, snapshot distance, problems)."""
-    return verify(saver, [thread_id])[0]
+    return verify(saver, [thread_id], graph=graph)[0]
 
 
-async def ainspect(saver: BaseCheckpointSaver[Any], thread_id: str) -> ThreadInfo:
+async def ainspect(
+    saver: BaseCheckpointSaver[Any], thread_id: str, *, graph: Any = None
+) -> ThreadInfo:
     """Async ``inspect``."""
-    return (await averify(saver, [thread_id]))[0]
+    return (await averify(saver, [thread_id], graph=graph))[0]

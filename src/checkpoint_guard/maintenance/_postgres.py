@@ -27,11 +27,6 @@ _UPSERT_BLOB = (
 )
 
 
-def _thread_ids() -> Statements:
-    rows = yield "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id", ()
-    return [r["thread_id"] for r in rows]
-
-
 def _sizes() -> Statements:
     out: dict[str, int] = {}
     for sql in (
@@ -118,6 +113,34 @@ def _copy(source: str, target: str) -> Statements:
     )
 
 
+_ORPHAN = (
+    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+)
+
+
+def _orphans() -> Statements:
+    rows = yield (
+        f"SELECT w.thread_id, COUNT(*) AS n FROM checkpoint_writes w WHERE{_ORPHAN}"
+        " GROUP BY w.thread_id",
+        (),
+    )
+    return {r["thread_id"]: int(r["n"]) for r in rows}
+
+
+def _delete_orphans(thread_id: str) -> Statements:
+    yield f"DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND{_ORPHAN}", (thread_id,)
+
+
+def _thread_ids() -> Statements:
+    rows = yield (
+        "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
+        " ORDER BY 1",
+        (),
+    )
+    return [r["thread_id"] for r in rows]
+
+
 def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
     return {
         "configurable": {
@@ -139,7 +162,14 @@ def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, 
     return rows
 
 
-_DIALECT = Dialect(thread_ids=_thread_ids, sizes=_sizes, delete=_delete, copy=_copy)
+_DIALECT = Dialect(
+    thread_ids=_thread_ids,
+    sizes=_sizes,
+    delete=_delete,
+    copy=_copy,
+    orphans=_orphans,
+    delete_orphans=_delete_orphans,
+)
 
 
 class PostgresRows(SqlRows):

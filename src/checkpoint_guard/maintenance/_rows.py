@@ -75,6 +75,10 @@ class RowStore(Protocol):
     async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None: ...
     def copy(self, source: str, target: str) -> None: ...
     async def acopy(self, source: str, target: str) -> None: ...
+    def orphans(self) -> dict[str, int]: ...
+    async def aorphans(self) -> dict[str, int]: ...
+    def delete_orphans(self, thread_id: str) -> None: ...
+    async def adelete_orphans(self, thread_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,9 @@ class Dialect:
     sizes: Callable[[], Statements]
     delete: Callable[[str, str, Sequence[str]], Statements]
     copy: Callable[[str, str], Statements]
+    #: thread id -> number of stored writes whose checkpoint does not exist
+    orphans: Callable[[], Statements]
+    delete_orphans: Callable[[str], Statements]
 
 
 class SqlRows:
@@ -115,6 +122,13 @@ class SqlRows:
     def copy(self, source: str, target: str) -> None:
         self._run(self.dialect.copy(source, target))
 
+    def orphans(self) -> dict[str, int]:
+        result: dict[str, int] = self._run(self.dialect.orphans())
+        return result
+
+    def delete_orphans(self, thread_id: str) -> None:
+        self._run(self.dialect.delete_orphans(thread_id))
+
 
 class AsyncSqlRows:
     """The async twin of ``SqlRows`` (``_arun`` and ``arewrite`` from the backend)."""
@@ -142,6 +156,13 @@ class AsyncSqlRows:
 
     async def acopy(self, source: str, target: str) -> None:
         await self._arun(self.dialect.copy(source, target))
+
+    async def aorphans(self) -> dict[str, int]:
+        result: dict[str, int] = await self._arun(self.dialect.orphans())
+        return result
+
+    async def adelete_orphans(self, thread_id: str) -> None:
+        await self._arun(self.dialect.delete_orphans(thread_id))
 
 
 def _factories() -> list[tuple[str, str, str]]:

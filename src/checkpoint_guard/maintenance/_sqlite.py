@@ -16,11 +16,6 @@ from ._thread import Rewrite
 __all__ = ["AsyncSqliteRows", "SqliteRows"]
 
 
-def _thread_ids() -> Statements:
-    rows = yield "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id", ()
-    return [r[0] for r in rows]
-
-
 def _sizes() -> Statements:
     out: dict[str, int] = {}
     for sql in (
@@ -66,6 +61,32 @@ def _copy(source: str, target: str) -> Statements:
     )
 
 
+_ORPHAN = (
+    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+)
+
+
+def _orphans() -> Statements:
+    rows = yield (
+        f"SELECT w.thread_id, COUNT(*) FROM writes w WHERE{_ORPHAN} GROUP BY w.thread_id",
+        (),
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def _delete_orphans(thread_id: str) -> Statements:
+    yield f"DELETE FROM writes AS w WHERE w.thread_id = ? AND{_ORPHAN}", (thread_id,)
+
+
+def _thread_ids() -> Statements:
+    rows = yield (
+        "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes ORDER BY 1",
+        (),
+    )
+    return [r[0] for r in rows]
+
+
 def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
     return {
         "configurable": {
@@ -76,13 +97,21 @@ def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
     }
 
 
-_DIALECT = Dialect(thread_ids=_thread_ids, sizes=_sizes, delete=_delete, copy=_copy)
+_DIALECT = Dialect(
+    thread_ids=_thread_ids,
+    sizes=_sizes,
+    delete=_delete,
+    copy=_copy,
+    orphans=_orphans,
+    delete_orphans=_delete_orphans,
+)
 
 
 class SqliteRows(SqlRows):
     """``SqliteSaver``'s tables, through its connection and lock."""
 
     dialect = _DIALECT
+    VALUES_BY_VERSION = False  # values are inline in each checkpoint row
 
     def _run(self, statements: Statements) -> Any:
         # Not saver.cursor(): it commits even when a statement fails.
@@ -110,6 +139,7 @@ class AsyncSqliteRows(AsyncSqlRows):
     """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
 
     dialect = _DIALECT
+    VALUES_BY_VERSION = False
 
     async def _arun(self, statements: Statements) -> Any:
         await self.saver.setup()

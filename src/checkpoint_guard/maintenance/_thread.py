@@ -12,6 +12,14 @@ replayed onto it; without a version the channel is empty. Computed once per
 checkpoint, oldest first, that is linear in the thread's size where the
 per-checkpoint history walk would be quadratic; batching invariance of the
 reducer makes both the same.
+
+Reducers: a replay is only as right as its reducer, so a channel is *usable*
+(may be rebuilt) only when its reducer was given (a graph's channel table, or
+``reducers=``) or is the ``messages`` default, and the reducer reproduces every
+``_DeltaSnapshot`` the thread stores where that snapshot is the plain replay of
+its parent (the parent's only child; a fork's snapshot also holds the update
+that made it). Every other delta channel is *unknown*: plans keep it as stored
+or refuse.
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ from .._modes import (
     checkpoint_uses_delta,
 )
 from .._schema import merge_message_writes
+from ..state._lineage import ROOT_METADATA_KEY
 
 __all__ = [
+    "DEFAULT_REDUCERS",
     "Problem",
     "Reducer",
     "Rewrite",
@@ -42,9 +52,12 @@ __all__ = [
 ]
 
 Reducer = Callable[[Any, Sequence[Any]], Any]
-#: The reducer our ``delta_messages_field`` uses; maintenance folds delta channels
-#: with it unless the caller names another per channel.
+#: The reducer our ``delta_messages_field`` uses: the default of the ``messages``
+#: channel (and of no other) when no graph says otherwise.
 default_reducer: Reducer = merge_message_writes
+#: Channel -> reducer assumed without a graph, each checked against the thread's
+#: stored snapshots before it is used.
+DEFAULT_REDUCERS: Mapping[str, Reducer] = {"messages": merge_message_writes}
 
 _MISSING: Any = object()
 
@@ -79,10 +92,13 @@ class Rewrite:
 class ThreadView:
     """The checkpoints of one thread, grouped by namespace, with parent links.
 
-    ``reducers`` maps a delta channel to its reducer; channels not named use
-    ``default_reducer``. ``channels`` (optional) forces the set of delta channels;
-    by default it is every channel that has delta evidence anywhere in the thread
-    (a ``_DeltaSnapshot`` value or an entry in ``counters_since_delta_snapshot``).
+    ``reducers`` maps a delta channel to the reducer it was given (from a graph's
+    channel table or the caller); ``defaults`` are assumed for channels not
+    given (``DEFAULT_REDUCERS``: only ``messages``). Either kind is used only
+    once the thread's snapshots confirm it (``usable``). ``channels`` adds
+    channels known to be delta channels (a graph's ``DeltaChannel`` fields) to
+    those with delta evidence in the thread (a ``_DeltaSnapshot`` value or an
+    entry in ``counters_since_delta_snapshot``).
     """
 
     def __init__(
@@ -92,17 +108,25 @@ class ThreadView:
         *,
         reducers: Mapping[str, Reducer] | None = None,
         channels: Iterable[str] | None = None,
+        defaults: Mapping[str, Reducer] = DEFAULT_REDUCERS,
     ) -> None:
         self.thread_id = thread_id
         self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
         for tup in tuples:
             conf = tup.config["configurable"]
             self.by_ns.setdefault(conf.get("checkpoint_ns", ""), {})[conf["checkpoint_id"]] = tup
-        self.reducers = dict(reducers or {})
-        self.delta_channels = (
-            set(channels) if channels is not None else self._detect_delta_channels()
-        )
+        self.given = dict(reducers or {})
+        self.reducers = {**{k: v for k, v in defaults.items()}, **self.given}
+        self.delta_channels = self._detect_delta_channels() | set(channels or ())
         self._values: dict[tuple[str, str, str], Any] = {}
+        self._children: dict[tuple[str, str], int] = {}
+        for ns, checkpoints in self.by_ns.items():
+            for tup in checkpoints.values():
+                parent = self.parent_id(tup)
+                if parent is not None:
+                    key = (ns, parent)
+                    self._children[key] = self._children.get(key, 0) + 1
+        self._verdicts: dict[str, str | None] = {}
 
     # -- facts -----------------------------------------------------------------
 
@@ -155,6 +179,74 @@ class ThreadView:
         return (
             ch in tup.checkpoint["channel_versions"] and ch not in tup.checkpoint["channel_values"]
         )
+
+    # -- reducers ------------------------------------------------------------------
+
+    def refutation(self, ch: str) -> str | None:
+        """Why ``ch`` may not be rebuilt (``None``: it may). A channel needs a
+        reducer that was given or defaulted, and that reducer must reproduce each
+        stored ``_DeltaSnapshot`` that is the plain replay of its parent."""
+        if ch in self._verdicts:
+            return self._verdicts[ch]
+        verdict: str | None
+        if ch not in self.reducers:
+            verdict = f"no reducer is known for delta channel {ch!r}"
+        else:
+            verdict = self._check_snapshots(ch)
+        self._verdicts[ch] = verdict
+        return verdict
+
+    def usable(self, ch: str) -> bool:
+        """Whether ``ch`` can be rebuilt with a confirmed reducer."""
+        return self.refutation(ch) is None
+
+    def unknown(self) -> set[str]:
+        """Delta channels that no operation may rebuild (kept as stored)."""
+        return {ch for ch in self.delta_channels if not self.usable(ch)}
+
+    def _check_snapshots(self, ch: str) -> str | None:
+        source = "given" if ch in self.given else "default"
+        name = getattr(self.reducers[ch], "__qualname__", repr(self.reducers[ch]))
+        for ns, checkpoints in sorted(self.by_ns.items()):
+            for cid in sorted(checkpoints):
+                tup = checkpoints[cid]
+                stored = tup.checkpoint["channel_values"].get(ch, _MISSING)
+                parent = self.parent_id(tup)
+                if (
+                    not isinstance(stored, _DeltaSnapshot)
+                    or parent is None
+                    or parent not in checkpoints
+                    or not self._plain_child(checkpoints[parent], tup)
+                ):
+                    continue
+                try:
+                    base = self.value(ns, parent, ch)
+                    expected = self._replay(ch, base, self._writes(checkpoints[parent], ch))
+                except KeyError:
+                    continue  # a broken chain: verify reports it, not this check
+                except Exception as exc:  # the reducer rejects the stored writes
+                    return (
+                        f"the {source} reducer {name} of {ch!r} fails on the stored writes "
+                        f"before checkpoint {cid}: {type(exc).__name__}: {exc}"
+                    )
+                if expected != stored.value:
+                    return (
+                        f"the {source} reducer {name} of {ch!r} does not reproduce the "
+                        f"snapshot stored at checkpoint {cid}"
+                    )
+        return None
+
+    def _plain_child(self, parent: CheckpointTuple, child: CheckpointTuple) -> bool:
+        """Whether ``child``'s state is exactly ``parent``'s plus ``parent``'s pending
+        writes: the parent's only child, one step later. A fork (a second child)
+        or a checkpoint re-linked past deleted ones by maintenance (a step gap)
+        holds state no replay of its parent gives."""
+        ns = parent.config["configurable"].get("checkpoint_ns", "")
+        if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
+            return False
+        p_step = (parent.metadata or {}).get("step")
+        c_step = (child.metadata or {}).get("step")
+        return isinstance(p_step, int) and isinstance(c_step, int) and c_step == p_step + 1
 
     # -- verification ------------------------------------------------------------
 
@@ -286,20 +378,39 @@ class ThreadView:
         return [w for w in tup.pending_writes or () if w[1] == ch]
 
     def _replay(self, ch: str, base: Any, writes: list[tuple[str, str, Any]]) -> Any:
-        channel: DeltaChannel[Any] = DeltaChannel(self.reducers.get(ch, default_reducer), list)
+        reducer = self.reducers.get(ch)
+        if reducer is None:
+            raise LookupError(f"no reducer is known for delta channel {ch!r}")
+        channel: DeltaChannel[Any] = DeltaChannel(reducer, list)
         seeded = channel.from_checkpoint(None if base is _MISSING else copy.copy(base))
         seeded.replay_writes(writes)
         return seeded.value
 
-    def materialize(self, tup: CheckpointTuple) -> dict[str, Any]:
-        """Every delta channel's state at ``tup`` (channels without a version omitted)."""
+    def materialize(
+        self, tup: CheckpointTuple, channels: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """The state at ``tup`` of ``channels`` (default: every usable delta
+        channel), channels without a version omitted."""
         ns = tup.config["configurable"].get("checkpoint_ns", "")
         cid = tup.config["configurable"]["checkpoint_id"]
+        wanted = (
+            sorted(channels)
+            if channels is not None
+            else sorted(ch for ch in self.delta_channels if self.usable(ch))
+        )
         out: dict[str, Any] = {}
-        for ch in sorted(self.delta_channels):
+        for ch in wanted:
             if ch in tup.checkpoint["channel_versions"]:
                 out[ch] = self.value(ns, cid, ch)
         return out
+
+    def replay_needs(self, tup: CheckpointTuple) -> set[str]:
+        """The delta channels whose state at ``tup`` comes from its ancestors."""
+        return {ch for ch in self.delta_channels if self.needs_replay(tup, ch)}
+
+    def children(self, ns: str, cid: str) -> int:
+        """How many checkpoints of ``ns`` name ``cid`` as their parent."""
+        return self._children.get((ns, cid), 0)
 
     def snapshot_distance(self, ns: str = "") -> int | None:
         """Parent hops from the head of ``ns`` back to where every delta channel it
@@ -324,16 +435,29 @@ class ThreadView:
     # -- plans ---------------------------------------------------------------------
 
     def snapshot_rewrite(
-        self, tup: CheckpointTuple, *, parent_id: str | None, plain: bool = False
+        self,
+        tup: CheckpointTuple,
+        *,
+        parent_id: str | None,
+        plain: bool = False,
+        channels: Iterable[str] | None = None,
     ) -> Rewrite:
-        """``tup`` made self-contained: every delta channel with a version stores
-        its state (a ``_DeltaSnapshot``, or the plain value when ``plain``), so its
-        state no longer depends on any ancestor; re-parented to ``parent_id``."""
+        """``tup`` with the state of ``channels`` (default: every delta channel it
+        replays) stored in it (a ``_DeltaSnapshot``, or the plain value when
+        ``plain``), so those no longer depend on any ancestor; re-parented to
+        ``parent_id``. A checkpoint that loses its parent this way is marked as a
+        root (``ROOT_METADATA_KEY``), so lineage never takes it for a legacy
+        checkpoint with a missing link. Raises ``LookupError`` for a channel with
+        no usable reducer: callers decide before asking."""
         ns = tup.config["configurable"].get("checkpoint_ns", "")
+        wanted = set(channels) if channels is not None else self.replay_needs(tup)
+        for ch in sorted(wanted):
+            if self.needs_replay(tup, ch) and (why := self.refutation(ch)) is not None:
+                raise LookupError(why)
         checkpoint: Checkpoint = {**tup.checkpoint}
         values = dict(checkpoint["channel_values"])
         versions: dict[str, Any] = {}
-        for ch, value in self.materialize(tup).items():
+        for ch, value in self.materialize(tup, wanted).items():
             values[ch] = value if plain else _DeltaSnapshot(value)
             versions[ch] = checkpoint["channel_versions"][ch]
         checkpoint["channel_values"] = values
@@ -345,12 +469,16 @@ class ThreadView:
                 metadata[_UPSTREAM_COUNTERS_KEY] = left
             else:
                 metadata.pop(_UPSTREAM_COUNTERS_KEY, None)
+        if parent_id is None and self.parent_id(tup) is not None:
+            metadata[ROOT_METADATA_KEY] = True
         return Rewrite(ns, checkpoint, metadata, parent_id, versions)  # type: ignore[arg-type]
 
     def to_full(self, tup: CheckpointTuple) -> Rewrite:
         """``tup`` as a full-mode saver would have written it: plain values for every
         delta channel and no delta evidence in its metadata."""
-        rewrite = self.snapshot_rewrite(tup, parent_id=self.parent_id(tup), plain=True)
+        rewrite = self.snapshot_rewrite(
+            tup, parent_id=self.parent_id(tup), plain=True, channels=self.replay_needs(tup)
+        )
         metadata: dict[str, Any] = dict(rewrite.metadata)
         for key in (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY, _UPSTREAM_COUNTERS_KEY):
             metadata.pop(key, None)

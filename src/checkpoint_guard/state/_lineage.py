@@ -8,6 +8,12 @@ foreign parent, a parent that resolves to another checkpoint, or an exhausted
 depth. The one tolerated gap is a *missing* legacy parent link (a non-root
 checkpoint stored without a parent): only then a bounded newest-first scan of
 older checkpoints is used.
+
+A root is a checkpoint without a parent whose metadata says so: ``step`` -1
+(LangGraph's first checkpoint), or ``ROOT_METADATA_KEY`` set by maintenance
+when it made a surviving checkpoint self-contained and deleted every ancestor
+(prune, run deletion). Without that mark such a checkpoint would look like
+legacy data, and the scan would pick checkpoints of other branches.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from ._accessor import StateAccessor
 __all__ = [
     "DEFAULT_FALLBACK_LIMIT",
     "DEFAULT_MAX_DEPTH",
+    "ROOT_METADATA_KEY",
     "afind_checkpoint_before_message",
     "find_checkpoint_before_message",
 ]
 
 DEFAULT_MAX_DEPTH = 10_000
 DEFAULT_FALLBACK_LIMIT = 400
+#: Metadata key maintenance sets (``True``) on a checkpoint it re-rooted.
+ROOT_METADATA_KEY = "checkpoint_guard_root"
 _ROOT = "root"
 _LEGACY = "legacy"
 
@@ -74,7 +83,10 @@ def _parent_step(
         raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
     parent = cur.parent_config
     if parent is None:
-        step = (cur.metadata or {}).get("step", -1)
+        metadata = cur.metadata or {}
+        if metadata.get(ROOT_METADATA_KEY) is True:
+            return _ROOT
+        step = metadata.get("step", -1)
         return _ROOT if isinstance(step, int) and step <= -1 else _LEGACY
     thread, ns, _ = _ids(cur.config)
     p_thread, p_ns, p_id = _ids(parent)
