@@ -301,16 +301,29 @@ def approx_size(value: Any, _depth: int = 0) -> int:
     return sys.getsizeof(value)
 
 
+def _fresh_write(value: Any) -> Any:
+    # A write's value, copied: a messages write is a list of (most often one)
+    # messages, copied without fresh's dispatch or a comprehension per write.
+    if type(value) is list:
+        get = _COPIERS.get
+        if len(value) == 1:
+            message = value[0]
+            copier = get(type(message))
+            return [copier(message) if copier is not None else _copy_value(message)]
+        return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
+    return fresh(value)
+
+
 def fresh_chunk(chunk: Chunk) -> Chunk:
     """``chunk`` with every value copied by ``fresh``."""
-    return tuple((t, c, fresh(v)) for t, c, v in chunk)
+    return tuple((t, c, _fresh_write(v)) for t, c, v in chunk)
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
     """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
     ``fresh`` when they are shared cache objects)."""
     if copy_values:
-        writes = [(t, c, fresh(v)) for chunk in chunks for (t, c, v) in chunk]
+        writes = [(t, c, _fresh_write(v)) for chunk in chunks for (t, c, v) in chunk]
     else:
         writes = [w for chunk in chunks for w in chunk]
     entry: DeltaChannelHistory = {"writes": writes}
