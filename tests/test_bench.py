@@ -168,7 +168,7 @@ def test_digest_check_flags_the_odd_rows_out() -> None:
 
 def _services() -> tuple[list[str], list[str]]:
     """Backends and stacks to run: PostgreSQL and Redis when reachable (CI: required)."""
-    backends, stacks = ["memory", "sqlite"], ["raw", "memory"]
+    backends, stacks = ["memory", "sqlite"], ["raw", "memory", "reference-lru"]
     try:
         import psycopg
 
@@ -223,6 +223,12 @@ def test_end_to_end_run_summary_plots_and_readme(
             assert r["head_cold_ms"] is not None and r["storage"]["file_bytes"] > 0
         if r["stack"] in ("memory", "redis"):
             assert set(r["cache"]["stats"]) >= {"hits", "misses", "evictions", "errors"}
+        if r["stack"] == "reference-lru":
+            assert r["cache"]["bytes"] > 0 and r["cache"]["stats"]["hits"] > 0
+        if r["stack"] == "redis" and r["kind"] == "thread":
+            per_turn = r["redis_per_turn"]
+            assert len(per_turn) == 6 and all(c >= 0 and s >= 0 for c, s, _ in per_turn)
+            assert sum(c for c, _, _ in per_turn) > 0 and sum(s for _, s, _ in per_turn) > 0
     if "redis" in stacks:
         assert any(r["kind"] == "alternating" for r in cases)
         assert all(

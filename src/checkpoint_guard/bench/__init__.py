@@ -2,7 +2,7 @@
 
 ``main(argv)`` is the whole command line::
 
-    checkpoint-guard bench [run] [--preset quick|standard|full | matrix flags] [--out DIR]
+    checkpoint-guard bench [run] [--preset quick|standard|long|full | matrix flags] [--out DIR]
     checkpoint-guard bench summarize RUN.jsonl [--plots DIR] [--readme README.md]
 
 ``run`` (the default) executes the case matrix, each case in fresh child processes
@@ -107,8 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-full-bytes",
         type=parse_size,
-        default=DEFAULT_MAX_FULL_BYTES,
-        help="skip cases whose estimated stored bytes exceed this (default 1GiB)",
+        default=None,
+        help="skip cases whose estimated stored bytes exceed this (default 1GiB; "
+        "the long preset: 4GiB)",
     )
     run.add_argument("--allow-large", action="store_true", help="run cases above the cap too")
     run.add_argument(
@@ -141,6 +142,14 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--readme", type=Path, metavar="README", help="rewrite its cache-bench block"
     )
+
+
+def _cap(args: argparse.Namespace, preset: str | None) -> int:
+    """The size cap: the flag, else the preset's own, else the default."""
+    if args.max_full_bytes is not None:
+        return int(args.max_full_bytes)
+    own = PRESETS[preset].max_full_bytes if preset else None
+    return own if own is not None else DEFAULT_MAX_FULL_BYTES
 
 
 def _cases(args: argparse.Namespace) -> tuple[list[Case], int, str | None]:
@@ -205,8 +214,9 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     cases, repetitions, preset = _cases(args)
     if repetitions < 1:
         raise UsageError("--repetitions must be >= 1")
+    cap = _cap(args, preset)
     if args.dry_run:
-        to_run, skipped = apply_cap(cases, args.max_full_bytes, allow_large=args.allow_large)
+        to_run, skipped = apply_cap(cases, cap, allow_large=args.allow_large)
         for case in to_run:
             print(f"run   {case.case_id}  (~{estimated_bytes(case) / 1e6:,.1f} MB)")
         for case, reason in skipped:
@@ -217,7 +227,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out=args.out,
         repetitions=repetitions,
         timeout=args.timeout,
-        max_full_bytes=args.max_full_bytes,
+        max_full_bytes=cap,
         allow_large=args.allow_large,
         pg_url=args.pg_url,
         redis_url=args.redis_url,

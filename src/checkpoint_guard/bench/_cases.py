@@ -36,11 +36,20 @@ SCHEMA_VERSION = 1
 
 BACKENDS: tuple[str, ...] = ("memory", "sqlite", "postgres")
 PERSISTENT_BACKENDS: tuple[str, ...] = ("sqlite", "postgres")
-STACKS: tuple[str, ...] = ("raw", "guard", "memory", "redis", "memory-shared", "redis-shared")
+STACKS: tuple[str, ...] = (
+    "raw",
+    "guard",
+    "memory",
+    "redis",
+    "memory-shared",
+    "redis-shared",
+    "reference-lru",
+)
 #: Stacks whose history cache is Redis (the "-shared" ones: ``isolate=False``, the
 #: opt-in that hands out cached objects instead of per-read copies).
 REDIS_STACKS: tuple[str, ...] = ("redis", "redis-shared")
-"""raw: the bare saver; guard: GuardedSaver only; memory / redis: guard + that history cache."""
+"""raw: the bare saver; guard: GuardedSaver only; memory / redis: guard + that history cache;
+reference-lru: guard + the hand-written per-checkpoint LRU (``_reference``), side by side."""
 
 DEFAULT_MAX_FULL_BYTES = 1 << 30
 
@@ -152,10 +161,12 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Preset:
-    """Named sweeps plus a repetition count."""
+    """Named sweeps plus a repetition count and, when the preset needs another
+    one, its own size cap (``--max-full-bytes`` still overrides it)."""
 
     sweeps: tuple[Sweep, ...]
     repetitions: int
+    max_full_bytes: int | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -204,6 +215,31 @@ PRESETS: dict[str, Preset] = {
             ),
         ),
         repetitions=3,
+    ),
+    # Long threads (issue 17): 300 and 1,000 turns side by side with the hand-written
+    # per-checkpoint LRU, full mode included (about 1.7 GB of SQLite at 1,000
+    # turns: the cap is lifted; the files go to the run's scratch directory on
+    # disk), and a fresh worker reading a 2,000-turn thread through Redis.
+    # 999 and 1,999 turns: at 1,000 and 2,000 (F=1000) the head is itself a snapshot.
+    "long": Preset(
+        (
+            Sweep(
+                "long",
+                backends=("sqlite",),
+                turns=(300, 999),
+                frequencies=(1000,),
+                stacks=("raw", "memory", "memory-shared", "redis", "reference-lru"),
+            ),
+            Sweep(
+                "cold-2000",
+                backends=("sqlite",),
+                turns=(1999,),
+                frequencies=(1000,),
+                stacks=("redis",),
+            ),
+        ),
+        repetitions=1,
+        max_full_bytes=4 << 30,
     ),
     "full": Preset(
         (

@@ -170,6 +170,7 @@ class Summary:
     failures: list[Row]
     mismatches: list[dict[str, Any]]
     rows: list[Row] = field(repr=False, default_factory=list)
+    perf_targets: list[Target] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -189,6 +190,7 @@ class Summary:
             "wrapped_raw": [r.__dict__ for r in self.wrapped_raw],
             "two_process": [r.__dict__ for r in self.two_process],
             "targets": [{**t.__dict__, "met": t.met} for t in self.targets],
+            "perf_targets": [{**t.__dict__, "met": t.met} for t in self.perf_targets],
             "failures": [dict(f) for f in self.failures],
             "digest_mismatches": self.mismatches,
         }
@@ -351,6 +353,266 @@ def _targets_for(
     return targets
 
 
+# -- the performance issue's targets (issue 17) -------------------------------------------
+
+LONG_MIN_TURNS = 999
+FRESH_WORKER_MIN_TURNS = 1999
+REDIS_EARLY_TURN = 100
+REDIS_WINDOW = 20
+
+
+def _rows_by(
+    rows: Sequence[Row], stack: str, mode: str, *, kind: str = "thread"
+) -> dict[int, dict[Any, Row]]:
+    """turns -> repetition -> row, SQLite, F=1000 (delta) or full mode."""
+    out: dict[int, dict[Any, Row]] = defaultdict(dict)
+    for r in rows:
+        if (
+            r["kind"] == kind
+            and r["backend"] == "sqlite"
+            and r["stack"] == stack
+            and r["mode"] == mode
+            and (mode == "full" or r["frequency"] == TARGET_FREQUENCY)
+        ):
+            out[r["turns"]][r["repetition"]] = r
+    return out
+
+
+def _paired_median(
+    num: Mapping[Any, Row], den: Mapping[Any, Row], fn: Callable[[Row, Row], float | None]
+) -> float | None:
+    return _median(fn(num[k], den[k]) for k in num if k in den)
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _redis_window(row: Row, start: int, end: int, column: int) -> float | None:
+    per_turn = row.get("redis_per_turn")
+    end = min(end, len(per_turn or ()))
+    if not per_turn or start < 0 or end - start < REDIS_WINDOW:
+        return None
+    return float(statistics.median(t[column] for t in per_turn[start:end]))
+
+
+def perf_targets(rows: Sequence[Row]) -> list[Target]:
+    """The performance issue's targets at the default (isolating) settings,
+    SQLite, F=1000: each a paired ratio (same repetition), ``None`` when the run
+    does not have the rows (the ``standard`` preset has the 300-turn ones, the
+    ``long`` preset the 1,000- and 2,000-turn ones)."""
+    full = _rows_by(rows, "raw", "full")
+    guard_full = _rows_by(rows, "guard", "full")
+    raw = _rows_by(rows, "raw", "delta")
+    memory = _rows_by(rows, "memory", "delta")
+    redis = _rows_by(rows, "redis", "delta")
+    reference = _rows_by(rows, "reference-lru", "delta")
+    last, first, head = METRICS["last"], METRICS["first"], METRICS["head_warm"]
+    p50, stored, cache = METRICS["p50"], METRICS["logical_bytes"], METRICS["cache_bytes"]
+
+    def at(table: Mapping[int, dict[Any, Row]], turns: int | None) -> dict[Any, Row]:
+        return table.get(turns, {}) if turns is not None else {}
+
+    def longest(*tables: Mapping[int, dict[Any, Row]], least: int) -> int | None:
+        common = set.intersection(*(set(t) for t in tables)) if tables else set()
+        return max((t for t in common if t >= least), default=None)
+
+    def basis(turns: int | None, what: str = "one process") -> str:
+        if turns is None:
+            return f"not in this run (needs SQLite, F={TARGET_FREQUENCY}, {what})"
+        return f"SQLite, F={TARGET_FREQUENCY}, {turns} turns, {what}"
+
+    short = TARGET_MIN_TURNS if TARGET_MIN_TURNS in memory and TARGET_MIN_TURNS in full else None
+    mem, fl = at(memory, short), at(full, short)
+    targets = [
+        Target(
+            "300 turns: memory last-10 / raw full last-10",
+            0.30,
+            _paired_median(mem, fl, lambda a, b: _div(last(a), last(b))),
+            basis(short),
+        ),
+        Target(
+            "300 turns: memory head get_state / raw full",
+            0.2,
+            _paired_median(mem, fl, lambda a, b: _div(head(a), head(b))),
+            basis(short),
+        ),
+        Target(
+            "300 turns: memory last-10 / first-10 per turn",
+            1.5,
+            _paired_median(mem, mem, lambda a, _: _div(last(a), first(a))),
+            basis(short),
+        ),
+    ]
+    for name, table in (("memory", memory), ("redis", redis)):
+        turns = longest(table, full, least=LONG_MIN_TURNS)
+        targets.append(
+            Target(
+                f"1,000 turns: {name} last-10 / raw full last-10",
+                0.15,
+                _paired_median(
+                    at(table, turns), at(full, turns), lambda a, b: _div(last(a), last(b))
+                ),
+                basis(turns),
+            )
+        )
+    turns = longest(redis, memory, least=LONG_MIN_TURNS)
+    targets.append(
+        Target(
+            "1,000 turns: Redis last-10 / memory last-10 per turn",
+            1.3,
+            _paired_median(
+                at(redis, turns), at(memory, turns), lambda a, b: _div(last(a), last(b))
+            ),
+            basis(turns),
+        )
+    )
+    # every Redis thread of 1,000+ turns that has per-turn counts: the 20 turns
+    # up to turn 1,000 against the 20 around turn 100
+    counted = [
+        r
+        for by_rep in redis.values()
+        for r in by_rep.values()
+        if r["turns"] >= LONG_MIN_TURNS and r.get("redis_per_turn")
+    ]
+    counted_turns = sorted({r["turns"] for r in counted})
+    for column, what in enumerate(("commands", "bytes sent", "bytes received")):
+        early = REDIS_EARLY_TURN - REDIS_WINDOW // 2
+        targets.append(
+            Target(
+                f"Redis {what} per warm turn, turns to 1,000 / turns around 100",
+                1.2,
+                _median(
+                    _div(
+                        _redis_window(r, min(r["turns"], 1000) - REDIS_WINDOW, 1000, column),
+                        _redis_window(r, early, early + REDIS_WINDOW, column),
+                    )
+                    for r in counted
+                ),
+                basis(
+                    counted_turns[-1] if counted_turns else None,
+                    f"client-side counts, {REDIS_WINDOW}-turn windows",
+                ),
+            )
+        )
+    turns = max((t for t in redis if t >= FRESH_WORKER_MIN_TURNS), default=None)
+    targets.append(
+        Target(
+            "2,000 turns: fresh worker, Redis warm / raw delta head read",
+            0.2,
+            _median(
+                _div(r.get("head_cold_ms"), r.get("head_cold_raw_ms"))
+                for r in at(redis, turns).values()
+            ),
+            basis(turns, "same file"),
+        )
+    )
+    turns = max(set(guard_full) & set(full), default=None)
+    targets.append(
+        Target(
+            "full mode: guard / raw per turn (p50)",
+            1.02,
+            _paired_median(
+                at(guard_full, turns), at(full, turns), lambda a, b: _div(p50(a), p50(b))
+            ),
+            basis(turns) if turns else "not in this run (needs the guard stack in full mode)",
+        )
+    )
+    turns = max(set(memory) & set(raw), default=None)
+    targets.append(
+        Target(
+            "wrapped delta storage / raw delta",
+            1.02,
+            _paired_median(
+                at(memory, turns), at(raw, turns), lambda a, b: _div(stored(a), stored(b))
+            ),
+            basis(turns),
+        )
+    )
+    grown = longest(memory, least=LONG_MIN_TURNS)
+    small = TARGET_MIN_TURNS if TARGET_MIN_TURNS in memory else None
+    targets.append(
+        Target(
+            "memory cache bytes per turn, 1,000 / 300 turns (linear: about 1)",
+            1.2,
+            _paired_median(
+                at(memory, grown),
+                at(memory, small),
+                lambda a, b: _div(
+                    _div(cache(a), a["turns"]),
+                    _div(cache(b), b["turns"]),
+                ),
+            ),
+            basis(grown, f"against {TARGET_MIN_TURNS} turns"),
+        )
+    )
+    turns = longest(memory, reference, least=LONG_MIN_TURNS)
+    targets += [
+        Target(
+            "1,000 turns: memory (isolating) / reference LRU, last-10 per turn",
+            1.0,
+            _paired_median(
+                at(memory, turns), at(reference, turns), lambda a, b: _div(last(a), last(b))
+            ),
+            basis(turns),
+        ),
+        Target(
+            "1,000 turns: memory cache bytes / reference LRU bytes",
+            0.1,
+            _paired_median(
+                at(memory, turns), at(reference, turns), lambda a, b: _div(cache(a), cache(b))
+            ),
+            basis(turns),
+        ),
+    ]
+    return targets
+
+
+SIDE_BY_SIDE_STACKS = ("memory", "memory-shared", "redis", "reference-lru")
+
+
+def _side_by_side(summary: Summary) -> list[str]:
+    """Per thread length: each cache stack's per-turn (last 10), head reads and
+    cache size, and the same as a ratio of the reference LRU's."""
+    body = []
+    by_turns: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for key, c in summary.configs.items():
+        kind, backend, turns, _payload, stack, mode, frequency = key
+        if (kind, backend, mode, frequency) == ("thread", "sqlite", "delta", TARGET_FREQUENCY):
+            by_turns[turns][stack] = c
+    for turns in sorted(by_turns):
+        stacks = by_turns[turns]
+        reference = stacks.get("reference-lru")
+        if reference is None:
+            continue
+        for stack in (*SIDE_BY_SIDE_STACKS, "raw"):
+            if stack not in stacks:
+                continue
+            c = stacks[stack]
+            body.append(
+                [
+                    str(turns),
+                    stack,
+                    _ms(c["last"]),
+                    _x(_div(c["last"], reference["last"])),
+                    _ms(c["head_warm"]),
+                    _ms(c["head_cold"]),
+                    _mb(c["cache_bytes"]),
+                    _x(_div(c["cache_bytes"], reference["cache_bytes"])),
+                ]
+            )
+    if not body:
+        return []
+    head = ["turns", "stack", "last-10 ms", "/ reference", "head warm", "head cold"]
+    head += ["cache MB", "/ reference"]
+    return [
+        "**side by side with the hand-written per-checkpoint LRU (SQLite, F=1000)**",
+        "",
+        *_table(head, body),
+        "",
+    ]
+
+
 def summarize(rows: Sequence[Row]) -> Summary:
     """Aggregate a run's records (see ``load_rows``)."""
     header = next((dict(r) for r in rows if r.get("type") == "run"), {})
@@ -396,6 +658,7 @@ def summarize(rows: Sequence[Row]) -> Summary:
         wrapped_raw=wrapped_raw,
         two_process=two_process,
         targets=_targets(ok),
+        perf_targets=perf_targets(ok),
         skipped=[r for r in rows if r.get("status") == "skipped"],
         failures=[
             r for r in rows if r.get("type") == "case" and r.get("status") not in ("ok", "skipped")
@@ -465,6 +728,7 @@ _STACK_ORDER = {
     "redis": 3,
     "memory-shared": 4,
     "redis-shared": 5,
+    "reference-lru": 6,
 }
 _BACKEND_ORDER = {"memory": 0, "sqlite": 1, "postgres": 2}
 
@@ -534,6 +798,22 @@ def render_markdown(
         ),
     )
     lines.append("")
+    if any(t.value is not None for t in summary.perf_targets):
+        lines += _table(
+            ["performance target (issue 17)", "measured", "goal", "met", "basis"],
+            (
+                [
+                    t.name,
+                    _x(t.value),
+                    f"<= {t.goal}x",
+                    {True: "yes", False: "no", None: "not measured"}[t.met],
+                    t.basis,
+                ]
+                for t in summary.perf_targets
+            ),
+        )
+        lines.append("")
+    lines += _side_by_side(summary)
     lines += _ratio_table(
         "delta / full (same group and repetition)",
         summary.delta_full,

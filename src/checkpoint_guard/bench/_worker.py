@@ -34,9 +34,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 
-from .._demo import DemoState, _chat_graph
-from .._schema import state_schema_for_mode
 from ..savers import SaverLayer, wrap
+from ._graph import chat_graph
+from ._reference import ReferenceLRUSaver
 
 __all__ = ["RESULT_PREFIX", "CountingLayer", "main"]
 
@@ -93,6 +93,55 @@ class CountingLayer(SaverLayer):
         return out
 
 
+class RedisTraffic:
+    """Client-side counts of the Redis commands a stack sends: commands, bytes
+    sent (the arguments) and bytes received (the replies' strings)."""
+
+    def __init__(self) -> None:
+        self.commands = 0
+        self.sent = 0
+        self.received = 0
+
+    def take(self) -> list[int]:
+        """``[commands, sent, received]`` so far, reset to zero."""
+        out = [self.commands, self.sent, self.received]
+        self.commands = self.sent = self.received = 0
+        return out
+
+
+def _wire_size(value: Any) -> int:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, (list, tuple)):
+        return sum(_wire_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_wire_size(k) + _wire_size(v) for k, v in value.items())
+    return 0 if value is None else len(str(value))
+
+
+def _counted_redis_client(url: str, traffic: RedisTraffic) -> Any:
+    """A ``redis.Redis`` whose every command (scripts included: EVALSHA goes
+    through ``execute_command``) is counted into ``traffic``."""
+    import redis
+
+    client = redis.Redis.from_url(
+        url, socket_timeout=0.25, socket_connect_timeout=0.25, retry_on_timeout=False
+    )
+    execute: Any = client.execute_command
+
+    def execute_command(*args: Any, **options: Any) -> Any:
+        traffic.commands += 1
+        traffic.sent += _wire_size(args)
+        reply = execute(*args, **options)
+        traffic.received += _wire_size(reply)
+        return reply
+
+    client.execute_command = execute_command  # type: ignore[method-assign]
+    return client
+
+
 @dataclass
 class Stack:
     """One opened stack: the graph and the parts the measurements look at."""
@@ -101,6 +150,7 @@ class Stack:
     counting: CountingLayer
     cache: Any
     graph: Any
+    redis_traffic: RedisTraffic | None = None
 
 
 def _open_raw(spec: Mapping[str, Any], stack: ExitStack) -> BaseCheckpointSaver[Any]:
@@ -143,6 +193,7 @@ def open_stack(spec: Mapping[str, Any]) -> Iterator[Stack]:
         raw = _open_raw(spec, stack)
         counting = CountingLayer(raw)
         cache: Any = None
+        traffic: RedisTraffic | None = None
         isolate = not spec["stack"].endswith("-shared")
         if spec["stack"].startswith("memory"):
             from ..cache import MemoryHistoryCache
@@ -151,21 +202,33 @@ def open_stack(spec: Mapping[str, Any]) -> Iterator[Stack]:
         elif spec["stack"].startswith("redis"):
             from ..cache import RedisHistoryCache
 
+            traffic = RedisTraffic()
+            client = _counted_redis_client(spec["redis_url"], traffic)
+            stack.callback(client.close)
             cache = RedisHistoryCache(
-                spec["redis_url"],
+                client=client,
                 key_prefix=spec["redis_prefix"],
                 serde=raw.serde,
                 isolate=isolate,
             )
         if cache is not None:
             stack.callback(cache.close)
-        saver: BaseCheckpointSaver[Any] = (
-            counting if spec["stack"] == "raw" else wrap(counting, mode=spec["mode"], cache=cache)
+        saver: BaseCheckpointSaver[Any]
+        if spec["stack"] == "raw":
+            saver = counting
+        elif spec["stack"] == "reference-lru":
+            # the hand-written per-checkpoint LRU, under the guard like our caches
+            cache = ReferenceLRUSaver(counting)
+            saver = wrap(cache, mode=spec["mode"])
+        else:
+            saver = wrap(counting, mode=spec["mode"], cache=cache)
+        graph = chat_graph(
+            saver,
+            spec["mode"],
+            snapshot_frequency=spec.get("frequency") or 1,
+            payload_bytes=spec["payload_bytes"],
         )
-        schema = state_schema_for_mode(
-            DemoState, spec["mode"], snapshot_frequency=spec.get("frequency") or 1
-        )
-        yield Stack(raw, counting, cache, _chat_graph(saver, schema, spec["payload_bytes"]))
+        yield Stack(raw, counting, cache, graph, traffic)
 
 
 def _config(thread_id: str = THREAD_ID) -> RunnableConfig:
@@ -294,8 +357,13 @@ def run_thread(spec: Mapping[str, Any]) -> dict[str, Any]:
         latencies: list[float] = []
         samples: list[tuple[int, int | None]] = []
         calls: Counter[str] = Counter()
+        redis_per_turn: list[list[int]] = []
+        if s.redis_traffic is not None:
+            s.redis_traffic.take()
         for i in range(spec["turns"]):
             latencies.append(_turn(s.graph, i))
+            if s.redis_traffic is not None:
+                redis_per_turn.append(s.redis_traffic.take())
             if i + 1 in ladder:
                 # sampled between turns, outside the timed region; the counts
                 # of the sampling itself are left out too
@@ -321,6 +389,8 @@ def run_thread(spec: Mapping[str, Any]) -> dict[str, Any]:
             "inner_calls": write_calls,
             "inner_calls_head": {k: v / HEAD_READS for k, v in head_calls.items()},
             "peak_rss_bytes": _peak_rss_bytes(),
+            # per turn: [commands, bytes sent, bytes received] (Redis stacks)
+            "redis_per_turn": redis_per_turn or None,
         }
 
 

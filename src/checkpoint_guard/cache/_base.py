@@ -24,7 +24,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -98,6 +98,8 @@ _IMMUTABLE = (str, bytes, int, float, bool, type(None), complex, frozenset, rang
 
 _MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks are hot)
 
+_SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
+
 
 def fresh(value: Any) -> Any:
     """A copy of a cached value that no caller mutation can reach back into the
@@ -107,31 +109,54 @@ def fresh(value: Any) -> Any:
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
-        return [_copy_message(v) if type(v) in _MESSAGE_TYPES else fresh(v) for v in value]
+        get = _COPIERS.get
+        return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
+    if cls in _COPIERS:
+        return _COPIERS[cls](value)
     if isinstance(value, BaseMessage):
-        _MESSAGE_TYPES.add(cls)
-        return _copy_message(value)
+        return _copier(cls)(value)
     if isinstance(value, _IMMUTABLE):
         return value
     if cls is _DeltaSnapshot:
         return _DeltaSnapshot(fresh(value.value))
     if cls is tuple:
         return tuple(fresh(v) for v in value)
-    if cls is dict:
-        return {k: fresh(v) for k, v in value.items()}
+    if cls is dict or cls is list:
+        return _copy_value(value)
     return copy.deepcopy(value)
+
+
+def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
+    # ``fresh`` for the values inside a message or a container: the JSON-like
+    # shapes (dicts and lists of scalars, dicts, lists) first, without ``fresh``'s
+    # dispatch; anything else goes through ``fresh``. A container of scalars only
+    # (a content block, tool-call args, token counts) is one C-level check and copy.
+    cls = type(value)
+    if cls is dict:
+        copied = value.copy()
+        if not _scalars.issuperset(map(type, value.values())):
+            for k, v in value.items():
+                if type(v) not in _scalars:
+                    copied[k] = _copy_value(v)
+        return copied
+    if cls is list:
+        if _scalars.issuperset(map(type, value)):
+            return value.copy()
+        return [v if type(v) in _scalars else _copy_value(v) for v in value]
+    if cls in _scalars:
+        return value
+    copier = _COPIERS.get(cls)
+    return copier(value) if copier is not None else fresh(value)
 
 
 _new = object.__new__
 _set = object.__setattr__
-# pydantic's own slots, written through their descriptors (cheaper than
-# object.__setattr__ by name; this runs once per message copied or decoded)
+# pydantic's own slots, written through their descriptors (several times cheaper
+# than object.__setattr__ by name; this runs once per message copied or decoded)
+_set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-_SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
 
 def _fields(fields: dict[str, Any], _scalars: frozenset[type] = _SCALARS) -> dict[str, Any]:
@@ -139,29 +164,103 @@ def _fields(fields: dict[str, Any], _scalars: frozenset[type] = _SCALARS) -> dic
     # its dicts and lists (mostly empty) are the containers a caller could change.
     copied = fields.copy()
     for key, value in fields.items():
-        cls = value.__class__
+        cls = type(value)
         if cls in _scalars:
             continue
         if cls is dict:
-            copied[key] = {k: fresh(v) for k, v in value.items()} if value else {}
+            copied[key] = _copy_value(value) if value else {}
         elif cls is list:
-            copied[key] = [fresh(v) for v in value] if value else []
+            copied[key] = _copy_value(value) if value else []
         else:
-            copied[key] = fresh(value)
+            copied[key] = _copy_value(value)
     return copied
 
 
 def _copy_message(message: Any) -> Any:
     # What pydantic's __copy__ does (its own field dict, fields-set and extras),
     # without its generic dispatch, and with the fields' containers copied too.
+    # Any message layout: the per-class copiers fall back to this one.
     copied = _new(message.__class__)
-    _set(copied, "__dict__", _fields(message.__dict__))
+    _set_dict(copied, _fields(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
     extra = message.__pydantic_extra__
     _set_extra(copied, None if extra is None else _fields(extra))
     private = message.__pydantic_private__
     _set_private(copied, None if private is None else _fields(private))
     return copied
+
+
+# Per message class: a copier generated once from the class's fields, doing what
+# _copy_message does without its loop (one test per field, empty containers
+# replaced by new empty ones without a call). A message whose __dict__ is not
+# exactly the class's fields (an attribute deleted or smuggled in) takes
+# _copy_message.
+_COPIERS: dict[type, Callable[[Any], Any]] = {}
+
+_COPIER_TEMPLATE = """
+def copy_message(message):
+    fields = message.__dict__
+    if len(fields) != {count}:
+        return _generic(message)
+    copied = fields.copy()
+    try:
+{body}
+    except KeyError:
+        return _generic(message)
+    new = _new(_cls)
+    _set_dict(new, copied)
+    _set_fields_set(new, message.__pydantic_fields_set__.copy())
+    extra = message.__pydantic_extra__
+    _set_extra(new, None if extra is None else _fields(extra) if extra else {{}})
+    private = message.__pydantic_private__
+    _set_private(new, None if private is None else _fields(private))
+    return new
+"""
+
+_FIELD_TEMPLATE = """\
+        value = fields[{key!r}]
+        cls = type(value)
+        if cls not in _scalars:
+            if cls is dict:
+                copied[{key!r}] = _copy_value(value) if value else {{}}
+            elif cls is list:
+                copied[{key!r}] = _copy_value(value) if value else []
+            else:
+                copied[{key!r}] = _copy_value(value)
+"""
+
+
+def _copier(cls: type) -> Callable[[Any], Any]:
+    """The copier of message class ``cls`` (generated on first use)."""
+    found = _COPIERS.get(cls)
+    if found is not None:
+        return found
+    _MESSAGE_TYPES.add(cls)
+    names = list(getattr(cls, "model_fields", {}))
+    copier: Callable[[Any], Any] = _copy_message
+    if names and all(name.isidentifier() for name in names):
+        # Field names enter the source only as repr() string literals.
+        source = _COPIER_TEMPLATE.format(
+            count=len(names), body="".join(_FIELD_TEMPLATE.format(key=n) for n in names)
+        )
+        namespace: dict[str, Any] = {
+            "_cls": cls,
+            "_generic": _copy_message,
+            "_scalars": _SCALARS,
+            "_copy_value": _copy_value,
+            "_fields": _fields,
+            "_new": _new,
+            "_set_dict": _set_dict,
+            "_set_fields_set": _set_fields_set,
+            "_set_extra": _set_extra,
+            "_set_private": _set_private,
+        }
+        exec(
+            compile(source, f"<checkpoint_guard copier for {cls.__qualname__}>", "exec"), namespace
+        )
+        copier = namespace["copy_message"]
+    _COPIERS[cls] = copier
+    return copier
 
 
 _GROWING_FIELDS = (
@@ -221,16 +320,29 @@ def approx_size(value: Any, _depth: int = 0) -> int:
     return sys.getsizeof(value)
 
 
+def _fresh_write(value: Any) -> Any:
+    # A write's value, copied: a messages write is a list of (most often one)
+    # messages, copied without fresh's dispatch or a comprehension per write.
+    if type(value) is list:
+        get = _COPIERS.get
+        if len(value) == 1:
+            message = value[0]
+            copier = get(type(message))
+            return [copier(message) if copier is not None else _copy_value(message)]
+        return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
+    return fresh(value)
+
+
 def fresh_chunk(chunk: Chunk) -> Chunk:
     """``chunk`` with every value copied by ``fresh``."""
-    return tuple((t, c, fresh(v)) for t, c, v in chunk)
+    return tuple((t, c, _fresh_write(v)) for t, c, v in chunk)
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
     """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
     ``fresh`` when they are shared cache objects)."""
     if copy_values:
-        writes = [(t, c, fresh(v)) for chunk in chunks for (t, c, v) in chunk]
+        writes = [(t, c, _fresh_write(v)) for chunk in chunks for (t, c, v) in chunk]
     else:
         writes = [w for chunk in chunks for w in chunk]
     entry: DeltaChannelHistory = {"writes": writes}
