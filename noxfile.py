@@ -1,10 +1,10 @@
-"""Developer sessions: `nox` runs lint, typecheck and tests (the README's test command)."""
+"""Developer sessions: `nox` runs lint, typecheck, tests and server (the README's test command)."""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "server"]
 nox.options.error_on_missing_interpreters = True
 
 PY = "3.11"
@@ -30,6 +30,16 @@ def tests(session: nox.Session) -> None:
     """The whole test suite (PostgreSQL and Redis tests included)."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+
+
+@nox.session(python=PY)
+def server(session: nox.Session) -> None:
+    """The real LangGraph server (`langgraph dev`, the `server` extra) over our factory:
+    PostgreSQL + Redis, delta mode (tests/server; the `tests` session deselects them)."""
+    session.install("-e", ".[dev,server]")
+    session.run(
+        "pytest", "-m", "server", "tests/server", *session.posargs, env={"PYTHONFAULTHANDLER": "1"}
+    )
 
 
 @nox.session(python=PY)
