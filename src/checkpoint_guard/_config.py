@@ -333,7 +333,12 @@ class UnknownEnvironmentVariableError(ConfigError):
     may hold a credential)."""
 
     def __init__(self, variable: str, known: list[str]) -> None:
-        close = difflib.get_close_matches(variable, known, n=1, cutoff=0.6)
+        # Compared without the shared prefix, which would make every name look close.
+        tails = {name.removeprefix(ENV_PREFIX): name for name in known}
+        matches = difflib.get_close_matches(
+            variable.removeprefix(ENV_PREFIX), list(tails), n=1, cutoff=0.6
+        )
+        close = [tails[m] for m in matches]
         hint = f"did you mean {close[0]}? " if close else ""
         accepted = ", ".join(known)
         ValueError.__init__(

@@ -16,16 +16,8 @@ variables (PostgreSQL schema per test, Redis cache with a fresh prefix).
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,116 +26,29 @@ import pytest
 
 from checkpoint_guard import MODE_METADATA_KEY, CheckpointerConfig, ModeFreeze, aopen_checkpointer
 from tests.conftest import service_unavailable
+from tests.server.launch import LANGGRAPH, Server, ServerDidNotStart, start_server
 
 pytestmark = pytest.mark.server
 
-HERE = Path(__file__).resolve().parent
-LANGGRAPH = Path(sys.executable).with_name("langgraph")
-START_TIMEOUT_S = 90
 TURNS = 8
 # From this turn on a turn is in steady state: the Redis cache holds the thread.
 STEADY = 3
 
 
-@dataclass
-class Server:
-    """One running ``langgraph dev`` process."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def inner_calls(self) -> dict[str, int]:
-        return dict(httpx.get(f"{self.url}/test/inner-calls", timeout=10).json())
-
-    def stats(self) -> dict[str, Any]:
-        return dict(httpx.get(f"{self.url}/checkpoint-guard/stats", timeout=10).json())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def server_env(settings: Mapping[str, str]) -> dict[str, str]:
-    """The process environment minus every ``CHECKPOINT_GUARD_*`` variable, plus
-    ``settings`` and no telemetry (no network beyond localhost)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
-    env.update(
-        LANGSMITH_TRACING="false",
-        LANGCHAIN_TRACING_V2="false",
-        LANGGRAPH_CLI_NO_ANALYTICS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(settings)
-    return env
-
-
 @contextmanager
 def langgraph_dev(workdir: Path, settings: Mapping[str, str]) -> Iterator[Server]:
-    """Start ``langgraph dev`` in ``workdir`` with ``settings``; stop it on exit."""
+    """``start_server``, or skip (fail under CHECKPOINT_GUARD_REQUIRE_SERVICES=1)
+    when langgraph-cli is missing or the server does not start."""
     if not LANGGRAPH.exists():
         service_unavailable(
             "langgraph-cli (pip install 'checkpoint-guard[server]')",
             FileNotFoundError(str(LANGGRAPH)),
         )
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "dependencies": ["."],
-        "graphs": {"chat": f"{HERE / 'graph.py'}:graph"},
-        "checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"},
-        "http": {"app": f"{HERE / 'app.py'}:app"},
-    }
-    (workdir / "langgraph.json").write_text(json.dumps(config, indent=2))
-    port = _free_port()
-    log_path = workdir / "server.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-            cwd=workdir,
-            env=server_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = Server(f"http://127.0.0.1:{port}", proc, log_path)
     try:
-        _wait_until_up(server)
-        yield server
-    finally:
-        _stop(proc)
-
-
-def _wait_until_up(server: Server) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            break
-        try:
-            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    tail = "\n".join(server.log().splitlines()[-40:])
-    service_unavailable(
-        f"langgraph dev at {server.url}",
-        RuntimeError(f"did not start (exit code {server.proc.poll()}); log tail:\n{tail}"),
-    )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        with start_server(workdir, settings) as server:
+            yield server
+    except ServerDidNotStart as exc:
+        service_unavailable("langgraph dev", exc)
 
 
 def settings_for(pg: tuple[str, str], redis: tuple[str, str], **extra: str) -> dict[str, str]:
