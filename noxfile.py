@@ -1,5 +1,5 @@
-"""Developer sessions: `nox` runs lint, typecheck, tests, wheel, floor and newest (the
-README's test command)."""
+"""Developer sessions: `nox` runs lint, typecheck, tests, server, wheel, floor and newest
+(the README's test command)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import nox
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-nox.options.sessions = ["lint", "typecheck", "tests", "wheel", "floor", "newest"]
+nox.options.sessions = ["lint", "typecheck", "tests", "server", "wheel", "floor", "newest"]
 nox.options.error_on_missing_interpreters = True
 
 PY = "3.11"
@@ -44,6 +44,16 @@ def tests(session: nox.Session) -> None:
     """The whole test suite (PostgreSQL and Redis tests included)."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+
+
+@nox.session(python=PY)
+def server(session: nox.Session) -> None:
+    """The real LangGraph server (`langgraph dev`, the `server` extra) over our factory:
+    PostgreSQL + Redis, delta mode (tests/server; the `tests` session deselects them)."""
+    session.install("-e", ".[dev,server]")
+    session.run(
+        "pytest", "-m", "server", "tests/server", *session.posargs, env={"PYTHONFAULTHANDLER": "1"}
+    )
 
 
 @nox.session(python=PY)

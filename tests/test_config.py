@@ -431,14 +431,19 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     text = out.stdout
     rows = {
-        ln.split()[0]: ln.split()
+        tuple(ln.split()[:2]): ln.split()
         for ln in text.splitlines()
-        if ln.startswith(("full ", "delta ")) and ln.split()[1].isdigit()
+        if ln.startswith(("full ", "delta ")) and ln.split()[2].isdigit()
     }
-    assert set(rows) == {"full", "delta"} and rows["full"][1] == rows["delta"][1] == "12"
-    full_bytes, delta_bytes = (int(rows[m][2].replace(",", "")) for m in ("full", "delta"))
-    assert 0 < delta_bytes < full_bytes
-    assert "both modes hold 24 messages, identical" in text
+    # full mode, delta without a history cache, delta with the default (memory) cache
+    assert set(rows) == {("full", "-"), ("delta", "none"), ("delta", "memory")}
+    assert all(row[2] == "12" for row in rows.values())
+    full_bytes, *delta_bytes = (
+        int(rows[m][3].replace(",", ""))
+        for m in (("full", "-"), ("delta", "none"), ("delta", "memory"))
+    )
+    assert all(0 < b < full_bytes for b in delta_bytes)
+    assert "all runs hold 24 messages, identical" in text
     assert "refused: refusing to read thread 'demo-delta'" in text
     assert (tmp_path / "checkpoint-guard-demo.sqlite").exists()
 

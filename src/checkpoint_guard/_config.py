@@ -8,6 +8,7 @@ redacted from every message and repr.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -24,6 +25,8 @@ from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode
 __all__ = [
     "CheckpointerConfig",
     "HistoryCacheConfig",
+    "UnknownEnvironmentVariableError",
+    "known_env_vars",
     "normalize_postgres_url",
     "redact_url",
 ]
@@ -45,11 +48,22 @@ ENV_KEYS: dict[str, str] = {
     "CHECKPOINT_GUARD_POSTGRES_SCHEMA": "postgres_schema",
     "CHECKPOINT_GUARD_ENCRYPT": "encrypt",
     "CHECKPOINT_GUARD_FIX_OVERWRITE": "fix_overwrite",
+    "CHECKPOINT_GUARD_FIX_SERVER_ADAPTER": "fix_server_adapter",
+    "CHECKPOINT_GUARD_CACHE_KEY_PREFIX": "history_cache.key_prefix",
 }
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
+# Read by the test suite and tools, never by the configuration: known, so they are
+# not reported as unknown (misspelled) configuration variables.
+TOOL_ENV_VARS: dict[str, str] = {
+    "CHECKPOINT_GUARD_PG_URL": "the test suite's PostgreSQL server",
+    "CHECKPOINT_GUARD_REQUIRE_SERVICES": "1: tests fail instead of skipping without services",
+    "CHECKPOINT_GUARD_LOAD_PROCESSES": "the load test's process count",
+    "CHECKPOINT_GUARD_LOAD_THREADS": "the load test's thread count",
+    "CHECKPOINT_GUARD_LOAD_TURNS": "the load test's turn count",
+}
 # environment values that are integers / booleans (strings there, typed in files)
 _ENV_INTS = {"snapshot_frequency"}
-_ENV_BOOLS = {"encrypt", "fix_overwrite"}
+_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter"}
 
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
@@ -62,6 +76,7 @@ _ACCEPTED: dict[str, str] = {
     "connect_timeout_seconds": "a number > 0",
     "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
     "fix_overwrite": "true or false",
+    "fix_server_adapter": "true or false",
     "history_cache": "a mapping with keys backend, max_bytes, ttl_seconds, redis_url, "
     "key_prefix, timeout_seconds",
     "history_cache.backend": "'none', 'memory' or 'redis'",
@@ -145,6 +160,9 @@ class CheckpointerConfig(BaseModel):
     # Install checkpoint_guard.state's Overwrite first-write fix when opening (it
     # stands down by itself once LangGraph is fixed).
     fix_overwrite: bool = True
+    # Under the LangGraph server, make its checkpointer adapter forward delta history
+    # to this stack (checkpoint_guard._server; stands down once upstream forwards it).
+    fix_server_adapter: bool = True
 
     @field_validator("channel_mode", mode="before")
     @classmethod
@@ -187,6 +205,17 @@ class CheckpointerConfig(BaseModel):
     def __repr_args__(self) -> Any:
         for key, value in super().__repr_args__():
             yield key, (redact_url(value) if key == "url" else value)
+
+    def state_schema(self, schema: type) -> type:
+        """The graph schema matching this configuration: ``schema`` unchanged in full
+        mode; in delta mode the derived schema whose ``messages`` field is a
+        ``DeltaChannel`` with this config's ``snapshot_frequency``."""
+        from ._schema import state_schema_for_mode
+
+        derived: type = state_schema_for_mode(
+            schema, self.channel_mode, snapshot_frequency=self.snapshot_frequency
+        )
+        return derived
 
     # -- identity --------------------------------------------------------------------
 
@@ -298,7 +327,62 @@ def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+class UnknownEnvironmentVariableError(ConfigError):
+    """A ``CHECKPOINT_GUARD_*`` variable that nothing reads (usually a misspelling).
+    The message names it and the closest known one; its value is never shown (it
+    may hold a credential)."""
+
+    def __init__(self, variable: str, known: list[str]) -> None:
+        # Compared without the shared prefix, which would make every name look close.
+        tails = {name.removeprefix(ENV_PREFIX): name for name in known}
+        matches = difflib.get_close_matches(
+            variable.removeprefix(ENV_PREFIX), list(tails), n=1, cutoff=0.6
+        )
+        close = [tails[m] for m in matches]
+        hint = f"did you mean {close[0]}? " if close else ""
+        accepted = ", ".join(known)
+        ValueError.__init__(
+            self,
+            f"unknown environment variable {variable} ({hint}unset it or fix its name); "
+            f"accepted: {accepted}",
+        )
+        self.key = variable
+        self.value = None
+        self.accepted = accepted
+        self.closest = close[0] if close else None
+
+
+def known_env_vars() -> list[str]:
+    """Every ``CHECKPOINT_GUARD_*`` variable something reads (configuration and tools)."""
+    return sorted({*ENV_KEYS, ENV_CONFIG_FILE, *TOOL_ENV_VARS})
+
+
+def _check_env_names(environ: Mapping[str, str]) -> None:
+    known = known_env_vars()
+    for var in sorted(environ):
+        if var.startswith(ENV_PREFIX) and var not in known:
+            raise UnknownEnvironmentVariableError(var, known)
+
+
+def _env_redis_implies_cache(flat: dict[str, Any]) -> None:
+    """``CHECKPOINT_GUARD_REDIS_URL`` alone selects the Redis history cache; together
+    with ``CHECKPOINT_GUARD_HISTORY_CACHE=none|memory`` it is a contradiction."""
+    if "history_cache.redis_url" not in flat:
+        return
+    chosen = flat.get("history_cache.backend")
+    if chosen is None:
+        flat["history_cache.backend"] = "redis"
+    elif chosen in ("none", "memory"):
+        raise ConfigError(
+            "history_cache.backend",
+            chosen,
+            "'redis', or unset CHECKPOINT_GUARD_REDIS_URL",
+            detail="from CHECKPOINT_GUARD_HISTORY_CACHE while CHECKPOINT_GUARD_REDIS_URL is set",
+        )
+
+
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    _check_env_names(environ)
     flat: dict[str, Any] = {}
     for var, key in ENV_KEYS.items():
         raw = environ.get(var)
@@ -315,6 +399,7 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise ConfigError(key, raw, "true or false", detail=f"from {var}")
             value = lowered in ("1", "true", "yes", "on")
         flat[key] = value
+    _env_redis_implies_cache(flat)
     return _nested(flat, source="environment")
 
 

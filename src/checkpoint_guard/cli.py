@@ -1,7 +1,8 @@
 """The ``checkpoint-guard`` command line.
 
-Exit status: 0 on success, 1 when a check finds a problem, 2 on bad usage or
-configuration.
+Exit status: 0 on success, 1 when a check finds a problem or an operation is
+refused, 2 on bad usage, bad configuration or a backend that cannot be reached or
+opened (as ``bench``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import CheckpointGuardError, ConfigError
+from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError
 
 __all__ = ["main"]
 
@@ -27,18 +28,31 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="checkpoint-guard", description="Safe, fast delta-mode checkpoints for LangGraph."
     )
+    # Global options are accepted before or after the subcommand: the subparsers
+    # share them with SUPPRESS defaults, so a value given before is not reset.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="YAML configuration (else environment)",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
     parser.add_argument("--config", metavar="PATH", help="YAML configuration (else environment)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="full vs delta mode on an embedded SQLite file")
+    demo = sub.add_parser(
+        "demo", help="full vs delta mode on an embedded SQLite file", parents=[common]
+    )
     demo.add_argument("--dir", type=Path, help="where to put the SQLite file (default: a temp dir)")
     demo.add_argument("--turns", type=int, default=40)
     demo.add_argument("--snapshot-frequency", type=int, default=10)
     demo.add_argument("--payload-bytes", type=int, default=400)
-    demo.add_argument("--json", action="store_true", help="machine-readable output")
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd = sub.add_parser(name, help=help_text, parents=[common])
         cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
         return cmd
 
@@ -347,8 +361,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(json.dumps({**asdict(result), "database": str(result.database)}, indent=2))
     else:
         print(format_demo(result))
-    full, delta = result.runs
-    return EXIT_OK if full.digest == delta.digest else EXIT_PROBLEM
+    return EXIT_OK if len({run.digest for run in result.runs}) == 1 else EXIT_PROBLEM
 
 
 def _bench_position(tokens: Sequence[str]) -> int | None:
@@ -381,6 +394,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _maintain(args)
     except ConfigError as exc:
         print(f"checkpoint-guard: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BackendUnavailableError as exc:
+        # As `bench` does: the configured store cannot be reached or opened.
+        print(f"checkpoint-guard: backend unavailable: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CheckpointGuardError as exc:
         print(f"checkpoint-guard: {exc}", file=sys.stderr)

@@ -1,24 +1,175 @@
-"""The ``langgraph.json`` checkpointer factory.
+"""Entry points for ``langgraph.json`` (the LangGraph server, ``langgraph dev``).
 
-``"checkpointer": {"path": "checkpoint_guard.langgraph:checkpointer"}`` opens the
-async stack configured by the environment (``CHECKPOINT_GUARD_*``).
+```json
+{
+  "checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"},
+  "http": {"app": "checkpoint_guard.langgraph:app"}
+}
+```
+
+- ``checkpointer`` — an ``@asynccontextmanager`` factory (no arguments) opening the
+  async stack configured by the environment (``CHECKPOINT_GUARD_*``). The server
+  resolves a non-file ``checkpointer.path`` by splitting on the last dot, so the
+  documented form is ``checkpoint_guard.langgraph.checkpointer``; Python callers
+  import ``checkpoint_guard.langgraph:checkpointer``. Under the server it also
+  makes the server's checkpointer adapter forward delta history to the stack
+  (see ``checkpoint_guard._server``), unless ``fix_server_adapter`` is false.
+- ``app`` — a Starlette app for ``http.app`` (the server only accepts
+  ``module:attr`` there): its exception handlers answer
+  ``CheckpointModeMismatchError`` with HTTP 409 (thread, checkpoint, modes and the
+  fix) and ``CheckpointModeReconfigurationError`` with 503, instead of a bare 500;
+  ``GET /checkpoint-guard/stats`` reports the mode, the adapter fix and the history
+  cache counters. Built on first access (Starlette ships with the server, not with
+  this package). ``add_exception_handlers(app)`` adds the same handlers to an app
+  of your own.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ._config import CheckpointerConfig
+from ._errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+from ._server import forward_delta_history, server_adapter_status
 from .savers import aopen_checkpointer
 
-__all__ = ["checkpointer"]
+__all__ = ["add_exception_handlers", "checkpointer", "make_app", "stats"]
+
+_open_lock = threading.Lock()
+_open: list[BaseCheckpointSaver[Any]] = []
 
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """Yield the environment-configured async checkpointer; close it on exit."""
-    async with aopen_checkpointer(None) as saver:
-        yield saver
+    """Yield the environment-configured async checkpointer; close it on exit.
+
+    Under the LangGraph server the server's checkpointer adapter is made to
+    forward ``aget_delta_channel_history`` to this stack first (probe-guarded,
+    logged once; ``CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false`` turns it off).
+    """
+    config = CheckpointerConfig.load(None)
+    async with aopen_checkpointer(config) as saver:
+        if config.channel_mode == "delta":
+            await forward_delta_history(config.fix_server_adapter)
+        with _open_lock:
+            _open.append(saver)
+        try:
+            yield saver
+        finally:
+            with _open_lock:
+                _open.remove(saver)
+
+
+def _cache_of(saver: BaseCheckpointSaver[Any]) -> Any:
+    layer: Any = saver
+    while layer is not None:
+        cache = layer.__dict__.get("cache")
+        if cache is not None and hasattr(cache, "stats"):
+            return cache
+        layer = layer.__dict__.get("inner")
+    return None
+
+
+def stats() -> dict[str, Any]:
+    """What the savers opened by ``checkpointer`` in this process report: their
+    mode, the server adapter fix's status and their history caches' counters
+    (summed over the open savers; ``None`` without a cache)."""
+    with _open_lock:
+        savers = list(_open)
+    caches = [c for c in (_cache_of(s) for s in savers) if c is not None]
+    totals: dict[str, int] | None = None
+    if caches:
+        totals = {}
+        for cache in caches:
+            for key, value in cache.stats().items():
+                if isinstance(value, int):
+                    totals[key] = totals.get(key, 0) + value
+    return {
+        "open_savers": len(savers),
+        "channel_mode": str(getattr(savers[0], "mode", "")) if savers else None,
+        "server_adapter": server_adapter_status(),
+        "history_cache": totals,
+    }
+
+
+def _mismatch_body(exc: CheckpointModeMismatchError) -> dict[str, Any]:
+    return {
+        "detail": str(exc),
+        "error": type(exc).__name__,
+        "thread_id": exc.thread_id,
+        "checkpoint_ns": exc.checkpoint_ns,
+        "checkpoint_id": exc.checkpoint_id,
+        "mode": exc.mode,
+        "found": exc.found,
+        "fix": (
+            f"run this deployment with CHECKPOINT_GUARD_CHANNEL_MODE={exc.found}, or convert "
+            f"the thread: checkpoint-guard migrate --to {exc.mode} {exc.thread_id}"
+        ),
+    }
+
+
+async def _on_mismatch(request: Any, exc: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    assert isinstance(exc, CheckpointModeMismatchError)
+    return JSONResponse(_mismatch_body(exc), status_code=409)
+
+
+async def _on_reconfiguration(request: Any, exc: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    body = {
+        "detail": str(exc),
+        "error": type(exc).__name__,
+        "fix": "one process runs one channel mode and snapshot frequency: fix the "
+        "configuration and restart the server",
+    }
+    return JSONResponse(body, status_code=503)
+
+
+def add_exception_handlers(target: Any) -> Any:
+    """Register checkpoint-guard's exception handlers on a Starlette/FastAPI app
+    (``CheckpointModeMismatchError`` -> 409, ``CheckpointModeReconfigurationError``
+    -> 503, JSON bodies with ``detail`` and ``fix``); returns ``target``."""
+    target.add_exception_handler(CheckpointModeMismatchError, _on_mismatch)
+    target.add_exception_handler(CheckpointModeReconfigurationError, _on_reconfiguration)
+    return target
+
+
+async def _stats_route(request: Any) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(stats())
+
+
+def make_app() -> Any:
+    """A new Starlette app with the exception handlers and the stats route."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+    except ImportError as exc:  # pragma: no cover - the server ships Starlette
+        raise ImportError(
+            "checkpoint_guard.langgraph:app needs Starlette, which the LangGraph server "
+            "installs: pip install 'langgraph-cli[inmem]'"
+        ) from exc
+    built = Starlette(routes=[Route("/checkpoint-guard/stats", _stats_route, methods=["GET"])])
+    return add_exception_handlers(built)
+
+
+_app: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # ``app`` is built on first access, so importing this module (the checkpointer
+    # factory) never needs Starlette.
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = make_app()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

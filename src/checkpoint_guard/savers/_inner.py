@@ -52,12 +52,25 @@ def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:
         ) from None
 
 
+def _sqlite_error(path: str, exc: BaseException) -> BackendUnavailableError:
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return BackendUnavailableError(
+        f"cannot open the SQLite database {path!r}: {reason} (url must name a file in a "
+        "directory that exists or can be created, and that this process can write)"
+    )
+
+
 def _sqlite_target(config: CheckpointerConfig) -> str:
     url = config.url or ":memory:"
     if url == ":memory:":
         return url
     path = Path(url).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _sqlite_error(str(path), exc) from None
+    if path.is_dir():
+        raise _sqlite_error(str(path), IsADirectoryError(21, "is a directory"))
     return str(path)
 
 
@@ -135,10 +148,17 @@ def open_inner(
         require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'")
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        conn = sqlite3.connect(_sqlite_target(config), check_same_thread=False)
+        target = _sqlite_target(config)
+        try:
+            conn = sqlite3.connect(target, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _sqlite_error(target, exc) from None
         try:
             saver = SqliteSaver(conn, serde=serde)
-            saver.setup()
+            try:
+                saver.setup()
+            except sqlite3.OperationalError as exc:
+                raise _sqlite_error(target, exc) from None
             yield saver
         finally:
             conn.close()
@@ -174,10 +194,20 @@ async def aopen_inner(
         require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", "backend 'sqlite' (async)")
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-        async with aiosqlite.connect(_sqlite_target(config)) as conn:
+        target = _sqlite_target(config)
+        try:
+            conn = await aiosqlite.connect(target)
+        except sqlite3.Error as exc:
+            raise _sqlite_error(target, exc) from None
+        try:
             saver = AsyncSqliteSaver(conn, serde=serde)
-            await saver.setup()
+            try:
+                await saver.setup()
+            except sqlite3.OperationalError as exc:
+                raise _sqlite_error(target, exc) from None
             yield saver
+        finally:
+            await conn.close()
     else:
         require_extra("langgraph.checkpoint.postgres.aio", "postgres", "backend 'postgres'")
         pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")

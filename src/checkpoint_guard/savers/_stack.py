@@ -54,15 +54,20 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
     )
 
 
-def _prepare(config: ConfigSource, freeze: ModeFreeze | None) -> CheckpointerConfig:
+def _prepare(config: ConfigSource) -> CheckpointerConfig:
     resolved = CheckpointerConfig.load(config)
-    (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
     if resolved.fix_overwrite:
         # Imported here: the state toolkit builds on the saver layers.
         from ..state._overwrite import apply_overwrite_fix
 
         apply_overwrite_fix()
     return resolved
+
+
+def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
+    # Called once the stack is open: a failed open (bad config, unreachable or
+    # unwritable backend) freezes nothing, so a corrected open can still follow.
+    (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
 
 
 @contextmanager
@@ -76,13 +81,15 @@ def open_checkpointer(
     (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
     freezes the channel mode and snapshot frequency in ``freeze`` (the process
     freeze by default): a later open with different values raises
-    ``CheckpointModeReconfigurationError``.
+    ``CheckpointModeReconfigurationError``. The freeze happens once everything is
+    open: an open that fails freezes nothing.
     """
-    resolved = _prepare(config, freeze)
+    resolved = _prepare(config)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:
         cache = make_cache(resolved, inner.serde)
         try:
+            _freeze(resolved, freeze)
             yield wrap(inner, mode=resolved.channel_mode, cache=cache)
         finally:
             if cache is not None:
@@ -94,11 +101,12 @@ async def aopen_checkpointer(
     config: ConfigSource = None, *, freeze: ModeFreeze | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The async twin of ``open_checkpointer`` (async inner savers)."""
-    resolved = _prepare(config, freeze)
+    resolved = _prepare(config)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
         cache = make_cache(resolved, inner.serde)
         try:
+            _freeze(resolved, freeze)
             yield wrap(inner, mode=resolved.channel_mode, cache=cache)
         finally:
             if cache is not None:

@@ -1,0 +1,199 @@
+"""What checkpoint-guard does under the LangGraph server (langgraph-api).
+
+The server wraps a custom checkpointer in its own ``_CustomCheckpointerAdapter``
+(``langgraph_api._checkpointer._adapter``). The adapter forwards the required
+methods, the optional maintenance methods by capability, and unknown attributes
+through ``__getattr__``; it does not forward ``aget_delta_channel_history``,
+which ``BaseCheckpointSaver`` itself defines, so Pregel runs the base class's
+walk through the adapter: one ``aget_tuple`` per ancestor on every step, and the
+history cache (and the inner saver's two-statement fast path) are never asked.
+
+``forward_delta_history()`` fixes that narrowly: when the adapter module is
+loaded (only the server loads it) and a behavioural probe shows the adapter does
+not forward the call itself, the adapter's ``aget_delta_channel_history`` is
+replaced by one that forwards to the wrapped saver **when that saver is one of
+checkpoint-guard's layers**, and runs the original walk otherwise. Once
+langgraph-api forwards the call itself the probe says so and nothing is changed.
+The outcome is logged once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
+from langgraph.checkpoint.memory import InMemorySaver
+
+__all__ = [
+    "ADAPTER_MODULE",
+    "ServerAdapterStatus",
+    "forward_delta_history",
+    "server_adapter_status",
+]
+
+logger = logging.getLogger("checkpoint_guard.server")
+
+ADAPTER_MODULE = "langgraph_api._checkpointer._adapter"
+_ADAPTER_CLASS = "_CustomCheckpointerAdapter"
+_MARK = "__checkpoint_guard_forward__"
+
+
+class ServerAdapterStatus:
+    """The possible outcomes of ``forward_delta_history`` (plain strings)."""
+
+    NOT_SERVER = "not-server"  # the adapter module is not loaded: nothing to do
+    FORWARDED = "forwarded"  # our forward is installed on the adapter
+    UPSTREAM = "upstream"  # the adapter forwards the call itself: we stand down
+    DISABLED = "disabled"  # fix_server_adapter: false
+    PROBE_FAILED = "probe-failed"  # the adapter looks different: nothing changed
+
+
+_lock = threading.Lock()
+_status: str = ServerAdapterStatus.NOT_SERVER
+_logged: set[str] = set()
+
+
+def server_adapter_status() -> str:
+    """The last outcome of ``forward_delta_history`` in this process."""
+    return _status
+
+
+def _log_once(status: str, level: int, message: str, *args: Any) -> None:
+    with _lock:
+        if status in _logged:
+            return
+        _logged.add(status)
+    logger.log(level, message, *args)
+
+
+class _ProbeSaver(InMemorySaver):
+    """Answers delta history with a sentinel, so a forwarding adapter shows itself."""
+
+    SENTINEL: Mapping[str, DeltaChannelHistory] = {"__probe__": {"writes": []}}
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self.SENTINEL
+
+
+async def _adapter_forwards(adapter_cls: type, module: Any) -> bool:
+    """Behavioural probe: does ``adapter_cls`` hand delta history to the saver it wraps?"""
+    probe = _ProbeSaver()
+    capabilities = module.CheckpointerCapabilities.from_type(type(probe))
+    adapter = adapter_cls(inner=probe, capabilities=capabilities)
+    config: RunnableConfig = {
+        "configurable": {"thread_id": "checkpoint-guard-probe", "checkpoint_ns": ""}
+    }
+    result = await adapter.aget_delta_channel_history(config=config, channels=["messages"])
+    return result is _ProbeSaver.SENTINEL
+
+
+def _install(adapter_cls: type) -> None:
+    from .savers import SaverLayer
+
+    original = getattr(adapter_cls, "aget_delta_channel_history")  # noqa: B009 - mypy: a plain type
+
+    async def aget_delta_channel_history(
+        self: Any, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        inner = self.__dict__.get("_inner")
+        if isinstance(inner, SaverLayer):
+            # The adapter's aget_tuple hands the inner saver's tuples through
+            # unchanged, so the inner saver's own answer is the walk's answer.
+            return await inner.aget_delta_channel_history(config=config, channels=channels)
+        result: Mapping[str, DeltaChannelHistory] = await original(
+            self, config=config, channels=channels
+        )
+        return result
+
+    setattr(aget_delta_channel_history, _MARK, original)
+    aget_delta_channel_history.__qualname__ = (
+        f"{adapter_cls.__qualname__}.aget_delta_channel_history"
+    )
+    adapter_cls.aget_delta_channel_history = aget_delta_channel_history  # type: ignore[attr-defined]
+
+
+def _remove(adapter_cls: type) -> None:
+    """Undo ``_install`` (tests)."""
+    current = adapter_cls.__dict__.get("aget_delta_channel_history")
+    original = getattr(current, _MARK, None)
+    if original is None:
+        return
+    if original is BaseCheckpointSaver.aget_delta_channel_history:
+        delattr(adapter_cls, "aget_delta_channel_history")
+    else:
+        setattr(adapter_cls, "aget_delta_channel_history", original)  # noqa: B010
+
+
+async def forward_delta_history(enabled: bool = True) -> str:
+    """Make the LangGraph server's adapter forward delta history to our layers.
+
+    Does nothing outside the server (the adapter module is not loaded) or when
+    ``enabled`` is false. Returns, and remembers for ``server_adapter_status()``,
+    one of ``ServerAdapterStatus``'s values; the first outcome of each kind is
+    logged (a warning when the fix is installed, since it names an upstream
+    limitation).
+    """
+    global _status
+    module = sys.modules.get(ADAPTER_MODULE)
+    adapter_cls = getattr(module, _ADAPTER_CLASS, None) if module is not None else None
+    if not isinstance(adapter_cls, type):
+        _status = ServerAdapterStatus.NOT_SERVER
+        return _status
+    if not enabled:
+        _status = ServerAdapterStatus.DISABLED
+        _log_once(
+            _status,
+            logging.WARNING,
+            "checkpoint-guard: fix_server_adapter is off: the LangGraph server's %s walks "
+            "every ancestor with one aget_tuple per step (the history cache is not used)",
+            _ADAPTER_CLASS,
+        )
+        return _status
+    if getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is not None:
+        _status = ServerAdapterStatus.FORWARDED
+        return _status
+    try:
+        forwards = await _adapter_forwards(adapter_cls, module)
+    except Exception as exc:
+        _status = ServerAdapterStatus.PROBE_FAILED
+        _log_once(
+            _status,
+            logging.WARNING,
+            "checkpoint-guard: could not probe the LangGraph server's %s (%s: %s); delta "
+            "history is left to the server (one aget_tuple per ancestor)",
+            _ADAPTER_CLASS,
+            type(exc).__name__,
+            exc,
+        )
+        return _status
+    if forwards:
+        _status = ServerAdapterStatus.UPSTREAM
+        _log_once(
+            _status,
+            logging.INFO,
+            "checkpoint-guard: the LangGraph server's %s forwards aget_delta_channel_history "
+            "itself; checkpoint-guard's forward stands down",
+            _ADAPTER_CLASS,
+        )
+        return _status
+    with _lock:
+        if getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is None:
+            _install(adapter_cls)
+    _status = ServerAdapterStatus.FORWARDED
+    _log_once(
+        _status,
+        logging.WARNING,
+        "checkpoint-guard: the LangGraph server's %s does not forward "
+        "aget_delta_channel_history (an upstream limitation: every step would re-read "
+        "each ancestor with one aget_tuple); forwarding it to checkpoint-guard's savers. "
+        "Set CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false to disable.",
+        _ADAPTER_CLASS,
+    )
+    return _status
