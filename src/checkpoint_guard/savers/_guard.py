@@ -23,8 +23,10 @@ this process is creating and needs no read. Anything else unseen is read once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from cachetools import LRUCache
@@ -35,9 +37,11 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from .._errors import CheckpointModeMismatchError
+from .._errors import CheckpointModeMismatchError, ConfigError
 from .._modes import (
     MODE_METADATA_KEY,
     ChannelMode,
@@ -50,6 +54,42 @@ from ._layer import SaverLayer
 __all__ = ["GuardedSaver"]
 
 _Key = tuple[Any, str, str]
+_ABSENT: Any = object()
+
+
+class _Verdict:
+    """The gate's decision on a ``put`` in flight, awaited by the ``put_writes``
+    LangGraph sends for the same checkpoint concurrently: they reach the saver
+    only once the checkpoint is admitted, so a refusal leaves no rows."""
+
+    __slots__ = ("event", "future", "refused")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.future: asyncio.Future[None] | None = None
+        self.refused = False
+        with contextlib.suppress(RuntimeError):  # no running loop: a sync put
+            self.future = asyncio.get_running_loop().create_future()
+
+    def decide(self, refused: bool) -> None:
+        self.refused = refused
+        self.event.set()
+        if self.future is not None and not self.future.done():
+            loop = self.future.get_loop()
+            if loop.is_closed():
+                return
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                self.future.set_result(None)
+            else:
+                loop.call_soon_threadsafe(
+                    lambda f=self.future: None if f.done() else f.set_result(None)
+                )
+
+
 _KNOWN_MODES_MAX = 10_000
 _FRONTIERS_MAX = 10_000
 
@@ -95,6 +135,12 @@ class GuardedSaver(SaverLayer):
         self._known: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_MODES_MAX)
         self._frontier: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
         self._known_lock = threading.Lock()
+        # checkpoints whose put this guard refused: their late put_writes are too
+        self._refused: LRUCache[_Key, bool] = LRUCache(maxsize=_FRONTIERS_MAX)
+        self._inflight: dict[_Key, _Verdict] = {}
+        # (thread, ns) -> the newest refused checkpoint: writes onto unseen newer
+        # ids are its descendants' (never stored) until a put is admitted again
+        self._poisoned: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
@@ -164,17 +210,86 @@ class GuardedSaver(SaverLayer):
     ) -> CheckpointMetadata:
         """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
+        conf = config.get("configurable") or {}
+        target = {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
         if not self._full:
+            messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
+            if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
+                # A graph compiled without the delta schema stores the whole list:
+                # the marker would label full data as delta.
+                self._refuse(target)
+                raise ConfigError(
+                    "channel_mode",
+                    "delta",
+                    "a graph whose schema comes from CheckpointerConfig.state_schema(schema) "
+                    "(or cg.state_schema_for_mode(schema, 'delta', snapshot_frequency=...))",
+                    detail=(
+                        f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                        f"{conf.get('thread_id')!r}: its 'messages' channel holds a plain "
+                        "value, so the graph was compiled without the delta schema and the "
+                        "delta marker would mislabel full data; nothing was stored"
+                    ),
+                )
             stamped = dict(metadata)
             stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
             return stamped  # type: ignore[return-value]
         if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
-            conf = config.get("configurable") or {}
-            raise _mismatch(
-                {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}},
-                action="write",
-            )
+            self._refuse(target)
+            raise _mismatch(target, action="write")
         return metadata
+
+    def _refuse(self, target: RunnableConfig) -> None:
+        key = _key(target)
+        if key is not None:
+            with self._known_lock:
+                self._refused[key] = True
+                # LangGraph goes on writing the refused step's task writes onto
+                # the next checkpoint id, whose put never comes
+                self._poisoned[key[:2]] = key[2]
+
+    def _start_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> tuple[_Key, _Verdict]:
+        key = (*_thread_key(config), checkpoint["id"])
+        verdict = _Verdict()
+        with self._known_lock:
+            self._inflight[key] = verdict
+        return key, verdict
+
+    def _end_put(self, key: _Key, verdict: _Verdict, *, refused: bool) -> None:
+        with self._known_lock:
+            if self._inflight.get(key) is verdict:
+                del self._inflight[key]
+            if not refused:
+                self._poisoned.pop(key[:2], None)
+        verdict.decide(refused)
+
+    def _pending(self, config: RunnableConfig) -> _Verdict | None:
+        key = _key(config)
+        with self._known_lock:
+            return None if key is None else self._inflight.get(key)
+
+    def _gate_refused(self, config: RunnableConfig) -> None:
+        """A put_writes onto a checkpoint whose put was refused is refused too:
+        nothing of a refused checkpoint reaches the saver."""
+        key = _key(config)
+        with self._known_lock:
+            poisoned = self._poisoned.get(key[:2]) if key is not None else None
+            refused = key is not None and (
+                key in self._refused
+                or (poisoned is not None and key[2] > poisoned and key not in self._known)
+            )
+        if refused:
+            assert key is not None
+            if self._full:
+                raise _mismatch(config, action="write onto")
+            raise ConfigError(
+                "channel_mode",
+                "delta",
+                "a graph whose schema comes from CheckpointerConfig.state_schema(schema)",
+                detail=(
+                    f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
+                    "its put was refused (the graph was compiled without the delta schema)"
+                ),
+            )
 
     def _check_parent(self, config: RunnableConfig, parent: CheckpointTuple | None) -> None:
         is_delta = parent is not None and checkpoint_uses_delta(parent)
@@ -221,9 +336,15 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        stamped = self._stamp(checkpoint, metadata, config)
-        self._gate_write_target(config)
-        self._storing(config, checkpoint)
+        key, verdict = self._start_put(config, checkpoint)
+        refused = True
+        try:
+            stamped = self._stamp(checkpoint, metadata, config)
+            self._gate_write_target(config)
+            self._storing(config, checkpoint)
+            refused = False
+        finally:
+            self._end_put(key, verdict, refused=refused)
         return self.inner.put(config, checkpoint, stamped, new_versions)
 
     def put_writes(
@@ -233,8 +354,45 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        pending = self._pending(config)
+        if pending is not None:
+            pending.event.wait()
+        self._gate_refused(config)
         self._gate_write_target(config, allow_new=True)
         self.inner.put_writes(config, writes, task_id, task_path)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if self._full:  # the target goes through the read gate first
+            self._admit(self.inner.get_tuple(config), config)
+        return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+    def _gate_threads(self, thread_ids: Sequence[str]) -> None:
+        if self._full:
+            for thread_id in thread_ids:
+                for tup in self.inner.list({"configurable": {"thread_id": thread_id}}):
+                    if checkpoint_uses_delta(tup):
+                        raise _mismatch(tup.config, action="maintain")
+
+    def _gate_runs(self, run_ids: Sequence[str]) -> None:
+        if self._full:
+            for run_id in run_ids:
+                for tup in self.inner.list(None, filter={"run_id": run_id}):
+                    if checkpoint_uses_delta(tup):
+                        raise _mismatch(tup.config, action="delete runs of")
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._gate_threads(thread_ids)
+        super().prune(thread_ids, strategy=strategy)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._gate_threads([source_thread_id, target_thread_id])
+        super().copy_thread(source_thread_id, target_thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._gate_runs(run_ids)
+        super().delete_for_runs(run_ids)
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
@@ -270,9 +428,15 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        stamped = self._stamp(checkpoint, metadata, config)
-        await self._agate_write_target(config)
-        self._storing(config, checkpoint)
+        key, verdict = self._start_put(config, checkpoint)
+        refused = True
+        try:
+            stamped = self._stamp(checkpoint, metadata, config)
+            await self._agate_write_target(config)
+            self._storing(config, checkpoint)
+            refused = False
+        finally:
+            self._end_put(key, verdict, refused=refused)
         return await self.inner.aput(config, checkpoint, stamped, new_versions)
 
     async def aput_writes(
@@ -282,5 +446,45 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        pending = self._pending(config)
+        if pending is not None:
+            if pending.future is not None:
+                await asyncio.shield(pending.future)
+            else:  # a put from another thread
+                await asyncio.to_thread(pending.event.wait)
+        self._gate_refused(config)
         await self._agate_write_target(config, allow_new=True)
         await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if self._full:
+            self._admit(await self.inner.aget_tuple(config), config)
+        return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+
+    async def _agate_threads(self, thread_ids: Sequence[str]) -> None:
+        if self._full:
+            for thread_id in thread_ids:
+                async for tup in self.inner.alist({"configurable": {"thread_id": thread_id}}):
+                    if checkpoint_uses_delta(tup):
+                        raise _mismatch(tup.config, action="maintain")
+
+    async def _agate_runs(self, run_ids: Sequence[str]) -> None:
+        if self._full:
+            for run_id in run_ids:
+                async for tup in self.inner.alist(None, filter={"run_id": run_id}):
+                    if checkpoint_uses_delta(tup):
+                        raise _mismatch(tup.config, action="delete runs of")
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._agate_threads(thread_ids)
+        await super().aprune(thread_ids, strategy=strategy)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._agate_threads([source_thread_id, target_thread_id])
+        await super().acopy_thread(source_thread_id, target_thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._agate_runs(run_ids)
+        await super().adelete_for_runs(run_ids)

@@ -105,7 +105,7 @@ def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
     return kwargs
 
 
-def _pool_args(config: CheckpointerConfig) -> dict[str, Any]:
+def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
     # opened explicitly afterwards, so a failure can be reported without credentials
     return {
         "conninfo": config.url,
@@ -113,6 +113,10 @@ def _pool_args(config: CheckpointerConfig) -> dict[str, Any]:
         "max_size": config.pool_max_size,
         "kwargs": _pg_kwargs(config),
         "open": False,
+        # The pool's own check on every checkout: after a restart or failover a
+        # dead pooled connection is replaced instead of failing one more turn
+        # (costs one empty query per checkout).
+        "check": check,
     }
 
 
@@ -168,7 +172,9 @@ def open_inner(
         from langgraph.checkpoint.postgres import PostgresSaver
 
         _pg_prepare(config)
-        pool = pool_mod.ConnectionPool(**_pool_args(config))
+        pool = pool_mod.ConnectionPool(
+            **_pool_args(config, pool_mod.ConnectionPool.check_connection)
+        )
         try:
             pool.open(wait=True, timeout=config.connect_timeout_seconds)
         except Exception as exc:
@@ -214,7 +220,9 @@ async def aopen_inner(
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
         _pg_prepare(config)
-        pool = pool_mod.AsyncConnectionPool(**_pool_args(config))
+        pool = pool_mod.AsyncConnectionPool(
+            **_pool_args(config, pool_mod.AsyncConnectionPool.check_connection)
+        )
         try:
             await pool.open(wait=True, timeout=config.connect_timeout_seconds)
         except Exception as exc:

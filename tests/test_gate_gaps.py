@@ -1,0 +1,166 @@
+"""Every path of the gate refuses, and a refusal leaves nothing behind.
+
+On every backend and API: a full-mode guard hands out no delta history and runs
+no maintenance on a delta thread; a delta-schema graph on a full-mode saver (and a
+full-schema graph on a delta-mode saver) is refused with storage unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from checkpoint_guard import (
+    CheckpointModeMismatchError,
+    ConfigError,
+    GuardedSaver,
+    ModeFreeze,
+    open_checkpointer,
+)
+from tests.conftest import Store
+from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+
+CHANNELS = ["messages"]
+
+
+def _prune(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        kept = {k: _prune(v) for k, v in obj.items()}
+        return {k: v for k, v in kept.items() if v != {}}
+    if isinstance(obj, list):
+        return [_prune(v) for v in obj]
+    return obj
+
+
+def rows(store: Store) -> Any:
+    """The store's rows; InMemorySaver's defaultdicts gain empty entries on reads."""
+    return _prune(store.dump()) if store.kind == "memory" else store.dump()
+
+
+def write_targets(store: Store, raw: Any) -> set[str]:
+    """Checkpoint ids that stored writes point to (orphans included)."""
+    if store.kind == "memory":
+        return {key[2] for key, writes in raw.writes.items() if writes}
+    if store.kind in ("sqlite", "aiosqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(str(store.path))
+        try:
+            return {r[0] for r in conn.execute("SELECT DISTINCT checkpoint_id FROM writes")}
+        finally:
+            conn.close()
+    import psycopg
+
+    assert store.pg is not None
+    url, schema = store.pg
+    with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
+        found = conn.execute("SELECT DISTINCT checkpoint_id FROM checkpoint_writes").fetchall()
+    return {r[0] for r in found}
+
+
+async def _delta_thread(drv: Driver, raw: Any, thread: str) -> list[str]:
+    graph = chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+    runs = []
+    for i in range(3):
+        run = str(uuid.uuid4())
+        await drv.invoke(graph, human(i), {**cfg(thread), "metadata": {"run_id": run}})
+        runs.append(run)
+    return runs
+
+
+async def test_full_mode_hands_out_no_delta_history(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        await _delta_thread(drv, raw, "d")
+        full = GuardedSaver(raw, mode="full")
+        head = await drv.get_tuple(raw, cfg("d"))
+        assert head is not None
+        for config in (cfg("d"), head.config):
+            with pytest.raises(CheckpointModeMismatchError) as err:
+                await drv.delta_history(full, config, CHANNELS)
+            assert err.value.thread_id == "d"
+
+
+async def test_full_mode_runs_no_maintenance_on_a_delta_thread(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        runs = await _delta_thread(drv, raw, "d")
+        full = GuardedSaver(raw, mode="full")
+        before = rows(store)
+        calls: list[Any] = [
+            ("prune", (["d"],)),
+            ("copy_thread", ("d", "copy")),
+            ("delete_for_runs", ([runs[1]],)),
+        ]
+        for name, args in calls:
+            method = getattr(full, ("a" + name) if store.is_async else name)
+            with pytest.raises((CheckpointModeMismatchError, NotImplementedError)) as err:
+                result = method(*args)
+                if store.is_async:
+                    await result
+            if isinstance(err.value, NotImplementedError):  # the saver cannot serve it
+                continue
+            assert err.value.thread_id == "d", name
+            assert rows(store) == before, name
+
+
+async def test_a_delta_schema_graph_on_a_full_saver_leaves_no_rows(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = chat_graph(GuardedSaver(raw, mode="full"), "delta", snapshot_frequency=1000)
+        before = rows(store)
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.invoke(graph, human(0), cfg("new"))
+        assert rows(store) == before
+
+
+async def test_a_full_schema_graph_on_a_delta_saver_is_refused_with_nothing_stored(
+    store: Store,
+) -> None:
+    """The checkpoint that would carry the whole message list under the delta marker
+    is refused with ConfigError; nothing of it (nor of its step) is stored. (The run's
+    input checkpoint, which holds only the input, was stored before it.)"""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = chat_graph(GuardedSaver(raw, mode="delta"), "full")
+        with pytest.raises(ConfigError, match="state_schema"):
+            await drv.invoke(graph, human(0), cfg("plain"))
+        stored = await drv.list(raw, cfg("plain"))
+        for tup in stored:
+            assert "messages" not in tup.checkpoint["channel_values"], tup.config
+        ids = {t.config["configurable"]["checkpoint_id"] for t in stored}
+        # Writes LangGraph sent for the refused step before its put reached the
+        # guard (the loop puts a checkpoint only after the previous put finished)
+        # may have landed: scan reports them and prune removes them.
+        orphans = write_targets(store, raw) - ids
+        if orphans:
+            from checkpoint_guard import maintenance
+
+            if store.is_async:
+                (info,) = await maintenance.ascan(raw, ["plain"])
+                await maintenance.aprune(raw, ["plain"])
+            else:
+                (info,) = maintenance.scan(raw, ["plain"])
+                maintenance.prune(raw, ["plain"])
+            assert info.orphan_writes > 0
+            kept = {
+                t.config["configurable"]["checkpoint_id"] for t in await drv.list(raw, cfg("plain"))
+            }
+            assert write_targets(store, raw) <= kept
+        # the same graph built from the config's schema runs
+        ok = chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=10)
+        await run_turns(drv, ok, "fresh", range(2))
+        state = await drv.get_state(ok, cfg("fresh"))
+        assert len(state.values["messages"]) == 4
+
+
+def test_open_checkpointer_refuses_the_plain_schema_too(tmp_path: Any) -> None:
+    config = {"backend": "sqlite", "url": str(tmp_path / "x.sqlite"), "channel_mode": "delta"}
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "full")
+        with pytest.raises(ConfigError, match="compiled without the delta schema"):
+            graph.invoke(human(0), cfg("p"))
+        for tup in saver.list(cfg("p")):
+            assert "messages" not in tup.checkpoint["channel_values"]
