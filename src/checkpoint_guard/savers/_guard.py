@@ -85,9 +85,12 @@ class _Verdict:
             if running is loop:
                 self.future.set_result(None)
             else:
-                loop.call_soon_threadsafe(
-                    lambda f=self.future: None if f.done() else f.set_result(None)
-                )
+                loop.call_soon_threadsafe(_resolve, self.future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 _KNOWN_MODES_MAX = 10_000
@@ -211,7 +214,7 @@ class GuardedSaver(SaverLayer):
         """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
         conf = config.get("configurable") or {}
-        target = {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
+        target: RunnableConfig = {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
         if not self._full:
             messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
             if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
