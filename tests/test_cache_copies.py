@@ -199,7 +199,8 @@ def test_memory_cache_read_is_isolated_for_every_shape() -> None:
     cache = MemoryHistoryCache()
     messages = [make() for make in SHAPES.values()]
     writes = [("task", "messages", [m]) for m in messages]
-    cache.store("t", "", "messages", "c1", {"writes": writes, "seed": [messages[0]]})
+    token = cache.begin("t", "").token
+    assert cache.store("t", "", "messages", "c1", {"writes": writes, "seed": [messages[0]]}, token)
     expected = [_state(m) for m in messages]
     for _ in range(3):
         got = cache.read("t", "", "messages", "c1")
