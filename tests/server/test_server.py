@@ -251,6 +251,14 @@ async def test_mode_mismatch_answers_409_with_the_thread_and_the_fix(
         with pytest.raises(ConflictError) as err:
             await client.threads.get_state(thread_id)
         response = httpx.get(f"{server.url}/threads/{thread_id}/state", timeout=10)
+        history = httpx.get(f"{server.url}/threads/{thread_id}/history", timeout=10)
+        stored = stored_metadata(pg_schema, thread_id)
+        # a run executes in the background: the server puts its error into the body
+        # (200 with "__error__"), which the SDK raises
+        with pytest.raises(Exception, match=r"^CheckpointModeMismatchError: refusing"):
+            await client.runs.wait(thread_id, "chat", input=human(3))
+        assert stored_metadata(pg_schema, thread_id) == stored  # the gate wrote nothing
+    assert history.status_code == 409
     assert response.status_code == 409
     body = response.json()
     assert body["error"] == "CheckpointModeMismatchError"
