@@ -1,0 +1,111 @@
+"""Redis work and time per warm chat turn (SQLite, delta, F=1000, Redis cache).
+
+Prints one JSON line: ms per turn (median of the measured turns), Redis commands per
+turn and bytes sent/received per turn (client side), for turns ``--from`` to
+``--to``. Run it on two checkouts to compare a change (``python
+benchmarks/redis_warm_turn.py --from 100 --to 130``); its numbers are ratios'
+inputs, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
+
+import checkpoint_guard as cg
+
+
+class _Counting(redis.Redis):  # type: ignore[type-arg]
+    commands = 0
+    sent = 0
+    received = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        type(self).commands += 1
+        type(self).sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
+        reply = super().execute_command(*args, **options)
+        type(self).received += _size(reply)
+        return reply
+
+
+def _size(reply: Any) -> int:
+    if isinstance(reply, (bytes, str)):
+        return len(reply)
+    if isinstance(reply, (list, tuple)):
+        return sum(_size(r) for r in reply)
+    return 8
+
+
+class State(TypedDict):
+    messages: list[Any]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--from", dest="start", type=int, default=100)
+    parser.add_argument("--to", dest="stop", type=int, default=130)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    args = parser.parse_args()
+    schema = cg.state_schema_for_mode(State, "delta", snapshot_frequency=1000)
+
+    def bot(state: dict[str, Any]) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage("r" * 400, id=f"ai-{n}")]}
+
+    prefix = f"bench:{uuid.uuid4().hex[:8]}"
+    client = _Counting.from_url(args.redis)
+    cache = cg.cache.RedisHistoryCache(client=client, key_prefix=prefix)
+    with tempfile.TemporaryDirectory() as tmp:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(str(Path(tmp) / "b.sqlite"), check_same_thread=False)
+        raw = SqliteSaver(conn)
+        raw.setup()
+        graph = (
+            StateGraph(schema)
+            .add_node("bot", bot)
+            .add_edge(START, "bot")
+            .compile(checkpointer=cg.wrap(raw, mode="delta", cache=cache))
+        )
+        cfg = {"configurable": {"thread_id": "t"}}
+        times: list[float] = []
+        before = (0, 0, 0)
+        for turn in range(args.stop):
+            if turn == args.start:
+                before = (_Counting.commands, _Counting.sent, _Counting.received)
+            t0 = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage("h" * 100, id=f"h-{turn}")]}, cfg)
+            if turn >= args.start:
+                times.append((time.perf_counter() - t0) * 1000)
+        n = args.stop - args.start
+        print(
+            json.dumps(
+                {
+                    "turns": [args.start, args.stop],
+                    "ms_per_turn": round(statistics.median(times), 3),
+                    "commands_per_turn": (_Counting.commands - before[0]) / n,
+                    "bytes_sent_per_turn": (_Counting.sent - before[1]) / n,
+                    "bytes_received_per_turn": (_Counting.received - before[2]) / n,
+                }
+            )
+        )
+        conn.close()
+    for key in client.scan_iter(match=prefix + ":*"):
+        client.delete(key)
+
+
+if __name__ == "__main__":
+    main()
