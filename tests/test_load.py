@@ -141,6 +141,8 @@ def test_processes_threads_and_turns_share_postgres_and_redis(
     misses = sum(r["cache"]["misses"] for r in reports)
     assert hits > 0
     assert sum(r["cache"]["errors"] for r in reports) == 0
+    # ordinary graph traffic writes onto the newest checkpoint: never an invalidation
+    assert sum(r["cache"]["invalidations"] for r in reports) == 0
 
     from tests.helpers import chat_graph
 
