@@ -236,3 +236,44 @@ def test_memory_cache_parity_across_the_protocol_with_in_memory_saver() -> None:
     reader.get_delta_channel_history(config=items[0].config, channels=CHANNELS)
     assert pausing.hook is None
     assert assert_exact(raw, reader, "m") > 10
+
+
+@pytest.mark.redis
+def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    """The unfence after a write fails once (a Redis hiccup we cannot time for
+    real): the fence stays and keeps the thread uncached (speed only); the next
+    cache call for the thread retries it, and entries are stored again."""
+
+    class Hiccup(RedisHistoryCache):
+        failures = 0
+
+        def unfence(self, *args: Any) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("a passing hiccup")
+            super().unfence(*args)
+
+    raw = sqlite_raw()
+    cache = Hiccup(redis_prefix[0], key_prefix=redis_prefix[1])
+    saver = wrap(raw, mode="delta", cache=cache)
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("u"))
+    old = _old_checkpoint(raw, "u")
+    cache.failures = 1
+    saver.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
+    key = cache._key("u")
+    import redis
+
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        assert client.hexists(key, "fence")  # the failed unfence left it
+        assert assert_exact(raw, saver, "u") > 10  # retried first, then exact
+        assert not client.hexists(key, "fence")
+        hits = cache.stats()["hits"]
+        assert assert_exact(raw, saver, "u") > 10
+        assert cache.stats()["hits"] > hits  # cached again
+    finally:
+        client.close()

@@ -175,6 +175,7 @@ class _Memory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: LRUCache[Any, _Facts] = LRUCache(_THREADS_MAX)
+        self._stuck: dict[Any, list[tuple[Any, ...]]] = {}
 
     def _facts(self, thread: Any) -> _Facts:
         facts = self._threads.get(thread)
@@ -240,6 +241,18 @@ class _Memory:
             fresh_facts = self._threads[thread] = _Facts()
             fresh_facts.epoch = epoch
             return False
+
+    def stuck(self, thread: Any, args: tuple[Any, ...]) -> None:
+        """An unfence that failed: retried at the next cache call for the thread
+        (unfencing is idempotent), so a passing Redis hiccup does not leave the
+        thread uncached until its hash expires."""
+        with self._lock:
+            if len(self._stuck) < _THREADS_MAX:
+                self._stuck.setdefault(thread, []).append(args)
+
+    def take_stuck(self, thread: Any) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._stuck.pop(thread, []) if self._stuck else []
 
     def forget(self, thread_ids: Sequence[Any] | None) -> None:
         with self._lock:
@@ -356,6 +369,9 @@ class CachedHistorySaver(SaverLayer):
         # reads may predate a concurrent write, and then its store is refused.
         chain = self._memory.chain(thread, ns, cid, self.max_walk + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
+        for args in self._memory.take_stuck(thread):
+            if (yield (_CACHE, "unfence", args)) is _FAILED:
+                self._memory.stuck(thread, args)
         began: Begin | Any = yield (_CACHE, "begin", (thread, ns, probes))
         if began is _FAILED:
             return _answer((yield (_INNER, config, channels)))
@@ -624,16 +640,24 @@ class CachedHistorySaver(SaverLayer):
 
     def _unfence(self, config: RunnableConfig, writer: str) -> None:
         thread, ns, cid = _parts(config)
-        self._cache_call("unfence", (thread, ns, cid or "", writer))
+        for args in [*self._memory.take_stuck(thread), (thread, ns, cid or "", writer)]:
+            if self._cache_call("unfence", args) is _FAILED:
+                self._memory.stuck(thread, args)
 
     async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
         thread, ns, cid = _parts(config)
         # A cancellation arriving at the unfence itself must not skip it: the
         # request is consumed by the first attempt, so the second one runs.
+        args = (thread, ns, cid or "", writer)
         try:
-            await self._acache_call("unfence", (thread, ns, cid or "", writer))
+            for retry in self._memory.take_stuck(thread):
+                if await self._acache_call("unfence", retry) is _FAILED:
+                    self._memory.stuck(thread, retry)
+            if await self._acache_call("unfence", args) is _FAILED:
+                self._memory.stuck(thread, args)
         except asyncio.CancelledError:
-            await self._acache_call("unfence", (thread, ns, cid or "", writer))
+            if await self._acache_call("unfence", args) is _FAILED:
+                self._memory.stuck(thread, args)
             raise
 
     def put_writes(
