@@ -337,3 +337,13 @@ async def test_lineage_after_delete_for_runs_never_leaves_the_branch(store: Stor
         found = await before_message(main_last, "human-2")
         assert found is not None and "human-2" not in [m.id for m in found.values["messages"]]
         assert "human-100" not in [m.id for m in found.values["messages"]]
+
+
+def test_thread_filter_rejects_bad_values() -> None:
+    with pytest.raises(cg.ConfigError, match="mode"):
+        maintenance.ThreadFilter(mode="half")
+    with pytest.raises(cg.ConfigError, match="min_bytes"):
+        maintenance.ThreadFilter(min_bytes=-1)
+    where = maintenance.ThreadFilter(mode="delta", min_bytes=10, max_bytes=20)
+    assert where.mode is cg.ChannelMode.DELTA
+    assert [where.size_ok(n) for n in (9, 10, 20, 21)] == [False, True, True, False]

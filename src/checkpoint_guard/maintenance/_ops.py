@@ -231,9 +231,10 @@ StepProgress = Callable[[str, int, int], None]
 @dataclass(frozen=True)
 class ThreadFilter:
     """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``, as
-    ``scan`` reports it) and stored bytes within ``[min_bytes, max_bytes]``."""
+    ``scan`` reports it; the plain strings are accepted) and stored bytes within
+    ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
 
-    mode: ChannelMode | None = None
+    mode: ChannelMode | str | None = None
     min_bytes: int | None = None
     max_bytes: int | None = None
 
