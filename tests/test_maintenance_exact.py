@@ -75,6 +75,7 @@ OPERATIONS = [
     ("migrate_full", {}),
     ("migrate_delta", {}),
     ("delete_for_runs", {}),
+    ("copy_thread", {}),
 ]
 
 
@@ -88,6 +89,8 @@ async def run_operation(
         return await call(is_async, "migrate", saver, [thread_id], to="full", **kw)
     if op == "migrate_delta":
         return await call(is_async, "migrate", saver, [thread_id], to="delta", **kw)
+    if op == "copy_thread":
+        return await call(is_async, "copy_thread", saver, thread_id, thread_id + "-copy")
     assert op == "delete_for_runs"
     return await call(is_async, "delete_for_runs", saver, [runs[len(runs) // 2]], **kw)
 
@@ -120,6 +123,8 @@ async def test_every_operation_is_exact_or_refuses_unchanged(
                 assert named, f"the refusal names no channel: {exc}"
                 continue
             outcomes[op] = "done"
+            if op == "copy_thread":
+                assert await states(driver, graph, thread_id + "-copy") == before
             for reader in (graph, uncached):  # cached and recomputed from storage
                 after = await states(driver, reader, thread_id)
                 assert after, op
@@ -136,6 +141,7 @@ async def test_every_operation_is_exact_or_refuses_unchanged(
             # Without the graph nothing may rebuild log/transcript: a migration to
             # full and this run deletion must refuse; keep-latest keeps a chain.
             assert outcomes == {
+                "copy_thread": "done",
                 "prune": "done",
                 "migrate_full": "refused",
                 "migrate_delta": "done",
@@ -331,3 +337,13 @@ async def test_lineage_after_delete_for_runs_never_leaves_the_branch(store: Stor
         found = await before_message(main_last, "human-2")
         assert found is not None and "human-2" not in [m.id for m in found.values["messages"]]
         assert "human-100" not in [m.id for m in found.values["messages"]]
+
+
+def test_thread_filter_rejects_bad_values() -> None:
+    with pytest.raises(cg.ConfigError, match="mode"):
+        maintenance.ThreadFilter(mode="half")
+    with pytest.raises(cg.ConfigError, match="min_bytes"):
+        maintenance.ThreadFilter(min_bytes=-1)
+    where = maintenance.ThreadFilter(mode="delta", min_bytes=10, max_bytes=20)
+    assert where.mode is cg.ChannelMode.DELTA
+    assert [where.size_ok(n) for n in (9, 10, 20, 21)] == [False, True, True, False]

@@ -9,6 +9,14 @@ saver (raw or wrapped; caches in the wrapper are invalidated) and has an ``a*``
 twin for async savers. The wrapped saver's ``prune`` / ``copy_thread`` /
 ``delete_for_runs`` (and ``a*``) call these for memory, SQLite and PostgreSQL.
 
+No delta channel is ever rebuilt with a reducer that was not given (``graph=``,
+``reducers=``) or, for ``messages`` alone, defaulted, and confirmed against the
+thread's stored snapshots; other channels are kept as stored (keep-latest keeps
+the head's chain back to where they are stored) or the thread is refused with
+``MaintenanceError`` and left byte-identical. Orphan writes (writes whose
+checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
+``prune``.
+
 Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
 rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
 ``_rows.py`` (the per-backend row seam) with ``_memory.py``, ``_sqlite.py``,

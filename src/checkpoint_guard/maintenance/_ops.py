@@ -140,9 +140,12 @@ class _Forget:
 
 @dataclass(frozen=True)
 class _Estimate:
-    """Bytes a set of rewrites would add (negative: free), from the saver's serde."""
+    """Bytes a plan would add (negative: free), from the saver's serde."""
 
     rewrites: tuple[tuple[CheckpointTuple, Rewrite], ...]
+    deleted: tuple[CheckpointTuple, ...] = ()
+    #: (namespace, channel, version) of every value a kept checkpoint references
+    kept: frozenset[tuple[str, str, Any]] = frozenset()
 
 
 _Request = _List | _Runs | _Rows | _Forget | _Estimate
@@ -185,7 +188,7 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
                 answer = getattr(rows, request.method)(*request.args)
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
-                answer = _estimate(raw, rows, request.rewrites)
+                answer = _estimate(raw, rows, request)
             else:
                 _forget_sync(saver, request.thread_ids)
                 answer = None
@@ -209,7 +212,7 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
                 answer = await getattr(rows, "a" + request.method)(*request.args)
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
-                answer = _estimate(raw, rows, request.rewrites)
+                answer = _estimate(raw, rows, request)
             else:
                 await _forget_async(saver, request.thread_ids)
                 answer = None
@@ -228,9 +231,10 @@ StepProgress = Callable[[str, int, int], None]
 @dataclass(frozen=True)
 class ThreadFilter:
     """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``, as
-    ``scan`` reports it) and stored bytes within ``[min_bytes, max_bytes]``."""
+    ``scan`` reports it; the plain strings are accepted) and stored bytes within
+    ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
 
-    mode: ChannelMode | None = None
+    mode: ChannelMode | str | None = None
     min_bytes: int | None = None
     max_bytes: int | None = None
 
@@ -399,18 +403,16 @@ def _apply(
             step(thread_id, total, total)
 
 
-def _estimate(
-    raw: BaseCheckpointSaver[Any],
-    rows: RowStore,
-    pairs: Sequence[tuple[CheckpointTuple, Rewrite]],
-) -> int:
-    """Bytes the rewrites add to storage (negative when they free some): the
-    saver's serde size of each rewritten value minus the value it replaces.
-    Backends that key values by version store one value per (channel, version)."""
+def _estimate(raw: BaseCheckpointSaver[Any], rows: RowStore, plan: _Estimate) -> int:
+    """Bytes the plan adds to storage (negative when it frees some): the saver's
+    serde size of each rewritten value minus the value it replaces, minus each
+    deleted checkpoint with its writes. Backends that key values by version
+    store one value per (namespace, channel, version), freed only when no kept
+    checkpoint references it; SQLite stores values inline in each row."""
     by_version = bool(getattr(rows, "VALUES_BY_VERSION", True))
     seen: set[tuple[str, str, Any]] = set()
     total = 0
-    for old, rewrite in pairs:
+    for old, rewrite in plan.rewrites:
         old_values = old.checkpoint["channel_values"]
         for ch, version in rewrite.versions.items():
             key = (rewrite.checkpoint_ns, ch, version)
@@ -421,6 +423,20 @@ def _estimate(
             total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
             if ch in old_values:
                 total -= _size(raw, old_values[ch])
+    for tup in plan.deleted:
+        total -= _size(raw, tup.metadata)
+        total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
+        if not by_version:
+            total -= _size(raw, tup.checkpoint)
+            continue
+        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
+        versions = tup.checkpoint["channel_versions"]
+        for ch, value in tup.checkpoint["channel_values"].items():
+            key = (ns, ch, versions.get(ch))
+            if key not in plan.kept and key not in seen:
+                seen.add(key)
+                total -= _size(raw, value)
     return total
 
 
@@ -498,11 +514,16 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
         if run.dry_run:
             old = {t.checkpoint["id"]: t for t in view.tuples()}
             pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-            growth: int = yield _Estimate(pairs)
-            freed = sum(
-                _checkpoint_bytes(view, ns, cid) for ns, cids in deletes.items() for cid in cids
+            doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
+            gone = {id(t) for t in doomed}
+            kept = frozenset(
+                (t.config["configurable"].get("checkpoint_ns", ""), ch, v)
+                for t in view.tuples()
+                if id(t) not in gone
+                for ch, v in t.checkpoint["channel_versions"].items()
             )
-            report.bytes_after = max(0, report.bytes_before or 0) + growth - freed
+            growth: int = yield _Estimate(pairs, doomed, kept)
+            report.bytes_after = max(0, (report.bytes_before or 0) + growth)
             report.estimated = True
         elif rewrites or removed or run.orphans:
             yield _Forget((thread_id,))
@@ -516,15 +537,6 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
         for report in reports:
             report.bytes_after = after.get(report.thread_id, 0)
     return reports
-
-
-def _checkpoint_bytes(view: ThreadView, ns: str, cid: str) -> int:
-    # A rough share for an estimate: a deleted checkpoint frees at least its writes'
-    # values; the values it stores are counted through their repr length.
-    tup = view.by_ns[ns][cid]
-    return sum(len(repr(w[2])) for w in tup.pending_writes or ()) + len(
-        repr(tup.checkpoint["channel_values"])
-    )
 
 
 def _keep_latest(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
