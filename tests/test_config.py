@@ -524,3 +524,41 @@ def test_history_cache_isolate_reaches_the_cache(tmp_path: Path) -> None:
         assert saver.inner.cache.isolate is False
     with pytest.raises(ConfigError, match="isolate"):
         CheckpointerConfig.from_mapping({**base, "history_cache": {"isolate": "sometimes"}})
+
+
+def test_the_demo_keeps_its_database_and_its_printed_fix_runs_as_printed(tmp_path: Path) -> None:
+    """Without --dir the demo keeps its database in ./checkpoint-guard-demo; the
+    command it prints after the refusal converts the thread when pasted into a shell."""
+    exe = Path(sys.executable).with_name("checkpoint-guard")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "checkpoint_guard"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    env["PATH"] = f"{exe.parent}{os.pathsep}{env.get('PATH', '')}"
+    out = subprocess.run(
+        [*cmd, "demo", "--turns", "4"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "checkpoint-guard-demo" / "checkpoint-guard-demo.sqlite").exists()
+    lines = out.stdout.splitlines()
+    fix = lines[
+        lines.index("To convert the demo's delta thread to full mode (the database is kept):") + 1
+    ]
+    assert "migrate --to full demo-delta" in fix
+    done = subprocess.run(
+        fix.strip(), shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    verify = subprocess.run(
+        fix.strip().replace("migrate --to full", "verify"),
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env=env,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr

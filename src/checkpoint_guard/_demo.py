@@ -11,6 +11,7 @@ then shows the gate refusing to open the delta thread in full mode.
 from __future__ import annotations
 
 import hashlib
+import shlex
 import sqlite3
 import statistics
 import time
@@ -223,8 +224,20 @@ def format_demo(result: DemoResult) -> str:
         "",
         "Opening the delta thread in full mode:",
         f"  refused: {result.gate_message}",
+        "",
+        "To convert the demo's delta thread to full mode (the database is kept):",
+        f"  {fix_command(result.database)}",
     ]
     return "\n".join(lines)
+
+
+def fix_command(database: Path) -> str:
+    """The shell command that converts the demo's delta thread, runnable as printed."""
+    url = shlex.quote(str(database.resolve()))
+    return (
+        f"CHECKPOINT_GUARD_BACKEND=sqlite CHECKPOINT_GUARD_URL={url} "
+        "checkpoint-guard migrate --to full demo-delta"
+    )
 
 
 def _ratio(run: ModeRun, base: ModeRun) -> str:

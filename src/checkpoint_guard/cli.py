@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
@@ -46,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="full vs delta mode on an embedded SQLite file", parents=[common]
     )
-    demo.add_argument("--dir", type=Path, help="where to put the SQLite file (default: a temp dir)")
+    demo.add_argument(
+        "--dir", type=Path, help=f"where to put the SQLite file (default: ./{DEMO_DIR}, kept)"
+    )
     demo.add_argument("--turns", type=int, default=40)
     demo.add_argument("--snapshot-frequency", type=int, default=10)
     demo.add_argument("--payload-bytes", type=int, default=400)
@@ -337,26 +338,22 @@ def _maintain(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
 
 
+DEMO_DIR = "checkpoint-guard-demo"
+
+
 def _demo(args: argparse.Namespace) -> int:
     from ._demo import format_demo, run_demo
 
     if args.turns < 1 or args.payload_bytes < 1:
         raise ConfigError("--turns/--payload-bytes", (args.turns, args.payload_bytes), ">= 1")
-    if args.dir is not None:
-        result = run_demo(
-            args.dir,
-            turns=args.turns,
-            snapshot_frequency=args.snapshot_frequency,
-            payload_bytes=args.payload_bytes,
-        )
-    else:
-        with tempfile.TemporaryDirectory(prefix="checkpoint-guard-demo-") as tmp:
-            result = run_demo(
-                Path(tmp),
-                turns=args.turns,
-                snapshot_frequency=args.snapshot_frequency,
-                payload_bytes=args.payload_bytes,
-            )
+    # The database stays where the user can find it, so that the fix the demo prints
+    # can be run as printed.
+    result = run_demo(
+        args.dir if args.dir is not None else Path(DEMO_DIR),
+        turns=args.turns,
+        snapshot_frequency=args.snapshot_frequency,
+        payload_bytes=args.payload_bytes,
+    )
     if args.json:
         print(json.dumps({**asdict(result), "database": str(result.database)}, indent=2))
     else:
