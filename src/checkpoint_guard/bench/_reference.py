@@ -184,25 +184,44 @@ class ReferenceLRUSaver(SaverLayer):
         return {channel: found[channel] for channel in channels}
 
     def stats(self) -> dict[str, int]:
-        """Hits, misses, entries and ``bytes`` (see ``thread_bytes``) over all threads."""
+        """Hits, misses, entries, ``bytes`` (see ``thread_bytes``) and
+        ``serialized_bytes`` (see ``thread_serialized_bytes``) over all threads."""
         with self._lock:
             counts = {"hits": self.hits, "misses": self.misses, "entries": len(self._lru)}
-        return {**counts, "bytes": self.thread_bytes(None)}
+        return {
+            **counts,
+            "bytes": self.thread_bytes(None),
+            "serialized_bytes": self.thread_serialized_bytes(None),
+        }
+
+    def _entries(self, thread_id: Any) -> list[DeltaChannelHistory]:
+        with self._lock:
+            return [h for k, h in self._lru.items() if thread_id is None or k[0] == thread_id]
 
     def thread_bytes(self, thread_id: Any) -> int:
         """Estimated bytes the entries of ``thread_id`` (``None``: of every
-        thread) hold: each entry's list (8 bytes per slot) plus every distinct
-        write and seed object the entries reference, counted once (entries share
-        the objects, not the lists); sizes as the memory cache estimates them."""
-        with self._lock:
-            entries = [h for k, h in self._lru.items() if thread_id is None or k[0] == thread_id]
+        thread) hold in this process: each entry's list (8 bytes per slot) plus
+        every distinct write and seed object the entries reference, counted once
+        (entries share the objects, not the lists); sizes as the memory cache
+        estimates them."""
         size = 0
         seen: set[int] = set()
-        for history in entries:
+        for history in self._entries(thread_id):
             size += 120 + 8 * len(history["writes"])
             objects = [*history["writes"], *([history["seed"]] if "seed" in history else [])]
             for obj in objects:
                 if id(obj) not in seen:
                     seen.add(id(obj))
                     size += approx_size(obj)
+        return size
+
+    def thread_serialized_bytes(self, thread_id: Any) -> int:
+        """The same entries with nothing shared between them: what a cache holding
+        each checkpoint's whole write list as its own value (serialized, or in a
+        shared store) would hold, estimated the same way."""
+        size = 0
+        for history in self._entries(thread_id):
+            size += 120 + sum(approx_size(w) for w in history["writes"])
+            if "seed" in history:
+                size += approx_size(history["seed"])
         return size
