@@ -18,7 +18,9 @@ excludes the time of timed components it calls):
 - ``redis``: client round trips (``execute_command``: sockets plus server time);
   ``decode`` / ``encode``: the Redis value codec;
 - ``history layer``: ``CachedHistorySaver``'s own logic;
-- ``other``: the rest (LangGraph's loop, channels, the guard, the bench graph).
+- ``other``: the rest (LangGraph's loop, channels, the guard, the bench graph);
+- ``gc during X``: the cyclic garbage collector's pauses while X ran (already
+  included in X's time: the collections the allocations trigger).
 
 With a Redis stack the server's ``INFO`` deltas (commands, server usec, bytes
 in and out) are reported per turn too: point ``--redis-url`` at a Redis that
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import importlib.util
 import io
 import json
@@ -68,7 +71,21 @@ class Timers:
         self.ns: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
         self._stack: list[int] = []
+        self._names: list[str] = []
         self.enabled = False
+        # cyclic GC pauses, by the component they interrupted (included in its time)
+        self.gc_ns: Counter[str] = Counter()
+        self._gc_start = 0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter_ns()
+        else:
+            where = self._names[-1] if self._names else "other"
+            self.gc_ns[f"gc during {where}"] += time.perf_counter_ns() - self._gc_start
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         stack = self._stack
@@ -77,11 +94,13 @@ class Timers:
             if not self.enabled:
                 return fn(*args, **kwargs)
             stack.append(0)
+            self._names.append(name)
             t0 = time.perf_counter_ns()
             try:
                 return fn(*args, **kwargs)
             finally:
                 elapsed = time.perf_counter_ns() - t0
+                self._names.pop()
                 self.ns[name] += elapsed - stack.pop()
                 self.calls[name] += 1
                 if stack:
@@ -95,6 +114,7 @@ class Timers:
     def reset(self) -> None:
         self.ns.clear()
         self.calls.clear()
+        self.gc_ns.clear()
 
 
 TIMERS = Timers()
@@ -258,6 +278,7 @@ def _sample(
         parts = dict(TIMERS.ns)
         parts["other"] = total - sum(parts.values())
         parts["total"] = total
+        parts.update(TIMERS.gc_ns)  # already inside the components above
         per_op[variant].append(parts)
         calls[variant].update(TIMERS.calls)
     _use("current")
@@ -342,7 +363,7 @@ def main() -> None:
                     f"  {what} [{variant} copies]: {med['total']:.2f} ms median "
                     f"({mean['total']:.2f} mean)"
                 )
-                for name in sorted(med, key=lambda k: -med[k]):
+                for name in sorted(med, key=lambda k: (k.startswith("gc "), -med[k])):
                     if name == "total":
                         continue
                     calls = r["calls_per_op"].get(name)

@@ -43,6 +43,8 @@ def test_reference_answers_like_the_base_walk_on_a_linear_thread(frequency: int)
     stats = reference.stats()
     assert stats["hits"] > 0 and stats["entries"] >= len(tuples) - 1
     assert reference.thread_bytes("t") == stats["bytes"] > 0
+    # entries share their objects: nothing shared would be larger (quadratic)
+    assert stats["serialized_bytes"] > stats["bytes"]
     assert reference.thread_bytes("other") == 0
     # the graph's own reads went through it and agree with a plain saver's
     control = chat_graph(InMemorySaver(), "delta", snapshot_frequency=frequency, payload_bytes=40)
@@ -138,7 +140,14 @@ def test_perf_targets_and_side_by_side_from_synthetic_rows() -> None:
                 latency_ms=_lat(6, 12),
                 redis_per_turn=early + [[3, 100, 1000]] * 859 + late,
             ),
-            _row(999, "delta", "reference-lru", rep, latency_ms=_lat(5, 8), cache={"bytes": 2e7}),
+            _row(
+                999,
+                "delta",
+                "reference-lru",
+                rep,
+                latency_ms=_lat(5, 8),
+                cache={"bytes": 2e7, "stats": {"serialized_bytes": 9e8}},
+            ),
             _row(1999, "delta", "redis", rep, head_cold_ms=10.0, head_cold_raw_ms=40.0),
         ]
     summary = summarize(rows)
@@ -167,6 +176,7 @@ def test_perf_targets_and_side_by_side_from_synthetic_rows() -> None:
     assert "performance target (issue 17)" in text
     assert "side by side with the hand-written per-checkpoint LRU" in text
     assert "| 999 | memory | 6.00 | 0.75x |" in text
+    assert "| 999 | reference-lru | 8.00 | 1.00x |  |  | 20 | 1.00x | 900 |" in text
 
 
 def test_perf_targets_not_measured_without_their_rows() -> None:

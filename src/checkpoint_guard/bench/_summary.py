@@ -105,6 +105,10 @@ METRICS: dict[str, Callable[[Row], float | None]] = {
     "logical_bytes": _storage("logical_bytes"),
     "file_bytes": _storage("file_bytes"),
     "cache_bytes": _cache_bytes,
+    # the reference LRU's entries as if nothing were shared (a serialized store)
+    "cache_serialized_bytes": lambda r: ((r.get("cache") or {}).get("stats") or {}).get(
+        "serialized_bytes"
+    ),
     "hit_rate": _hit_rate,
     "peak_rss": lambda r: r.get("peak_rss_bytes"),
     "calls_per_turn": _calls_per_turn,
@@ -573,7 +577,9 @@ SIDE_BY_SIDE_STACKS = ("memory", "memory-shared", "redis", "reference-lru")
 
 def _side_by_side(summary: Summary) -> list[str]:
     """Per thread length: each cache stack's per-turn (last 10), head reads and
-    cache size, and the same as a ratio of the reference LRU's."""
+    cache size, and the same as a ratio of the reference LRU's; "unshared" is the
+    reference's entries counted with nothing shared between them (what a
+    serialized or shared per-checkpoint store would hold)."""
     body = []
     by_turns: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     for key, c in summary.configs.items():
@@ -599,12 +605,13 @@ def _side_by_side(summary: Summary) -> list[str]:
                     _ms(c["head_cold"]),
                     _mb(c["cache_bytes"]),
                     _x(_div(c["cache_bytes"], reference["cache_bytes"])),
+                    _mb(c["cache_serialized_bytes"]),
                 ]
             )
     if not body:
         return []
     head = ["turns", "stack", "last-10 ms", "/ reference", "head warm", "head cold"]
-    head += ["cache MB", "/ reference"]
+    head += ["cache MB", "/ reference", "unshared MB"]
     return [
         "**side by side with the hand-written per-checkpoint LRU (SQLite, F=1000)**",
         "",
