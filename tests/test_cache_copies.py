@@ -6,8 +6,6 @@ so no mutation of the copy can reach the cached original."""
 from __future__ import annotations
 
 import copy
-import gc
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +15,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, Field, PrivateAttr
 
 from checkpoint_guard.cache import MemoryHistoryCache
-from checkpoint_guard.cache._base import Seed, assemble, fresh, fresh_chunk, gc_paused
+from checkpoint_guard.cache._base import Seed, assemble, fresh, fresh_chunk
 
 
 class NotedMessage(AIMessage):
@@ -213,70 +211,3 @@ def test_memory_cache_read_is_isolated_for_every_shape() -> None:
         _mutate_everything(got["seed"])
         got["writes"].clear()
         assert [_state(m) for m in messages] == expected
-
-
-def _long_history() -> tuple[Seed, list[Any]]:
-    chunks = [(("task", "messages", [HumanMessage(f"m{i}", id=f"m{i}")]),) for i in range(300)]
-    return Seed(False), chunks
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_long_copies_pause_the_collector_and_restore_its_state(enabled: bool) -> None:
-    seed, chunks = _long_history()
-    seen: list[bool] = []
-    original = chunks[5][0][2][0]
-
-    class Probe:
-        """A write value copied through deepcopy, noting the collector's state."""
-
-        def __deepcopy__(self, memo: Any) -> Any:
-            seen.append(gc.isenabled())
-            return Probe()
-
-    chunks.append((("task", "other", Probe()),))
-    was = gc.isenabled()
-    (gc.enable if enabled else gc.disable)()
-    try:
-        history = assemble(seed, chunks, copy_values=True)
-        assert seen == [False]  # paused during the copy
-        assert gc.isenabled() is enabled
-        assert history["writes"][5][2] == [original]
-        assert history["writes"][5][2][0] is not original
-    finally:
-        (gc.enable if was else gc.disable)()
-    # short histories copy with the collector untouched
-    gc.enable()
-    assemble(seed, chunks[-3:], copy_values=True)
-    assert seen == [False, True] and gc.isenabled()
-
-
-def test_the_collector_resumes_after_a_failing_copy_and_overlapping_pauses() -> None:
-    class Unpicklable:
-        def __deepcopy__(self, memo: Any) -> Any:
-            raise RuntimeError("cannot copy")
-
-    seed, chunks = _long_history()
-    chunks.append((("task", "other", Unpicklable()),))
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError):
-        assemble(seed, chunks, copy_values=True)
-    assert gc.isenabled()
-    # overlapping pauses (threads) nest: the collector resumes when the last ends
-    with gc_paused():
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    barrier = threading.Barrier(4)
-
-    def reader() -> None:
-        barrier.wait()
-        for _ in range(5):
-            assemble(seed, chunks[:-1], copy_values=True)
-
-    threads = [threading.Thread(target=reader) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert gc.isenabled()

@@ -20,13 +20,11 @@ onto a checkpoint whose writes are cached, ``delete_thread``, ``prune``, ...).
 from __future__ import annotations
 
 import copy
-import gc
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -45,7 +43,6 @@ __all__ = [
     "assemble",
     "fresh",
     "fresh_chunk",
-    "gc_paused",
 ]
 
 logger = logging.getLogger("checkpoint_guard.cache")
@@ -341,64 +338,16 @@ def fresh_chunk(chunk: Chunk) -> Chunk:
     return tuple((t, c, _fresh_write(v)) for t, c, v in chunk)
 
 
-# Copying a long history allocates a few GC-tracked objects per message (the
-# message, its field dict and fields-set, its lists), thousands per read, none of
-# them in a reference cycle. Left running, the cyclic collector runs a young
-# collection every 700 of them and, counting those, an older one every ten, and
-# a full one over the whole heap once enough has survived: on a long thread that
-# costs as much as the copying. Paused for the copy, it runs once after it, on
-# everything at once (same work for the young generation, far fewer older and
-# full collections). Only large copies pause it.
-PAUSE_GC_MIN_WRITES = 256
-_gc_lock = threading.Lock()
-_gc_depth = 0
-_gc_resume = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for the block (reference counting
-    frees memory as usual), and resumed after it only if it was enabled when the
-    first of any overlapping blocks began: a process that disabled it keeps it
-    disabled. Overlapping blocks (threads) nest; the collector resumes when the
-    last one ends, also on an exception."""
-    global _gc_depth, _gc_resume
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_resume = gc.isenabled()
-            if _gc_resume:
-                gc.disable()
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_resume:
-                _gc_resume = False
-                gc.enable()
-
-
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
     """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
-    ``fresh`` when they are shared cache objects; a long history's copy runs with
-    the cyclic collector paused, see ``gc_paused``)."""
-    if not copy_values:
-        entry: DeltaChannelHistory = {"writes": [w for chunk in chunks for w in chunk]}
-        if seed.present:
-            entry["seed"] = seed.value
-        return entry
-    if len(chunks) < PAUSE_GC_MIN_WRITES and not seed.present:
-        return _assembled_copy(seed, chunks)
-    with gc_paused():
-        return _assembled_copy(seed, chunks)
-
-
-def _assembled_copy(seed: Seed, chunks: Sequence[Chunk]) -> DeltaChannelHistory:
-    writes = [(t, c, _fresh_write(v)) for chunk in chunks for (t, c, v) in chunk]
+    ``fresh`` when they are shared cache objects)."""
+    if copy_values:
+        writes = [(t, c, _fresh_write(v)) for chunk in chunks for (t, c, v) in chunk]
+    else:
+        writes = [w for chunk in chunks for w in chunk]
     entry: DeltaChannelHistory = {"writes": writes}
     if seed.present:
-        entry["seed"] = fresh(seed.value)
+        entry["seed"] = fresh(seed.value) if copy_values else seed.value
     return entry
 
 
