@@ -186,7 +186,16 @@ def floor(session: nox.Session) -> None:
     session.log("floors: " + ", ".join(floor_constraints()))
     session.install("-c", str(constraints), "-e", ".[dev]")
     _show_versions(session)
-    session.run("pytest", *VERSION_MATRIX_ARGS, *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+    session.run(
+        "pytest",
+        *VERSION_MATRIX_ARGS,
+        # It makes hypothesis's example stream reproducible through a private module
+        # (hypothesis.internal.conjecture.providers) that the kit's floor predates;
+        # the kit itself is exercised at its floor by the rest of test_parity.py.
+        "--deselect=tests/test_parity.py::test_kit_catches_broken_savers",
+        *session.posargs,
+        env={"PYTHONFAULTHANDLER": "1"},
+    )
 
 
 @nox.session(python=PY)
