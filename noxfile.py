@@ -31,8 +31,9 @@ VERSION_MATRIX_ARGS = ("--ignore=tests/test_load.py", "--ignore=tests/test_bench
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
     session.install("ruff>=0.6")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "upstream", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "upstream", "noxfile.py")
+    paths = ("src", "tests", "benchmarks", "nox_plugins", "noxfile.py")
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
 
 
 @nox.session(python=PY)
@@ -193,8 +194,14 @@ def floor(session: nox.Session) -> None:
         # (hypothesis.internal.conjecture.providers) that the kit's floor predates;
         # the kit itself is exercised at its floor by the rest of test_parity.py.
         "--deselect=tests/test_parity.py::test_kit_catches_broken_savers",
+        "-p",
+        "cg_floor_profile",
         *session.posargs,
-        env={"PYTHONFAULTHANDLER": "1"},
+        env={
+            "PYTHONFAULTHANDLER": "1",
+            "PYTHONPATH": str(ROOT / "nox_plugins"),
+            "HYPOTHESIS_PROFILE": "floor",
+        },
     )
 
 
@@ -268,7 +275,7 @@ def langgraph_upstream(session: nox.Session) -> None:
             "pytest", "-p", "cg_upstream_plugin", "-q", "-p", "no:cacheprovider",
             "-o", "addopts=", *files, *session.posargs,
             env={
-                "PYTHONPATH": str(ROOT / "upstream"),
+                "PYTHONPATH": str(ROOT / "nox_plugins"),
                 "CG_UPSTREAM_STACK": stack,
                 "CG_UPSTREAM_REPORT": str(report),
             },
