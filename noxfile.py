@@ -232,7 +232,7 @@ def langgraph_upstream(session: nox.Session) -> None:
     langgraph version, run raw and then with their checkpointer fixtures wrapped by
     our stack (delta mode, memory cache): every id that passes raw must pass wrapped,
     except the metadata-exact ids listed in ``UPSTREAM_METADATA_EXACT``."""
-    session.install("-e", ".[dev]", "pytest-mock", "syrupy", "httpx", "redis")
+    session.install("-e", ".[dev]", "pytest-mock", "syrupy", "httpx", "redis", "pytest-xdist")
     version = session.run(
         "python",
         "-c",
@@ -273,7 +273,7 @@ def langgraph_upstream(session: nox.Session) -> None:
         report = tmp / f"outcomes-{stack}.json"
         session.run(
             "pytest", "-p", "cg_upstream_plugin", "-q", "-p", "no:cacheprovider",
-            "-o", "addopts=", *files, *session.posargs,
+            "-o", "addopts=", "-n", "2", *files, *session.posargs,
             env={
                 "PYTHONPATH": str(ROOT / "nox_plugins"),
                 "CG_UPSTREAM_STACK": stack,
@@ -284,7 +284,7 @@ def langgraph_upstream(session: nox.Session) -> None:
         result = json.loads(report.read_text())
         if (result["wrapped"] > 0) != (stack == "delta"):
             session.error(f"{stack} run wrapped {result['wrapped']} savers")
-        session.log(f"{stack}: {result['wrapped']} checkpointer fixtures wrapped")
+        session.log(f"{stack}: {result['wrapped']} ids ran with a wrapped checkpointer")
         outcomes[stack] = result["outcomes"]
 
     raw, wrapped = outcomes["raw"], outcomes["delta"]

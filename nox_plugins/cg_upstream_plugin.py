@@ -6,8 +6,8 @@ langgraph version's sdist. ``CG_UPSTREAM_STACK``: ``raw`` leaves the fixtures as
 they are; ``delta`` (the default) wraps each saver the ``sync_checkpointer`` and
 ``async_checkpointer`` fixtures yield in ``checkpoint_guard.wrap(saver,
 mode="delta", cache=MemoryHistoryCache())``. ``CG_UPSTREAM_REPORT``: a JSON file
-that receives ``{"stack", "wrapped": savers wrapped, "outcomes": {node id:
-outcome}}`` when the run ends.
+that receives ``{"stack", "wrapped": number of ids run with a wrapped fixture,
+"outcomes": {node id: outcome}}`` when the run ends (also under pytest-xdist).
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ if STACK not in ("raw", "delta"):
     raise pytest.UsageError(f"CG_UPSTREAM_STACK={STACK!r}; accepted: 'raw', 'delta'")
 
 _outcomes: dict[str, str] = {}
-_wrapped = 0  # savers wrapped: the session checks the stack really was in place
+# ids whose checkpointer fixture was wrapped: the session checks the stack really
+# was in place. Carried in the reports' user_properties, so it reaches the
+# controller from pytest-xdist workers too.
+_wrapped_ids: set[str] = set()
+WRAPPED_PROPERTY = "cg_upstream_wrapped"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -40,14 +44,15 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Gen
     saver = yield
     if STACK == "raw" or fixturedef.argname not in WRAPPED_FIXTURES or saver is None:
         return saver
-    global _wrapped
     wrapped = wrap(saver, mode="delta", cache=MemoryHistoryCache())
-    _wrapped += 1
+    request.node.user_properties.append((WRAPPED_PROPERTY, fixturedef.argname))
     fixturedef.cached_result = (wrapped, fixturedef.cached_result[1], None)
     return wrapped
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if any(name == WRAPPED_PROPERTY for name, _ in report.user_properties):
+        _wrapped_ids.add(report.nodeid)
     # One outcome per id: any failed phase wins over passed; skips are recorded.
     if report.when == "call" or report.outcome != "passed":
         previous = _outcomes.get(report.nodeid)
@@ -61,6 +66,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("CG_UPSTREAM_REPORT")
-    if target:
-        report = {"stack": STACK, "wrapped": _wrapped, "outcomes": _outcomes}
+    if target and not hasattr(session.config, "workerinput"):  # the controller writes it
+        report = {"stack": STACK, "wrapped": len(_wrapped_ids), "outcomes": _outcomes}
         Path(target).write_text(json.dumps(report, indent=0, sort_keys=True))
