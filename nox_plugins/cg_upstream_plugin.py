@@ -1,0 +1,71 @@
+"""pytest plugin for ``nox -s langgraph-upstream``: LangGraph's own tests, with their
+checkpointer fixtures wrapped by checkpoint-guard.
+
+Loaded with ``-p cg_upstream_plugin`` inside the test tree of the installed
+langgraph version's sdist. ``CG_UPSTREAM_STACK``: ``raw`` leaves the fixtures as
+they are; ``delta`` (the default) wraps each saver the ``sync_checkpointer`` and
+``async_checkpointer`` fixtures yield in ``checkpoint_guard.wrap(saver,
+mode="delta", cache=MemoryHistoryCache())``. ``CG_UPSTREAM_REPORT``: a JSON file
+that receives ``{"stack", "wrapped": number of ids run with a wrapped fixture,
+"outcomes": {node id: outcome}}`` when the run ends (also under pytest-xdist).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_guard import wrap
+from checkpoint_guard.cache import MemoryHistoryCache
+
+WRAPPED_FIXTURES = ("sync_checkpointer", "async_checkpointer")
+STACK = os.environ.get("CG_UPSTREAM_STACK", "delta")
+if STACK not in ("raw", "delta"):
+    raise pytest.UsageError(f"CG_UPSTREAM_STACK={STACK!r}; accepted: 'raw', 'delta'")
+
+_outcomes: dict[str, str] = {}
+# ids whose checkpointer fixture was wrapped: the session checks the stack really
+# was in place. Carried in the reports' user_properties, so it reaches the
+# controller from pytest-xdist workers too.
+_wrapped_ids: set[str] = set()
+WRAPPED_PROPERTY = "cg_upstream_wrapped"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Generator[Any]:
+    # Runs around every implementation (pytest-asyncio's too), so ``saver`` is the
+    # fixture's value as the test would receive it; the cached value is replaced as
+    # well, so every requester in the test sees the same wrapped saver.
+    saver = yield
+    if STACK == "raw" or fixturedef.argname not in WRAPPED_FIXTURES or saver is None:
+        return saver
+    wrapped = wrap(saver, mode="delta", cache=MemoryHistoryCache())
+    request.node.user_properties.append((WRAPPED_PROPERTY, fixturedef.argname))
+    fixturedef.cached_result = (wrapped, fixturedef.cached_result[1], None)
+    return wrapped
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if any(name == WRAPPED_PROPERTY for name, _ in report.user_properties):
+        _wrapped_ids.add(report.nodeid)
+    # One outcome per id: any failed phase wins over passed; skips are recorded.
+    if report.when == "call" or report.outcome != "passed":
+        previous = _outcomes.get(report.nodeid)
+        if previous in ("failed", "error"):
+            return
+        if report.outcome == "failed" and report.when != "call":
+            _outcomes[report.nodeid] = "error"
+        else:
+            _outcomes[report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get("CG_UPSTREAM_REPORT")
+    if target and not hasattr(session.config, "workerinput"):  # the controller writes it
+        report = {"stack": STACK, "wrapped": len(_wrapped_ids), "outcomes": _outcomes}
+        Path(target).write_text(json.dumps(report, indent=0, sort_keys=True))
