@@ -35,7 +35,6 @@ from checkpoint_guard import (
     open_checkpointer,
     unwrap,
 )
-from tests.test_faults import PrivateRedis
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -107,6 +106,7 @@ def worker(index: int, config: dict[str, Any], barrier: Any, results: Any, start
     except Exception:
         report["errors"].append(traceback.format_exc())
         barrier.abort()
+        started.set()  # the test reads this report instead of waiting for a start
     report["counts"] = dict(counts)
     results.put(report)
 
@@ -153,6 +153,11 @@ def _run(
 def test_three_workers_random_operations_and_redis_trouble_stay_exact(
     pg_schema: tuple[str, str], redis_prefix: tuple[str, str]
 ) -> None:
+    # imported here, not at module level: spawned workers import this module, and
+    # must not load the test suite's conftest (whose hypothesis profile a nox
+    # session may register only in the parent)
+    from tests.test_faults import PrivateRedis
+
     url, schema = pg_schema
     redis = PrivateRedis()
     redis.start()
@@ -185,7 +190,7 @@ def test_three_workers_random_operations_and_redis_trouble_stay_exact(
         trouble: Counter[str] = Counter()
         import redis as redis_py
 
-        assert started_event.wait(timeout=120)
+        assert started_event.wait(timeout=300), "no worker started"
         started = time.monotonic()
         reports: list[dict[str, Any]] = []
         # Redis trouble while the workers run: pauses, and restarts (empty)
