@@ -1,10 +1,11 @@
 """Redis work and time per warm chat turn (SQLite, delta, F=1000, Redis cache).
 
-Prints one JSON line: ms per turn (median of the measured turns), Redis commands per
-turn and bytes sent/received per turn (client side), for turns ``--from`` to
-``--to``. Run it on two checkouts to compare a change (``python
-benchmarks/redis_warm_turn.py --from 100 --to 130``); its numbers are ratios'
-inputs, not assertions.
+Prints one JSON line: ms per turn (median of the measured turns), the client's CPU ms
+per turn, Redis commands per turn, bytes sent/received per turn (client side) and
+Redis server time per turn (``INFO commandstats``), for turns ``--from`` to ``--to``.
+CPU and server time are steadier than wall time on a busy machine. Run it on two
+checkouts to compare a change (``python benchmarks/redis_warm_turn.py --from 100 --to
+130``); its numbers are ratios' inputs, not assertions.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def _size(reply: Any) -> int:
     return 8
 
 
+def _server_usec(client: Any) -> int:
+    """Redis's own time over every command so far (the INFO call itself included)."""
+    stats = redis.Redis.info(client, "commandstats")
+    return sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_"))
+
+
 class State(TypedDict):
     messages: list[Any]
 
@@ -83,19 +90,25 @@ def main() -> None:
         cfg = {"configurable": {"thread_id": "t"}}
         times: list[float] = []
         before = (0, 0, 0)
+        cpu0, usec0 = 0.0, 0
         for turn in range(args.stop):
             if turn == args.start:
                 before = (_Counting.commands, _Counting.sent, _Counting.received)
+                usec0, cpu0 = _server_usec(client), time.process_time()
             t0 = time.perf_counter()
             graph.invoke({"messages": [HumanMessage("h" * 100, id=f"h-{turn}")]}, cfg)
             if turn >= args.start:
                 times.append((time.perf_counter() - t0) * 1000)
+        cpu = time.process_time() - cpu0
+        usec = _server_usec(client) - usec0
         n = args.stop - args.start
         print(
             json.dumps(
                 {
                     "turns": [args.start, args.stop],
                     "ms_per_turn": round(statistics.median(times), 3),
+                    "cpu_ms_per_turn": round(cpu * 1000 / n, 3),
+                    "server_us_per_turn": round(usec / n, 1),
                     "commands_per_turn": (_Counting.commands - before[0]) / n,
                     "bytes_sent_per_turn": (_Counting.sent - before[1]) / n,
                     "bytes_received_per_turn": (_Counting.received - before[2]) / n,

@@ -223,7 +223,7 @@ MUST_REACH = {
         "cache.aread",
         "cache.abegin",
         "cache.astore",
-        "cache.aextend_many",
+        "cache.aextend_read",
     },
     "late_write": {"cache.afence", "cache.aunfence", "saver.aput_writes"},
 }

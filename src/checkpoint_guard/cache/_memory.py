@@ -260,6 +260,27 @@ class MemoryHistoryCache:
             self._commit(thread_id, entry)
             return applied
 
+    def extend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """``extend_many``, then ``read`` of ``checkpoint_id`` for each channel: the
+        histories, or None when the steps were refused or an entry is missing."""
+        if not self.extend_many(thread_id, ns, steps, token):
+            return None
+        out: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            hit = self.read(thread_id, ns, channel, checkpoint_id)
+            if hit is None:
+                return None
+            out[channel] = hit
+        return out
+
     def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
         """Before ``writer``'s write onto ``checkpoint_id``: refuse every store until
         ``unfence``, and drop the thread's entries if one may include the
@@ -346,6 +367,17 @@ class MemoryHistoryCache:
         self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool:
         return self.extend_many(thread_id, ns, steps, token)
+
+    async def aextend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return self.extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
 
     async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
         return self.fence(thread_id, ns, checkpoint_id, writer)

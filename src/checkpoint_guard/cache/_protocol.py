@@ -33,6 +33,8 @@ class HistoryCache(Protocol):
       newer checkpoint of the namespace); ``unfence`` starts a new generation.
     * ``drop_thread`` and ``clear`` start new generations and epochs; a fence
       survives ``drop_thread``.
+    * ``extend_read`` is ``extend_many`` followed by ``read`` of one checkpoint per
+      channel (``None`` when either fails), in one round trip where the backend can.
     * ``read`` returns an entry exactly as stored, or ``None``; with ``isolate``
       no caller mutation of a returned value reaches the cache.
     * Any method may raise; the layer counts the error with ``count_error``.
@@ -57,6 +59,15 @@ class HistoryCache(Protocol):
         token: Any,
     ) -> bool: ...
     def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool: ...
+    def extend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None: ...
     def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool: ...
     def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None: ...
     def drop_thread(self, thread_id: Any) -> None: ...
@@ -86,6 +97,15 @@ class HistoryCache(Protocol):
     async def aextend_many(
         self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool: ...
+    async def aextend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None: ...
     async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool: ...
     async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None: ...
     async def adrop_thread(self, thread_id: Any) -> None: ...

@@ -5,8 +5,13 @@ the thread id is hashed, so no id (``*``, ``?``, ``[``, ``:``, NUL, unicode, 10 
 can name, match or purge another thread's key, and deleting a thread is one
 ``DEL``. Inside the hash every field name is a hex digest as well:
 
-* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n}"``: a pointer.
-* ``s:{segment}`` -> ``"{seed field or -}|{chunk field},{chunk field},..."``.
+* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n}"``: a pointer (the entry is
+  the segment's seed and its first ``n`` chunks).
+* ``s:{segment}`` -> the segment's seed field, or ``-``.
+* ``q:{segment}:{i}`` -> the chunk field at position ``i`` (1-based). A position is
+  written once per epoch; a fork writes a new segment. So a process that knows a
+  segment's first ``k`` positions asks only for the rest, and a turn's work in
+  Redis (commands, bytes, script time) does not grow with the thread.
 * ``c:{h(ns, channel, node)}`` -> one chunk (the writes ``node`` stored), encoded
   once and shared by every segment that contains it.
 * ``e:{h(...)}`` -> a seed value, stored once per seed.
@@ -21,21 +26,24 @@ can name, match or purge another thread's key, and deleting a thread is one
   while it is non-zero. A drop keeps them.
 * ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
 
-Updates are Lua scripts, so a reader sees a whole entry or none (cancellation or
+Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
+share prepended), so a reader sees a whole entry or none (cancellation or
 a crash between two commands never leaves half an entry that can be served); one
 script call applies every extension a miss computed (a turn's new checkpoints).
 The hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
 saver's serde; encryption carries through).
 
-A read first fetches the entry's index (epoch, seed and chunk field names), then
-only the values this process does not hold yet (a process that holds nothing of
-the thread's current epoch gets them with the index: one round trip). Values are
+A read first fetches the entry's index (epoch, seed field, the chunk field names
+past those this process knows), then only the values this process does not hold
+yet (a process that holds nothing of the thread's current epoch gets them with
+the index: one round trip). Values are
 kept in a small local tier keyed by ``(thread, epoch, field)``: those this
 process decoded, and those it stored itself. A field's content never changes
 within an epoch, so a warm worker fetches and decodes nothing, and a worker that
 alternates turns with another decodes only the other worker's new chunks. A warm
-turn of a chat graph costs three commands: which ancestors are cached (HMGET),
-the new entries (one script), the head's index (one script).
+turn of a chat graph costs six commands: the generation and which ancestors are
+cached (``begin``), the new entries stored and the head's index read back (one
+``extend`` script), and a fence and an unfence around each of its two writes.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 import msgpack
@@ -66,244 +75,22 @@ _LENT: Any = object()  # the decoded objects went to a reader; the tier holds th
 # (epoch, seed field, chunk fields, fields to fetch, their values if already fetched)
 _ReadPlan = tuple[str, str, list[str], list[str], list[Any] | None]
 
-# Appends the values of fields[first..] to out; false when one is gone.
-_APPEND_VALUES = """
-local function append_values(key, fields, first, out)
-  for i = first, #fields, 500 do
-    local batch = redis.call('HMGET', key, unpack(fields, i, math.min(i + 499, #fields)))
-    for j = 1, #batch do
-      if not batch[j] then return false end
-      out[#out + 1] = batch[j]
-    end
-  end
-  return true
-end
-"""
 
-# KEYS[1] thread hash; ARGV[1] pointer field; ARGV[2] the epoch whose values the
-# caller holds decoded ('' for none).
-# -> {epoch, seed field or '-', n, "field,field,..."} | nil (one string: cheap to parse),
-# followed by the values of the seed and the first n chunk fields when the caller
-# holds nothing of this epoch: a cold reader gets everything in one round trip.
-_INDEX = (
-    _APPEND_VALUES
-    + """
-local p = redis.call('HGET', KEYS[1], ARGV[1])
-if not p then return nil end
-local seg, n = string.match(p, '^(%x+),(%d+)$')
-if not seg then return nil end
-local meta = redis.call('HGET', KEYS[1], 's:' .. seg)
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if not meta or not epoch then return nil end
-local seedf, list = string.match(meta, '^([^|]*)|(.*)$')
-local out = {epoch, seedf, n, list}
-if epoch == ARGV[2] then return out end
-local fields = {}
-if seedf ~= '-' then fields[1] = seedf end
-local want = tonumber(n)
-for f in string.gmatch(list, '[^,]+') do
-  if want == 0 then break end
-  fields[#fields + 1] = f
-  want = want - 1
-end
-if not append_values(KEYS[1], fields, 1, out) then return nil end
-return out
-"""
-)
+def _lua(name: str, *libs: str) -> str:
+    """The script ``lua/{name}.lua``, preceded by the ``lua/lib_{lib}.lua`` functions it
+    calls (Redis scripts cannot include one another)."""
+    folder = resources.files(__package__).joinpath("lua")
+    parts = [folder.joinpath(f"lib_{lib}.lua").read_text() for lib in libs]
+    return "".join([*parts, folder.joinpath(f"{name}.lua").read_text()])
 
-# KEYS[1]; ARGV[1] epoch, ARGV[2..] fields -> values | nil (epoch changed or a value gone)
-_VALUES = (
-    _APPEND_VALUES
-    + """
-if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return nil end
-local out = {}
-if not append_values(KEYS[1], ARGV, 2, out) then return nil end
-return out
-"""
-)
 
-# Byte-wise comparison of checkpoint ids: Lua's own operators use the server's
-# collation locale.
-_NEWER = """
-local function newer(a, b)
-  if not b then return true end
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return #a > #b
-end
-"""
-
-# Drops every entry of the hash, keeping its fences; new epoch and generation.
-_DROP_FN = """
-local function drop(key, fresh, ttl)
-  local kept = {}
-  if redis.call('HEXISTS', key, 'fence') == 1 then
-    local fields = redis.call('HKEYS', key)
-    for i = 1, #fields do
-      local f = fields[i]
-      if f == 'fence' or string.sub(f, 1, 2) == 'f:' then
-        kept[#kept + 1] = f
-        kept[#kept + 1] = redis.call('HGET', key, f)
-      end
-    end
-  end
-  redis.call('DEL', key)
-  if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
-  redis.call('HSET', key, 'epoch', fresh, 'gen', fresh)
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-end
-"""
-
-# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms, ARGV[3] the namespace's m: field,
-# ARGV[4..] pointer fields to probe -> {gen, epoch, known, 1|0 per probed field}.
-# Creates the generation and epoch when missing, so a reader always holds a real
-# token (a lost hash never matches it again).
-_BEGIN = """
-local key = KEYS[1]
-if redis.call('HSETNX', key, 'gen', ARGV[1]) == 1 then
-  redis.call('HSETNX', key, 'epoch', ARGV[1])
-  local ttl = tonumber(ARGV[2])
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-end
-local out = {redis.call('HGET', key, 'gen'), redis.call('HGET', key, 'epoch'),
-             redis.call('HEXISTS', key, ARGV[3])}
-for i = 4, #ARGV, 500 do
-  local batch = redis.call('HMGET', key, unpack(ARGV, i, math.min(i + 499, #ARGV)))
-  for j = 1, #batch do out[#out + 1] = batch[j] and 1 or 0 end
-end
-return out
-"""
-
-# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms, ARGV[3] the m: field, ARGV[4] the
-# checkpoint written onto, ARGV[5] the writer's f: field -> 1 when entries were
-# dropped, else 0. Fences the thread
-# (no store until unfenced) and drops it when an entry of a newer checkpoint
-# exists (only those can include the checkpoint's writes).
-_FENCE = (
-    _NEWER
-    + _DROP_FN
-    + """
-local key = KEYS[1]
-local ttl = tonumber(ARGV[2])
-local dropped = 0
-local top = redis.call('HGET', key, ARGV[3])
-if top and newer(top, ARGV[4]) then
-  drop(key, ARGV[1], ttl)
-  dropped = 1
-end
-if redis.call('HSETNX', key, ARGV[5], 1) == 1 then
-  redis.call('HINCRBY', key, 'fence', 1)
-end
-redis.call('HSETNX', key, 'epoch', ARGV[1])
-redis.call('HSETNX', key, 'gen', ARGV[1])
-if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-return dropped
-"""
-)
-
-# KEYS[1]; ARGV[1] a fresh generation, ARGV[2] ttl ms, ARGV[3] the writer's f:
-# field: this writer's fence goes and a new generation starts (stores of readers
-# that took the old one fail).
-_UNFENCE = """
-local key = KEYS[1]
-local left = 0
-if redis.call('HDEL', key, ARGV[3]) == 1 then
-  left = redis.call('HINCRBY', key, 'fence', -1)
-  if left <= 0 then redis.call('HDEL', key, 'fence') end
-end
-redis.call('HSET', key, 'gen', ARGV[1])
-redis.call('HSETNX', key, 'epoch', ARGV[1])
-local ttl = tonumber(ARGV[2])
-if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-return left
-"""
-
-# KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms.
-_DROP = (
-    _DROP_FN
-    + """
-drop(KEYS[1], ARGV[1], tonumber(ARGV[2]))
-return 1
-"""
-)
-
-# KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
-# ARGV[4] the newest child id of the steps, then one group of 7 per step, oldest
-# first: child pointer, parent pointer ('' with a seed), chunk field, chunk bytes,
-# seed field ('' for none), seed bytes, new segment id. -> the thread's epoch when
-# every step was applied | 0 (nothing at all when the generation changed or a write
-# is fenced; else a step whose parent history is gone stops the script: earlier
-# steps stay, each a correct entry on its own, under the TTL).
-_EXTEND = (
-    _NEWER
-    + """
-local key = KEYS[1]
-local ttl = tonumber(ARGV[1])
-if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
-  return 0
-end
-local function extend(child, parent, cf, chunk, sf, seed, newseg)
-  local function finish(seg, n)
-    redis.call('HSET', key, child, seg .. ',' .. n)
-    return true
-  end
-  if parent == '' then
-    redis.call('HSETNX', key, 'epoch', newseg)
-    local seedref = '-'
-    if sf ~= '' then
-      redis.call('HSET', key, sf, seed)
-      seedref = sf
-    end
-    redis.call('HSET', key, cf, chunk)
-    redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. cf)
-    return finish(newseg, 1)
-  end
-  local p = redis.call('HGET', key, parent)
-  if not p then return false end
-  local seg, n = string.match(p, '^(%x+),(%d+)$')
-  n = tonumber(n)
-  local meta = redis.call('HGET', key, 's:' .. seg)
-  if not meta then return false end
-  local seedref, list = string.match(meta, '^([^|]*)|(.*)$')
-  local fields = {}
-  for f in string.gmatch(list, '[^,]+') do fields[#fields + 1] = f end
-  if #fields < n then return false end
-  redis.call('HSET', key, cf, chunk)
-  if #fields == n then
-    redis.call('HSET', key, 's:' .. seg, meta .. ',' .. cf)
-    return finish(seg, n + 1)
-  end
-  if fields[n + 1] == cf then
-    return finish(seg, n + 1)
-  end
-  local head = {}
-  for i = 1, n do head[i] = fields[i] end
-  head[n + 1] = cf
-  redis.call('HSET', key, 's:' .. newseg, seedref .. '|' .. table.concat(head, ','))
-  return finish(newseg, n + 1)
-end
-local applied = 0
-for i = 5, #ARGV, 7 do
-  if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-                ARGV[i + 6]) then
-    break
-  end
-  applied = applied + 1
-end
--- a step that fails writes nothing (its parent, hence the hash, may be gone)
-if applied > 0 then
-  if newer(ARGV[4], redis.call('HGET', key, ARGV[3])) then
-    redis.call('HSET', key, ARGV[3], ARGV[4])
-  end
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-end
-if applied * 7 < #ARGV - 4 then return 0 end
-return redis.call('HGET', key, 'epoch')
-"""
-)
+_INDEX = _lua("index", "values", "index")
+_VALUES = _lua("values", "values")
+_BEGIN = _lua("begin")
+_FENCE = _lua("fence", "newer", "drop")
+_UNFENCE = _lua("unfence")
+_DROP = _lua("drop", "drop")
+_EXTEND = _lua("extend", "newer", "index")
 
 
 def _digest(*parts: Any) -> str:
@@ -370,6 +157,13 @@ class RedisHistoryCache:
         )
         # thread key -> the epoch of the values last decoded into the local tier
         self._held: LRUCache[str, str] = LRUCache(maxsize=100_000)
+        # (thread key, epoch, segment) -> its chunk fields at positions 1..len, which
+        # never change within an epoch: a warm read asks only for positions past them
+        self._segs: LRUCache[tuple[str, str, str], list[str]] = LRUCache(
+            maxsize=200_000, getsizeof=lambda fields: len(fields) + 1
+        )
+        # (thread key, ns, channel) -> the segment its last entry was read from
+        self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
@@ -462,29 +256,73 @@ class RedisHistoryCache:
 
     # -- request building (shared by sync and async) ---------------------------------------
 
-    def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
+    def _hint(self, key: str, ns: str, channel: str) -> tuple[str, str, int]:
+        """(held epoch, segment, positions of it this process knows) for a read."""
         with self._lock:
             held = self._held.get(key, "")
-        return (_INDEX, [key], [self._pointer(ns, channel, cid), held])
+            seg = self._hints.get((key, ns, channel), "")
+            known = self._segs.get((key, held, seg)) if seg else None
+            return held, (seg if known else ""), len(known) if known else 0
 
-    def _missing(self, key: str, index: Any) -> _ReadPlan | None:
-        """What an index reply asks for: (epoch, seed field, chunk fields, fields
-        not decoded locally, their values when the reply carried them)."""
-        if not index or len(index) < 4:
-            return None
-        epoch, seed_field, count, joined = (
-            x.decode() if isinstance(x, bytes) else str(x) for x in index[:4]
-        )
-        n = int(count)
-        fields = joined.split(",", n)[:n]
-        if len(fields) < n:
-            return None
+    def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
+        held, seg, known = self._hint(key, ns, channel)
+        return (_INDEX, [key], [self._pointer(ns, channel, cid), held, seg, known])
+
+    def _block(
+        self, key: str, ns: str, channel: str, epoch: str, reply: Sequence[Any], at: int
+    ) -> tuple[tuple[str, list[str]] | None, int]:
+        """Parse one index block (see ``lib_index.lua``) at ``reply[at:]``: ((seed
+        field, chunk fields), where the next block starts), or (None, _) when the
+        reply is malformed or refers to positions this process no longer knows."""
+        try:
+            seed_field, seg = _text(reply[at]), _text(reply[at + 1])
+            n, first = int(reply[at + 2]), int(reply[at + 3])
+        except (IndexError, ValueError, UnicodeDecodeError):
+            return None, len(reply)
+        count = n - first + 1
+        if n < 0 or first < 1 or count < 0 or len(reply) < at + 4 + count:
+            return None, len(reply)
+        tail = [_text(f) for f in reply[at + 4 : at + 4 + count]]
+        slot = (key, epoch, seg)
+        with self._lock:
+            known = self._segs.get(slot)
+            if first > 1:  # positions 1..first-1 came from what this process knows
+                if known is None or len(known) < first - 1:
+                    return None, len(reply)
+                if len(known) == first - 1 and tail:
+                    known.extend(tail)
+                    self._segs[slot] = known  # re-sized
+                fields = known[:n]
+            else:
+                fields = tail
+                if known is None or len(known) < len(tail):
+                    with contextlib.suppress(ValueError):  # larger than the whole table
+                        self._segs[slot] = list(tail)
+            self._hints[(key, ns, channel)] = seg
+        return (seed_field, fields), at + 4 + count
+
+    def _plan(
+        self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
+    ) -> _ReadPlan:
+        """What to fetch for one entry: every value when the reply carried them (this
+        process held none of the epoch's), else those not in the local tier."""
+        seed_field, fields = entry
         wanted = ([seed_field] if seed_field != "-" else []) + fields
-        if len(index) > 4:  # the values came along: this process held none of them
-            return epoch, seed_field, fields, wanted, index[4:]
+        if values is not None:
+            return epoch, seed_field, fields, wanted, list(values)
         with self._lock:
             missing = [f for f in wanted if (key, epoch, f) not in self._local]
         return epoch, seed_field, fields, missing, None
+
+    def _missing(self, key: str, ns: str, channel: str, index: Any) -> _ReadPlan | None:
+        """The read plan of an index reply, or None for a miss."""
+        if not index:
+            return None
+        epoch = _text(index[0])
+        entry, end = self._block(key, ns, channel, epoch, index, 1)
+        if entry is None:
+            return None
+        return self._plan(key, epoch, entry, index[end:] if len(index) > end else None)
 
     def _decode(self, field: str, blob: bytes) -> Any:
         return self.codec.loads_chunk(blob) if field.startswith("c:") else self.codec.loads(blob)
@@ -550,13 +388,23 @@ class RedisHistoryCache:
         return result
 
     def _steps_args(
-        self, thread_id: Any, ns: str, steps: Sequence[tuple[Step, str | None]], token: Any
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[tuple[Step, str | None]],
+        token: Any,
+        reads: Sequence[tuple[str, str]] = (),
     ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
         """The script call for ``steps`` (each with the node whose writes its chunk
-        is, or None for the step's parent) under the reader's ``token``, and the
-        values it stores, for the local tier: ``(field, encoded size, value)``."""
+        is, or None for the step's parent) under the reader's ``token``, reading back
+        the entries ``reads`` names (channel, checkpoint id), and the values it
+        stores, for the local tier: ``(field, encoded size, value)``."""
+        key = self._key(thread_id)
         newest = max((step.child_id for step, _ in steps), default="")
-        argv: list[Any] = [self.ttl_ms, token, self._top(ns), newest]
+        argv: list[Any] = [self.ttl_ms, token, self._top(ns), newest, len(reads)]
+        for channel, cid in reads:
+            _, seg, known = self._hint(key, ns, channel)
+            argv += [self._pointer(ns, channel, cid), seg, known]
         kept: list[tuple[str, int, Any]] = []
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
@@ -578,21 +426,38 @@ class RedisHistoryCache:
                 chunk_bytes,
                 seed_field,
                 seed_bytes,
-                uuid.uuid4().hex,
+                uuid.uuid4().hex[:16],
             ]
-        return (_EXTEND, [self._key(thread_id)], argv), kept
+        return (_EXTEND, [key], argv), kept
 
-    def _extended(self, key: str, epoch: Any, kept: list[tuple[str, int, Any]]) -> bool:
-        """After the extend script: keep what it stored in the local tier (this
-        process holds those values already: no fetch, no decode on the next read)."""
-        if not epoch:
-            return False
-        epoch = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+    def _extended(self, key: str, reply: Any, kept: list[tuple[str, int, Any]]) -> str | None:
+        """After the extend script: its epoch when every step was applied, and keep
+        what it stored in the local tier (this process holds those values already:
+        no fetch, no decode on the next read)."""
+        if not reply or not isinstance(reply, list):
+            return None
+        epoch = _text(reply[0])
         with self._lock:
             for field, size, value in kept:
                 with contextlib.suppress(ValueError):  # larger than the whole local tier
                     self._local[(key, epoch, field)] = (size, value, b"")
-        return True
+            # values of this epoch that other workers stored are fetched when missing
+            self._held[key] = epoch
+        return epoch
+
+    def _read_back(
+        self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
+    ) -> list[_ReadPlan] | None:
+        """The read plans of the entries an extend script read back, or None."""
+        epoch = _text(reply[0])
+        plans: list[_ReadPlan] = []
+        at = 1
+        for channel, _ in reads:
+            entry, at = self._block(key, ns, channel, epoch, reply, at)
+            if entry is None:
+                return None
+            plans.append(self._plan(key, epoch, entry, None))
+        return plans
 
     def _store_step(self, checkpoint_id: str, channel: str, history: DeltaChannelHistory) -> Any:
         seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
@@ -618,9 +483,12 @@ class RedisHistoryCache:
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel, or ``None``."""
         key = self._key(thread_id)
-        plan = self._missing(key, self._run(*self._index_args(key, ns, channel, checkpoint_id)))
+        index = self._run(*self._index_args(key, ns, channel, checkpoint_id))
+        return self._hit_or_miss(self._serve(key, self._missing(key, ns, channel, index)))
+
+    def _serve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
         if plan is None:
-            return self._hit_or_miss(None)
+            return None
         epoch, seed_field, fields, missing, blobs = plan
         own: dict[str, Any] = {}
         if missing:
@@ -628,9 +496,9 @@ class RedisHistoryCache:
                 blobs = self._run(_VALUES, [key], [epoch, *missing])
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
-                return self._hit_or_miss(None)
+                return None
             own = decoded
-        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
+        return self._assemble(key, epoch, seed_field, fields, own)
 
     def begin(
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
@@ -656,12 +524,40 @@ class RedisHistoryCache:
         args, kept = self._steps_args(
             thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
         )
-        return self._extended(self._key(thread_id), self._run(*args), kept)
+        return self._extended(self._key(thread_id), self._run(*args), kept) is not None
 
     def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
         """As ``MemoryHistoryCache.extend_many``, in one script call."""
         args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
-        return self._extended(self._key(thread_id), self._run(*args), kept)
+        return self._extended(self._key(thread_id), self._run(*args), kept) is not None
+
+    def extend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None:
+        """As ``MemoryHistoryCache.extend_read``: the script that stores the steps
+        also returns the target's index (one round trip, plus one for values this
+        process lacks)."""
+        key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
+        reply = self._run(*args)
+        if self._extended(key, reply, kept) is None:
+            return None
+        plans: Sequence[_ReadPlan | None] = self._read_back(key, ns, reply, reads) or [None] * len(
+            reads
+        )
+        out: dict[str, DeltaChannelHistory] = {}
+        for channel, plan in zip(channels, plans, strict=True):
+            hit = self._hit_or_miss(self._serve(key, plan))
+            if hit is None:
+                return None
+            out[channel] = hit
+        return out
 
     def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
         """As ``MemoryHistoryCache.fence``, in one script call. A writer that dies
@@ -726,11 +622,12 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         key = self._key(thread_id)
-        plan = self._missing(
-            key, await self._arun(*self._index_args(key, ns, channel, checkpoint_id))
-        )
+        index = await self._arun(*self._index_args(key, ns, channel, checkpoint_id))
+        return self._hit_or_miss(await self._aserve(key, self._missing(key, ns, channel, index)))
+
+    async def _aserve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
         if plan is None:
-            return self._hit_or_miss(None)
+            return None
         epoch, seed_field, fields, missing, blobs = plan
         own: dict[str, Any] = {}
         if missing:
@@ -738,9 +635,9 @@ class RedisHistoryCache:
                 blobs = await self._arun(_VALUES, [key], [epoch, *missing])
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
-                return self._hit_or_miss(None)
+                return None
             own = decoded
-        return self._hit_or_miss(self._assemble(key, epoch, seed_field, fields, own))
+        return self._assemble(key, epoch, seed_field, fields, own)
 
     async def abegin(
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
@@ -763,13 +660,38 @@ class RedisHistoryCache:
         args, kept = self._steps_args(
             thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
         )
-        return self._extended(self._key(thread_id), await self._arun(*args), kept)
+        return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
 
     async def aextend_many(
         self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool:
         args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
-        return self._extended(self._key(thread_id), await self._arun(*args), kept)
+        return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
+
+    async def aextend_read(
+        self,
+        thread_id: Any,
+        ns: str,
+        steps: Sequence[Step],
+        token: Any,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None:
+        key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
+        reply = await self._arun(*args)
+        if self._extended(key, reply, kept) is None:
+            return None
+        plans: Sequence[_ReadPlan | None] = self._read_back(key, ns, reply, reads) or [None] * len(
+            reads
+        )
+        out: dict[str, DeltaChannelHistory] = {}
+        for channel, plan in zip(channels, plans, strict=True):
+            hit = self._hit_or_miss(await self._aserve(key, plan))
+            if hit is None:
+                return None
+            out[channel] = hit
+        return out
 
     async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
         return self._fenced(

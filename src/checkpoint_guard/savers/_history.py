@@ -460,18 +460,20 @@ class CachedHistorySaver(SaverLayer):
                 stored = parent.checkpoint["channel_values"]
                 seed = Seed(True, stored[channel]) if channel in stored else None
                 steps.append(Step(channel, parent_id, node, chunk, seed))
-        if steps:
-            done = yield (_CACHE, "extend_many", (thread, ns, steps, token))
-            if done is _FAILED or not done:
-                # refused (a write intervened) or failed: the saver answers
-                return _answer((yield (_INNER, config, channels)))
-        result: dict[str, DeltaChannelHistory] = {}
-        for channel in channels:
-            hit = yield (_CACHE, "read", (thread, ns, channel, cid))
-            if hit is _FAILED or hit is None:  # evicted mid-call: answer from the saver
-                return _answer((yield (_INNER, config, channels)))
-            result[channel] = hit
-        return result
+        if not steps:  # the target itself anchors every channel
+            result: dict[str, DeltaChannelHistory] = {}
+            for channel in channels:
+                hit = yield (_CACHE, "read", (thread, ns, channel, cid))
+                if hit is _FAILED or hit is None:  # evicted mid-call: the saver answers
+                    return _answer((yield (_INNER, config, channels)))
+                result[channel] = hit
+            return result
+        # The new entries are stored and the target's read back in one call.
+        done = yield (_CACHE, "extend_read", (thread, ns, steps, token, cid, channels))
+        if done is _FAILED or done is None:
+            # refused (a write intervened), failed or evicted: the saver answers
+            return _answer((yield (_INNER, config, channels)))
+        return cast(dict[str, DeltaChannelHistory], done)
 
     # -- drivers -------------------------------------------------------------------------
 

@@ -1,0 +1,92 @@
+-- KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
+-- ARGV[4] the newest child id of the steps, ARGV[5] R, the number of entries to read
+-- back after the steps, then R groups of 3 (pointer, hint segment, hint known; see
+-- index), then one group of 7 per step, oldest first: child pointer, parent pointer
+-- ('' with a seed), chunk field, chunk bytes, seed field ('' for none), seed bytes,
+-- a fresh segment id.
+-- -> 0 when nothing was applied (the generation changed or a write is fenced) or a
+-- step's parent history is gone (earlier steps stay: each is a correct entry on its
+-- own, under the TTL); else {epoch, index block of each read} ({epoch} alone when a
+-- read-back entry is incomplete).
+-- Positions of a segment ('q:{segment}:{i}' -> chunk field) are written once: a
+-- step appends at n + 1 when that position is free or already holds its chunk; a
+-- fork (another chunk there) copies positions 1..n into a new segment (O(n), only
+-- on forks), so a turn's extension is O(1) in the thread's length.
+local key = KEYS[1]
+local ttl = tonumber(ARGV[1])
+if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
+  return 0
+end
+local function extend(child, parent, cf, chunk, sf, seed, newseg)
+  if parent == '' then
+    redis.call('HSETNX', key, 'epoch', newseg)
+    local seedref = '-'
+    if sf ~= '' then
+      redis.call('HSET', key, sf, seed)
+      seedref = sf
+    end
+    redis.call('HSET', key, cf, chunk, 's:' .. newseg, seedref, 'q:' .. newseg .. ':1', cf,
+               child, newseg .. ',1')
+    return true
+  end
+  local p = redis.call('HGET', key, parent)
+  if not p then return false end
+  local seg, n = string.match(p, '^(%x+),(%d+)$')
+  if not seg then return false end
+  n = tonumber(n)
+  local seedref = redis.call('HGET', key, 's:' .. seg)
+  if not seedref then return false end
+  if n > 0 and redis.call('HEXISTS', key, 'q:' .. seg .. ':' .. n) == 0 then return false end
+  local nxt = 'q:' .. seg .. ':' .. (n + 1)
+  local at = redis.call('HGET', key, nxt)
+  if not at then
+    redis.call('HSET', key, cf, chunk, nxt, cf, child, seg .. ',' .. (n + 1))
+    return true
+  end
+  if at == cf then
+    redis.call('HSET', key, cf, chunk, child, seg .. ',' .. (n + 1))
+    return true
+  end
+  redis.call('HSET', key, 's:' .. newseg, seedref)
+  for i = 1, n, 500 do
+    local last = math.min(i + 499, n)
+    local names = {}
+    for j = i, last do names[#names + 1] = 'q:' .. seg .. ':' .. j end
+    local got = redis.call('HMGET', key, unpack(names))
+    local copy = {}
+    for j = 1, #got do
+      if not got[j] then return false end
+      copy[#copy + 1] = 'q:' .. newseg .. ':' .. (i + j - 1)
+      copy[#copy + 1] = got[j]
+    end
+    redis.call('HSET', key, unpack(copy))
+  end
+  redis.call('HSET', key, cf, chunk, 'q:' .. newseg .. ':' .. (n + 1), cf,
+             child, newseg .. ',' .. (n + 1))
+  return true
+end
+local reads = tonumber(ARGV[5])
+local first = 6 + 3 * reads
+local applied = 0
+for i = first, #ARGV, 7 do
+  if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+                ARGV[i + 6]) then
+    break
+  end
+  applied = applied + 1
+end
+if applied > 0 then
+  if newer(ARGV[4], redis.call('HGET', key, ARGV[3])) then
+    redis.call('HSET', key, ARGV[3], ARGV[4])
+  end
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+if applied * 7 < #ARGV - first + 1 then return 0 end
+local out = {redis.call('HGET', key, 'epoch')}
+for r = 0, reads - 1 do
+  local a = 6 + 3 * r
+  if not index(key, ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), out) then
+    return {out[1]}
+  end
+end
+return out

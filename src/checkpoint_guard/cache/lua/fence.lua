@@ -1,0 +1,19 @@
+-- KEYS[1]; ARGV[1] a fresh id, ARGV[2] ttl ms, ARGV[3] the m: field, ARGV[4] the
+-- checkpoint written onto, ARGV[5] the writer's f: field -> 1 when entries were
+-- dropped, else 0. Fences the thread (no store until unfenced) and drops it when an
+-- entry of a newer checkpoint exists (only those can include the checkpoint's writes).
+local key = KEYS[1]
+local ttl = tonumber(ARGV[2])
+local dropped = 0
+local top = redis.call('HGET', key, ARGV[3])
+if top and newer(top, ARGV[4]) then
+  drop(key, ARGV[1], ttl)
+  dropped = 1
+end
+if redis.call('HSETNX', key, ARGV[5], 1) == 1 then
+  redis.call('HINCRBY', key, 'fence', 1)
+end
+redis.call('HSETNX', key, 'epoch', ARGV[1])
+redis.call('HSETNX', key, 'gen', ARGV[1])
+if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+return dropped

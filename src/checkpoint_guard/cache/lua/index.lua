@@ -1,0 +1,19 @@
+-- KEYS[1] thread hash; ARGV[1] pointer field; ARGV[2] the epoch whose values the
+-- caller holds ('' for none); ARGV[3] the segment it knows positions of, ARGV[4] how
+-- many. -> {epoch, index(...)} | nil, followed, when the caller holds nothing of
+-- this epoch, by the values of the seed and of every chunk field: a cold reader gets
+-- everything in one round trip.
+local key = KEYS[1]
+local epoch = redis.call('HGET', key, 'epoch')
+if not epoch then return nil end
+local cold = epoch ~= ARGV[2]
+local out = {epoch}
+local hseg, hknown = ARGV[3], tonumber(ARGV[4])
+if cold then hseg, hknown = '', 0 end
+if not index(key, ARGV[1], hseg, hknown, out) then return nil end
+if not cold then return out end
+local fields = {}
+if out[2] ~= '-' then fields[1] = out[2] end
+for i = 6, #out do fields[#fields + 1] = out[i] end
+if not append_values(key, fields, 1, out) then return nil end
+return out
