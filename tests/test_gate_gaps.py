@@ -19,6 +19,7 @@ from checkpoint_guard import (
     ModeFreeze,
     open_checkpointer,
 )
+from checkpoint_guard.savers._probe import ModeProbe
 from tests.conftest import Store
 from tests.helpers import Driver, cfg, chat_graph, human, run_turns
 
@@ -164,3 +165,56 @@ def test_open_checkpointer_refuses_the_plain_schema_too(tmp_path: Any) -> None:
             graph.invoke(human(0), cfg("p"))
         for tup in saver.list(cfg("p")):
             assert "messages" not in tup.checkpoint["channel_values"]
+
+
+async def test_a_mode_another_process_changed_admits_no_write(store: Store) -> None:
+    """Full mode remembers the modes it read, but another process may migrate the
+    thread to delta between this process's read and its writes: a put_writes onto
+    the remembered head and a child put are refused, storage unchanged. So is a
+    put_writes onto a delta checkpoint whose id is newer than anything this guard
+    saw (a direct caller with an id from elsewhere)."""
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    from checkpoint_guard import maintenance
+
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        full = GuardedSaver(raw, mode="full")
+        # every store here has a metadata-only probe (not the get_tuple fallback)
+        assert type(full._probe) is not ModeProbe
+        await run_turns(drv, chat_graph(full, "full"), "m", range(2))
+        head = await drv.get_tuple(full, cfg("m"))  # this guard now knows it as full
+        assert head is not None
+        if store.is_async:  # another process: the maintenance CLI
+            await maintenance.amigrate(raw, ["m"], to="delta")
+        else:
+            maintenance.migrate(raw, ["m"], to="delta")
+        before = rows(store)
+        child = empty_checkpoint()
+        child["id"] = str(uuid6(clock_seq=-1))
+        writes = [("messages", [AIMessage("late", id="late")])]
+        attempts: list[Any] = [
+            ("put_writes", (head.config, writes, "task-1")),
+            ("put", (head.config, child, {"source": "loop", "step": 9}, {})),
+        ]
+        for name, args in attempts:
+            method = getattr(full, ("a" + name) if store.is_async else name)
+            with pytest.raises(CheckpointModeMismatchError):
+                result = method(*args)
+                if store.is_async:
+                    await result
+            assert rows(store) == before, name
+        # a delta checkpoint written later by another process, addressed directly
+        other = chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+        await drv.invoke(other, human(5), cfg("m"))
+        newest = await drv.get_tuple(raw, cfg("m"))
+        assert newest is not None
+        before = rows(store)
+        method = full.aput_writes if store.is_async else full.put_writes
+        with pytest.raises(CheckpointModeMismatchError):
+            result = method(newest.config, writes, "task-2")
+            if store.is_async:
+                await result
+        assert rows(store) == before

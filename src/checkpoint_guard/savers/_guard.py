@@ -7,10 +7,11 @@ threads as they are (the full -> delta migration path).
 Full mode refuses, with ``CheckpointModeMismatchError`` and before anything is
 handed out or written, every read that would return a delta checkpoint and every
 write onto one. Reads cost nothing extra: the gate inspects what the inner saver
-returned. Writes need the target's mode; the layer remembers the mode of every
-checkpoint it has read or written (a bounded map: a checkpoint's mode never
-changes), so in steady state a write costs no extra round trip, and at most one
-``get_tuple`` when the target was never seen.
+returned. Writes need the target's mode *now*: another process may migrate a
+thread to delta between this process's read and its write, so what the layer
+remembers only decides which probe to use. A target never seen is read whole
+(``get_tuple``); one remembered as full is probed for its metadata alone
+(``_probe``: one primary-key lookup), and refused once the storage shows delta.
 
 One ordering detail of LangGraph's loop shapes the write gate: it submits a new
 checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
@@ -50,6 +51,7 @@ from .._modes import (
     parse_mode,
 )
 from ._layer import SaverLayer
+from ._probe import mode_probe
 
 __all__ = ["GuardedSaver"]
 
@@ -144,6 +146,7 @@ class GuardedSaver(SaverLayer):
         # (thread, ns) -> the newest refused checkpoint: writes onto unseen newer
         # ids are its descendants' (never stored) until a put is admitted again
         self._poisoned: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
+        self._probe = mode_probe(inner)
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
@@ -294,6 +297,11 @@ class GuardedSaver(SaverLayer):
                 ),
             )
 
+    def _check_probe(self, config: RunnableConfig, found: bool | None) -> None:
+        if found:
+            self._remember(_key(config), True)
+            raise _mismatch(config, action="write onto")
+
     def _check_parent(self, config: RunnableConfig, parent: CheckpointTuple | None) -> None:
         is_delta = parent is not None and checkpoint_uses_delta(parent)
         self._remember(_key(config), is_delta)
@@ -310,11 +318,16 @@ class GuardedSaver(SaverLayer):
     def _gate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
         if not self._full:
             return
-        known = self._recall(_key(config), allow_new=allow_new)
+        key = _key(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, self.inner.get_tuple(config))
         elif known:
             raise _mismatch(config, action="write onto")
+        elif key is not None:
+            # Remembered (or presumed) full: another process may have migrated it
+            # since, so the storage decides (its metadata only).
+            self._check_probe(config, self._probe.mode(key))
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._admit(self.inner.get_tuple(config), config)
@@ -402,11 +415,14 @@ class GuardedSaver(SaverLayer):
     async def _agate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
         if not self._full:
             return
-        known = self._recall(_key(config), allow_new=allow_new)
+        key = _key(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, await self.inner.aget_tuple(config))
         elif known:
             raise _mismatch(config, action="write onto")
+        elif key is not None:
+            self._check_probe(config, await self._probe.amode(key))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._admit(await self.inner.aget_tuple(config), config)
