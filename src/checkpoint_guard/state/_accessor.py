@@ -25,8 +25,8 @@ from langgraph.checkpoint.base import (
 from langgraph.pregel import Pregel
 from langgraph.types import Overwrite, StateSnapshot
 
+from .._address import Address, mode_mismatch
 from .._errors import (
-    CheckpointModeMismatchError,
     ConfigError,
     RollbackUnavailableError,
     StateUnavailableError,
@@ -69,7 +69,7 @@ class CheckpointInfo:
     @property
     def checkpoint_id(self) -> str:
         """The checkpoint's id."""
-        return str(self.config["configurable"]["checkpoint_id"])
+        return str(Address.from_config(self.config).checkpoint_id)
 
 
 @dataclass(frozen=True)
@@ -131,16 +131,6 @@ def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseChec
             detail="the accessor and its GuardedSaver must agree",
         )
     return saver
-
-
-def _mismatch_for(config: RunnableConfig | None, action: str) -> CheckpointModeMismatchError:
-    conf = _conf(config or {})
-    return CheckpointModeMismatchError(
-        thread_id=str(conf.get("thread_id")),
-        checkpoint_ns=conf.get("checkpoint_ns", "") or "",
-        checkpoint_id=conf.get("checkpoint_id"),
-        action=action,
-    )
 
 
 def _is_internal_channel(name: str) -> bool:
@@ -320,7 +310,7 @@ class StateAccessor:
 
     def _degrade_or_refuse(self, config: RunnableConfig) -> None:
         if self.mode is ChannelMode.DELTA:
-            thread = _conf(config).get("thread_id")
+            thread = Address.from_config(config).thread_id
             raise StateUnavailableError(
                 f"cannot read thread {thread!r} in delta mode without its graph: delta "
                 "checkpoints store only each step's writes, and materializing them needs "
@@ -346,7 +336,7 @@ class StateAccessor:
 
     def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
         if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
-            raise _mismatch_for(snapshot.config, "read")
+            raise mode_mismatch(snapshot.config, action="read")
         return snapshot
 
     # -- reads (sync) ------------------------------------------------------------------------
@@ -539,26 +529,26 @@ class StateAccessor:
     def _point(
         self, config: RunnableConfig, tup: CheckpointTuple | None, snapshot: StateSnapshot | None
     ) -> RollbackPoint:
-        conf = _conf(config)
-        thread_id = str(conf.get("thread_id"))
-        ns = conf.get("checkpoint_ns", "") or ""
+        address = Address.from_config(config)
+        thread_id = str(address.thread_id)
+        ns = address.checkpoint_ns
         if tup is None or snapshot is None:
             return RollbackPoint(thread_id=thread_id, checkpoint_ns=ns, mode=self.mode)
         return RollbackPoint(
             thread_id=thread_id,
             checkpoint_ns=ns,
             mode=self.mode,
-            checkpoint_id=tup.config["configurable"]["checkpoint_id"],
+            checkpoint_id=Address.from_config(tup.config).checkpoint_id,
             config=tup.config,
             values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
             pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
         )
 
     def _failed_point(self, config: RunnableConfig, exc: BaseException) -> RollbackPoint:
-        conf = _conf(config)
+        address = Address.from_config(config)
         return RollbackPoint(
-            thread_id=str(conf.get("thread_id")),
-            checkpoint_ns=conf.get("checkpoint_ns", "") or "",
+            thread_id=str(address.thread_id),
+            checkpoint_ns=address.checkpoint_ns,
             mode=self.mode,
             error=exc,
         )
@@ -582,9 +572,7 @@ class StateAccessor:
         return point.config, writes
 
     def _empty_root(self, point: RollbackPoint) -> tuple[RunnableConfig, Any, dict[str, Any]]:
-        config: RunnableConfig = {
-            "configurable": {"thread_id": point.thread_id, "checkpoint_ns": point.checkpoint_ns}
-        }
+        config = Address(point.thread_id, point.checkpoint_ns).thread_config()
         metadata = {"source": "input", "step": -1, "parents": {}}
         return config, empty_checkpoint(), metadata
 

@@ -18,12 +18,11 @@ legacy data, and the scan would pick checkpoints of other branches.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.types import StateSnapshot
 
+from .._address import Address
 from .._errors import LineageIntegrityError, MessageNotFoundError
 from ._accessor import StateAccessor
 
@@ -44,12 +43,8 @@ _LEGACY = "legacy"
 
 
 def _ids(config: RunnableConfig | None) -> tuple[str, str, str | None]:
-    conf = (config or {}).get("configurable") or {}
-    return (
-        str(conf.get("thread_id")),
-        conf.get("checkpoint_ns", "") or "",
-        conf.get("checkpoint_id"),
-    )
+    thread_id, ns, checkpoint_id = Address.from_config(config)
+    return (str(thread_id), ns, checkpoint_id)
 
 
 def _contains(snapshot: StateSnapshot, message_id: str, key: str) -> bool:
@@ -216,5 +211,4 @@ async def afind_checkpoint_before_message(
 
 def _thread_only(tup: CheckpointTuple) -> RunnableConfig:
     thread, ns, _ = _ids(tup.config)
-    out: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    return {"configurable": out}
+    return Address(thread, ns).thread_config()
