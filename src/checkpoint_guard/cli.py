@@ -287,7 +287,7 @@ def _maintain(args: argparse.Namespace) -> int:
     from . import maintenance
     from ._config import CheckpointerConfig
     from ._modes import ModeFreeze
-    from .savers import open_checkpointer
+    from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None

@@ -156,7 +156,7 @@ _Plan = Generator[_Request, Any, Any]
 def _forget_sync(saver: BaseCheckpointSaver[Any], thread_ids: tuple[str, ...] | None) -> None:
     layer: Any = saver
     while isinstance(layer, SaverLayer):
-        layer._forget_threads(thread_ids)
+        layer.forget_threads(thread_ids)
         layer = layer.inner
 
 
@@ -165,7 +165,7 @@ async def _forget_async(
 ) -> None:
     layer: Any = saver
     while isinstance(layer, SaverLayer):
-        await layer._aforget_threads(thread_ids)
+        await layer.aforget_threads(thread_ids)
         layer = layer.inner
 
 

@@ -159,7 +159,7 @@ class GuardedSaver(SaverLayer):
                 if key[2] > self._frontier.get(thread, ""):
                     self._frontier[thread] = key[2]
 
-    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # A migration changes a thread's mode under us: what we knew is stale.
         with self._known_lock:
             if thread_ids is None:

@@ -738,7 +738,7 @@ class CachedHistorySaver(SaverLayer):
             if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
                 await self._acache_call("unfence", (thread, "", "", writer))
 
-    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # The hook maintenance calls around its own rewrites (before and after).
         self._memory.forget(thread_ids)
         try:
@@ -750,7 +750,7 @@ class CachedHistorySaver(SaverLayer):
         except Exception as exc:
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
-    async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
         self._memory.forget(thread_ids)
         try:
             if thread_ids is None:
