@@ -600,3 +600,30 @@ def test_cache_defaults_are_the_backends_defaults() -> None:
     assert memory["isolate"].default is redis["isolate"].default is settings.isolate
     assert redis["ttl_seconds"].default == settings.ttl_seconds
     assert redis["timeout_seconds"].default == settings.timeout_seconds
+
+
+async def test_async_open_never_calls_the_blocking_psycopg_connect(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aopen_checkpointer runs inside the event loop: its connectivity check and
+    schema creation must use psycopg's async connection, not psycopg.connect."""
+    import psycopg
+
+    schema = f"t_{os.urandom(6).hex()}"
+    blocking: list[str] = []
+    real_connect = psycopg.connect
+
+    def recording_connect(*args: Any, **kwargs: Any) -> Any:
+        blocking.append("psycopg.connect")
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", recording_connect)
+    config = {"backend": "postgres", "url": pg_database, "postgres_schema": schema}
+    try:
+        async with aopen_checkpointer(config, freeze=ModeFreeze()) as saver:
+            assert await saver.aget_tuple(cfg("nobody")) is None
+        assert blocking == []
+    finally:
+        monkeypatch.undo()
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
