@@ -865,7 +865,8 @@ def copy_thread(
     like the source and shares nothing with it: deleting or changing either
     leaves the other intact. A target that already has checkpoints is refused.
     Needs no reducer: nothing is rebuilt."""
-    result: ChangeReport = _drive(saver, _copy_plan(str(source_thread_id), str(target_thread_id)))
+    plan = _copy_plan(str(source_thread_id), str(target_thread_id))
+    result: ChangeReport = _drive(saver, plan)
     return result
 
 

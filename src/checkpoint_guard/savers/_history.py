@@ -762,11 +762,10 @@ class CachedHistorySaver(SaverLayer):
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
     def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = {
-            Address.from_config(tup.config).thread_id
-            for run_id in run_ids
-            for tup in self.inner.list(None, filter={"run_id": run_id})
-        }
+        threads = set()
+        for run_id in run_ids:
+            for tup in self.inner.list(None, filter={"run_id": run_id}):
+                threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
     async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:

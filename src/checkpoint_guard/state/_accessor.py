@@ -324,7 +324,8 @@ class StateAccessor:
         graph = self.graph()
         if graph is None:
             self._degrade_or_refuse(config)
-            return self._gate(_degraded_snapshot(config, self.checkpointer.get_tuple(config)))
+            tup = self.checkpointer.get_tuple(config)
+            return self._gate(_degraded_snapshot(config, tup))
         return self._gate(graph.get_state(config))
 
     def history(
@@ -467,8 +468,7 @@ class StateAccessor:
         selected = self.get(config)
         if selected.metadata is None:
             raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
-        head = _thread_config(config)
-        return self.replace(head, dict(selected.values), absent="reset")
+        return self.replace(_thread_config(config), dict(selected.values), absent="reset")
 
     # -- writes (async) ----------------------------------------------------------------------
 

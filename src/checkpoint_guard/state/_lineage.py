@@ -144,12 +144,14 @@ def find_checkpoint_before_message(
         if step == _ROOT:
             return None
         if step == _LEGACY:
+            # consume the listing first: an async saver may hold its connection lock
+            # for the whole iteration, and the reads below need that lock too
             olders = list(saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit))
             for older in olders:
-                if _ids(older.config)[2] and not _contains(
-                    accessor.get(older.config), message_id, messages_key
-                ):
-                    return accessor.get(older.config)
+                if _ids(older.config)[2]:
+                    snapshot = accessor.get(older.config)
+                    if not _contains(snapshot, message_id, messages_key):
+                        return snapshot
             return None
         assert isinstance(step, dict)
         parent = _checked_parent(cur, step, saver.get_tuple(step))
