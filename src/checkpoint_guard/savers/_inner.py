@@ -125,7 +125,7 @@ def _pg_prepare(config: CheckpointerConfig) -> None:
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.connect(
+        conn = psycopg.Connection.connect(
             url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
         )
     except Exception as exc:
