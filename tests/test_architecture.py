@@ -114,3 +114,13 @@ def test_layers_and_cache_never_reach_the_tools(module: str) -> None:
     if _part(module) == "cache":
         banned.add("savers")
     assert sorted(t for t in GRAPH[module] if _part(t) in banned) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _part(m) == "bench"))
+def test_the_bench_uses_only_public_modules_of_other_parts(module: str) -> None:
+    private = sorted(
+        t
+        for t in GRAPH[module]
+        if _part(t) != "bench" and any(p.startswith("_") for p in t.split(".")[1:])
+    )
+    assert private == [], f"{module} imports private modules {private}"
