@@ -171,3 +171,18 @@ def test_bench_flags_reach_the_harness(capsys: pytest.CaptureFixture[str]) -> No
     assert cli.main(["bench", "--preset", "quick", "--dry-run"]) == 0
     assert "cases x" in capsys.readouterr().out
     assert cli.main(["--config", "unused.yaml", "bench", "--preset", "nope"]) == 2
+
+
+def test_bench_gets_every_argument_after_its_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench` is a real subcommand: its own --help, and global options before it
+    (any of them, not only --config) leave its arguments intact."""
+    with pytest.raises(SystemExit) as done:
+        cli._parser().parse_args(["--help"])
+    assert done.value.code == 0 and "bench" in capsys.readouterr().out
+    assert cli.main(["bench", "--help"]) == 0
+    assert "Paired full vs delta" in capsys.readouterr().out
+    assert cli.main(["--json", "bench", "--preset", "quick", "--dry-run"]) == 0
+    assert "cases x" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:  # the others still refuse unknown flags
+        cli.main(["scan", "--preset", "quick"])
+    assert refused.value.code == 2

@@ -562,3 +562,68 @@ def test_the_demo_keeps_its_database_and_its_printed_fix_runs_as_printed(tmp_pat
         env=env,
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize(
+    ("mapping", "fields"),
+    [
+        ({"flavour": 1}, CheckpointerConfig.model_fields),
+        ({"history_cache": {"size": 1}}, cg.HistoryCacheConfig.model_fields),
+        ({"history_cache": "big"}, cg.HistoryCacheConfig.model_fields),
+    ],
+)
+def test_accepted_keys_message_lists_every_field(mapping: dict[str, Any], fields: Any) -> None:
+    with pytest.raises(ConfigError) as caught:
+        CheckpointerConfig.from_mapping(mapping)
+    listed = set(caught.value.accepted.removeprefix("a mapping with keys ").split(", "))
+    assert listed == set(fields)
+
+
+def test_every_field_has_an_accepted_values_text() -> None:
+    from checkpoint_guard._config import _ACCEPTED
+
+    keys = set(CheckpointerConfig.model_fields) | {
+        f"history_cache.{name}" for name in cg.HistoryCacheConfig.model_fields
+    }
+    assert keys <= set(_ACCEPTED)
+
+
+def test_cache_defaults_are_the_backends_defaults() -> None:
+    import inspect
+
+    from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
+
+    settings = cg.HistoryCacheConfig()
+    memory = inspect.signature(MemoryHistoryCache).parameters
+    redis = inspect.signature(RedisHistoryCache).parameters
+    assert memory["max_bytes"].default == settings.max_bytes
+    assert memory["isolate"].default is redis["isolate"].default is settings.isolate
+    assert redis["ttl_seconds"].default == settings.ttl_seconds
+    assert redis["timeout_seconds"].default == settings.timeout_seconds
+
+
+async def test_async_open_never_calls_the_blocking_psycopg_connect(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aopen_checkpointer runs inside the event loop: its connectivity check and
+    schema creation must use psycopg's async connection, not psycopg.connect."""
+    import psycopg
+
+    schema = f"t_{os.urandom(6).hex()}"
+    blocking: list[str] = []
+    real_connect = psycopg.connect
+
+    def recording_connect(*args: Any, **kwargs: Any) -> Any:
+        blocking.append("psycopg.connect")
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", recording_connect)
+    config = {"backend": "postgres", "url": pg_database, "postgres_schema": schema}
+    try:
+        async with aopen_checkpointer(config, freeze=ModeFreeze()) as saver:
+            assert await saver.aget_tuple(cfg("nobody")) is None
+        assert blocking == []
+    finally:
+        monkeypatch.undo()
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -321,3 +321,38 @@ def test_delta_schema_keeps_union_reducer_channels_in_a_graph() -> None:
     ]
     assert values["sandbox"] == {f"k{2 * i + 1}": 2 * i + 1 for i in range(5)}
     assert values["todos"] == [f"t{2 * i + 1}" for i in range(5)]
+
+
+def test_schema_helpers_ignore_the_process_freeze() -> None:
+    """Pure helpers take their snapshot frequency from the caller (default 10), never
+    from the process freeze: the freeze only guards against reconfiguration."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        from typing import TypedDict, get_type_hints
+        from checkpoint_guard import CheckpointerConfig, state_schema_for_mode
+        from checkpoint_guard._modes import PROCESS_MODE
+        from checkpoint_guard.state import state_mutation_graph
+
+        class S(TypedDict):
+            goal: str
+
+        def frequency(schema):
+            hints = get_type_hints(schema, include_extras=True)
+            return hints["messages"].__metadata__[0].snapshot_frequency
+
+        PROCESS_MODE.freeze("delta", 50)
+        config = CheckpointerConfig.from_mapping(
+            {"backend": "memory", "channel_mode": "delta", "snapshot_frequency": 50}
+        )
+        graph = state_mutation_graph(S, "delta")
+        channel = graph.channels["messages"]
+        print(frequency(state_schema_for_mode(S, "delta")), frequency(config.state_schema(S)),
+              channel.snapshot_frequency)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["10", "50", "10"], out.stderr

@@ -279,3 +279,31 @@ def test_config_factory_applies_the_fix_unless_disabled(no_fix: None) -> None:
     with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()):
         assert overwrite_fix_active() == probe_overwrite_first_write_bug()
         assert overwrite_fix_active()
+
+
+def test_fix_is_logged_once_per_process() -> None:
+    """Applying the process-wide fix says so, once (a fresh process: the suite's own
+    process may have installed it already)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(name)s|%(message)s")
+        from checkpoint_guard.state import (
+            apply_overwrite_fix, probe_overwrite_first_write_bug, remove_overwrite_fix,
+        )
+        print("bug" if probe_overwrite_first_write_bug() else "fixed", flush=True)
+        apply_overwrite_fix(); apply_overwrite_fix()
+        remove_overwrite_fix(); apply_overwrite_fix()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = [ln for ln in out.stderr.splitlines() if "Overwrite first-write fix" in ln]
+    if out.stdout.strip() == "fixed":  # LangGraph fixed upstream: nothing installed, nothing said
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("checkpoint_guard.state._overwrite|")
+        assert "process-wide" in lines[0]

@@ -147,3 +147,42 @@ async def test_lineage_fails_closed_and_falls_back_only_for_a_missing_legacy_lin
         # a true root ends the walk without a fallback
         root = await _before(acc, drv.is_async, cfg("src"), "human-0")
         assert root is not None and root.metadata["step"] == -1 and root.parent_config is None
+
+
+class _CountingAccessor(StateAccessor):
+    """Records every checkpoint id it materializes (``get`` / ``aget``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[str | None] = []
+
+    def get(self, config: Any) -> Any:
+        self.reads.append(config["configurable"].get("checkpoint_id"))
+        return super().get(config)
+
+    async def aget(self, config: Any) -> Any:
+        self.reads.append(config["configurable"].get("checkpoint_id"))
+        return await super().aget(config)
+
+
+async def test_legacy_fallback_materializes_each_checkpoint_once(store: Store) -> None:
+    """The sync and async lineage walks read alike: the fallback scan materializes
+    each older checkpoint once, including the one it returns."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = app_graph(GuardedSaver(raw, mode="full"), "full")
+        acc = _CountingAccessor(graph, mode="full")
+        await run_turns(drv, graph, "legacy", range(2))
+        legacy_head = await drv.get_tuple(raw, cfg("legacy"))
+        assert legacy_head is not None
+        checkpoint = dict(legacy_head.checkpoint, id="1fffffff-0000-6000-8000-000000000001")
+        await drv.put(
+            raw,
+            cfg("legacy", checkpoint_ns=""),
+            checkpoint,  # type: ignore[arg-type]
+            {"source": "loop", "step": 99, "parents": {}},
+            legacy_head.checkpoint["channel_versions"],
+        )
+        found = await _before(acc, drv.is_async, cfg("legacy"), "human-1")
+        assert found is not None and "human-1" not in ids(found.values)
+        assert acc.reads and len(acc.reads) == len(set(acc.reads)), acc.reads

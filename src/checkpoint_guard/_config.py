@@ -21,6 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ._errors import ConfigError
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode
+from .cache._base import (
+    DEFAULT_ISOLATE,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TTL_SECONDS,
+)
 
 __all__ = [
     "CheckpointerConfig",
@@ -32,9 +38,10 @@ __all__ = [
 ]
 
 DEFAULT_SQLITE_PATH = "checkpoints.sqlite"
-DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
-DEFAULT_CACHE_TTL_SECONDS = 24 * 3600
-DEFAULT_CACHE_TIMEOUT_SECONDS = 0.25
+# the history cache's defaults are the backends' own (cache/_base.py)
+DEFAULT_CACHE_MAX_BYTES = DEFAULT_MAX_BYTES
+DEFAULT_CACHE_TTL_SECONDS = DEFAULT_TTL_SECONDS
+DEFAULT_CACHE_TIMEOUT_SECONDS = DEFAULT_TIMEOUT_SECONDS
 
 ENV_PREFIX = "CHECKPOINT_GUARD_"
 # environment variable -> dotted config key
@@ -77,14 +84,14 @@ _ACCEPTED: dict[str, str] = {
     "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
     "fix_overwrite": "true or false",
     "fix_server_adapter": "true or false",
-    "history_cache": "a mapping with keys backend, max_bytes, ttl_seconds, redis_url, "
-    "key_prefix, timeout_seconds",
+    # "history_cache" (the mapping's keys) is filled in from HistoryCacheConfig below
     "history_cache.backend": "'none', 'memory' or 'redis'",
     "history_cache.max_bytes": "an integer > 0",
     "history_cache.ttl_seconds": "an integer >= 0 (0 = no expiry)",
     "history_cache.redis_url": "a redis:// or rediss:// URL",
     "history_cache.key_prefix": "a non-empty string without whitespace",
     "history_cache.timeout_seconds": "a number > 0",
+    "history_cache.isolate": "true or false",
 }
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -117,7 +124,7 @@ class HistoryCacheConfig(BaseModel):
     key_prefix: str | None = None
     timeout_seconds: float = Field(DEFAULT_CACHE_TIMEOUT_SECONDS, gt=0)
     # False: cached messages are shared with readers instead of copied per read.
-    isolate: bool = True
+    isolate: bool = DEFAULT_ISOLATE
 
     @field_validator("redis_url")
     @classmethod
@@ -136,6 +143,9 @@ class HistoryCacheConfig(BaseModel):
     def __repr_args__(self) -> Any:
         for key, value in super().__repr_args__():
             yield key, (redact_url(value) if key == "redis_url" else value)
+
+
+_ACCEPTED["history_cache"] = "a mapping with keys " + ", ".join(HistoryCacheConfig.model_fields)
 
 
 class CheckpointerConfig(BaseModel):

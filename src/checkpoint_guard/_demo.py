@@ -29,8 +29,8 @@ from typing_extensions import TypedDict
 
 from ._errors import CheckpointModeMismatchError
 from ._modes import ChannelMode, ModeFreeze
+from ._open import open_checkpointer
 from ._schema import state_schema_for_mode
-from .savers import open_checkpointer
 
 __all__ = ["DemoResult", "run_demo"]
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "CacheInvalidationError",
     "CheckpointGuardError",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
+    "CodecError",
     "ConfigError",
     "LineageIntegrityError",
     "MaintenanceError",
@@ -66,8 +68,11 @@ class CheckpointModeReconfigurationError(CheckpointGuardError):
     process that already froze one. Changing either needs a restart."""
 
 
-class ConfigError(ValueError):
-    """Invalid configuration; the message names the key, the value and what is accepted."""
+class ConfigError(CheckpointGuardError, ValueError):
+    """Invalid configuration; the message names the key, the value and what is accepted.
+
+    A ``CheckpointGuardError`` like every error of the package, and still a
+    ``ValueError`` (the public contract), so ``except ValueError`` keeps working."""
 
     def __init__(
         self, key: str, value: object, accepted: str, *, detail: str = "", unknown: bool = False
@@ -87,6 +92,12 @@ class ConfigError(ValueError):
 class MaintenanceError(CheckpointGuardError):
     """A maintenance operation was refused (the message says why and what to do);
     the thread it names was left as stored."""
+
+
+class CodecError(CheckpointGuardError, ValueError):
+    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value
+    the cache will not store because it could not read it back safely. Still a
+    ``ValueError``, as it was when it lived in ``cache/_codec.py`` (re-exported there)."""
 
 
 class StateUnavailableError(CheckpointGuardError):

@@ -172,4 +172,6 @@ class ModeFreeze:
 
 
 PROCESS_MODE = ModeFreeze()
-"""The process-wide freeze used by ``open_checkpointer`` and the schema helpers."""
+"""The process-wide freeze ``open_checkpointer`` records into: it refuses a second,
+different mode or snapshot frequency. Nothing reads configuration from it (the
+schema helpers take their frequency from the caller)."""

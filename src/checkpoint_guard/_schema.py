@@ -27,7 +27,12 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict, is_typeddict
 
-from ._modes import PROCESS_MODE, ChannelMode, parse_mode, parse_snapshot_frequency
+from ._modes import (
+    DEFAULT_SNAPSHOT_FREQUENCY,
+    ChannelMode,
+    parse_mode,
+    parse_snapshot_frequency,
+)
 
 __all__ = ["delta_messages_field", "merge_message_writes", "state_schema_for_mode"]
 
@@ -263,13 +268,16 @@ def state_schema_for_mode(
     Full mode returns ``schema`` unchanged. Delta mode returns a derived
     ``TypedDict`` whose ``messages`` field is ``delta_messages_field(F)`` (added when
     ``schema`` has none) and every other field exactly as declared, reducers and
-    Union types included. ``F`` is ``snapshot_frequency``, else the process's frozen
-    frequency, else 10. Derived schemas are cached per ``(schema, F)``, so every
-    call returns the same class.
+    Union types included. ``F`` is ``snapshot_frequency``, else 10: the caller
+    passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
+    freeze is never consulted, it only guards against reconfiguration. Derived
+    schemas are cached per ``(schema, F)``, so every call returns the same class.
     """
     if parse_mode(mode, key="mode") is ChannelMode.FULL:
         return schema
-    frequency = PROCESS_MODE.resolve_frequency(snapshot_frequency)
+    frequency = parse_snapshot_frequency(
+        DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
+    )
     key = (schema, frequency)
     with _derived_lock:
         derived = _derived.get(key)

@@ -103,8 +103,14 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
     fleet_options(prune, required=True)
     graph_option(prune)
-    # Parsed by the harness itself (see main); listed here for --help.
-    sub.add_parser("bench", help="benchmarks (see `checkpoint-guard bench --help`)")
+    # The harness has its own parser: every argument after `bench` (its --help
+    # included) is forwarded to it unparsed (see main).
+    sub.add_parser(
+        "bench",
+        help="benchmarks (see `checkpoint-guard bench --help`)",
+        add_help=False,
+        prefix_chars="\0",  # no option of its own: nothing after `bench` is taken here
+    )
     return parser
 
 
@@ -287,7 +293,7 @@ def _maintain(args: argparse.Namespace) -> int:
     from . import maintenance
     from ._config import CheckpointerConfig
     from ._modes import ModeFreeze
-    from .savers import open_checkpointer
+    from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
@@ -361,30 +367,17 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK if len({run.digest for run in result.runs}) == 1 else EXIT_PROBLEM
 
 
-def _bench_position(tokens: Sequence[str]) -> int | None:
-    """Index of a ``bench`` command word (after the global ``--config PATH``)."""
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token == "--config":
-            i += 2
-        elif token.startswith("--config="):
-            i += 1
-        else:
-            return i if token == "bench" else None
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the process's)."""
     tokens = list(sys.argv[1:] if argv is None else argv)
-    bench_at = _bench_position(tokens)
-    if bench_at is not None:
-        # The harness has its own parser (flags included): hand it the rest as is.
+    parser = _parser()
+    args, rest = parser.parse_known_args(tokens)
+    if args.command == "bench":
         from .bench import main as bench_main
 
-        return bench_main(tokens[bench_at + 1 :])
-    args = _parser().parse_args(tokens)
+        return bench_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         if args.command == "demo":
             return _demo(args)

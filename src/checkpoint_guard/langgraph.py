@@ -35,8 +35,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._config import CheckpointerConfig
 from ._errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
+from ._open import aopen_checkpointer
 from ._server import forward_delta_history, server_adapter_status
-from .savers import aopen_checkpointer
 
 __all__ = ["add_exception_handlers", "checkpointer", "make_app", "stats"]
 

@@ -29,7 +29,7 @@ from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 
-from ..cache._base import approx_size
+from ..cache import approx_size
 from ..savers import SaverLayer
 
 __all__ = ["DEFAULT_ENTRIES", "ReferenceLRUSaver"]

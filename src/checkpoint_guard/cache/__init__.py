@@ -6,9 +6,16 @@ copies, sizes and stats; each backend is only storage for that model.
 
 from __future__ import annotations
 
-from ._base import Begin, Step
+from ._base import Begin, Step, approx_size
 from ._memory import MemoryHistoryCache
 from ._protocol import HistoryCache
 from ._redis import RedisHistoryCache
 
-__all__ = ["Begin", "HistoryCache", "MemoryHistoryCache", "RedisHistoryCache", "Step"]
+__all__ = [
+    "Begin",
+    "HistoryCache",
+    "MemoryHistoryCache",
+    "RedisHistoryCache",
+    "Step",
+    "approx_size",
+]

@@ -37,6 +37,11 @@ __all__ = [
     "Begin",
     "CacheStats",
     "Chunk",
+    "DEFAULT_ISOLATE",
+    "DEFAULT_LOCAL_MAX_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "DEFAULT_TTL_SECONDS",
     "Seed",
     "Step",
     "approx_size",
@@ -46,6 +51,19 @@ __all__ = [
 ]
 
 logger = logging.getLogger("checkpoint_guard.cache")
+
+# -- defaults: the one definition the backends and ``HistoryCacheConfig`` read ----------
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+"""A memory cache's bound in bytes (``history_cache.max_bytes``)."""
+DEFAULT_TTL_SECONDS = 24 * 3600
+"""Idle threads expire after a day (``history_cache.ttl_seconds``; 0: never). A
+``MemoryHistoryCache`` built directly has no TTL unless given one (API.md)."""
+DEFAULT_TIMEOUT_SECONDS = 0.25
+"""A shared cache's per-command budget (``history_cache.timeout_seconds``)."""
+DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024
+"""The Redis backend's in-process tier of decoded values."""
+DEFAULT_ISOLATE = True
+"""Readers get their own copies of cached messages (``history_cache.isolate``)."""
 
 Chunk = tuple[PendingWrite, ...]
 """The writes one checkpoint stored for one channel, in the saver's order."""

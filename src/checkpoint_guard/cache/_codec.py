@@ -42,6 +42,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .._errors import CodecError
 from ._base import _new, _set, _set_extra, _set_fields_set, _set_private
 
 __all__ = ["DECODE_ALLOWLIST", "CodecError", "ValueCodec"]
@@ -104,11 +105,6 @@ _PLAIN = JsonPlusSerializer(allowed_msgpack_modules=None)
 # the extension's payload): bytes nesting them deeply would exhaust the C stack
 # and kill the process, so nesting beyond this is refused.
 MAX_NESTING = 64
-
-
-class CodecError(ValueError):
-    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value
-    the cache will not store because it could not read it back safely."""
 
 
 _ALL_SET = 1  # the fields-set is exactly the field dict's keys (the usual case)

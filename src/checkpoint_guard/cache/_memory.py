@@ -10,11 +10,21 @@ from typing import Any
 from cachetools import LRUCache, TTLCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from ._base import NO_SEED, Begin, CacheStats, Chunk, Seed, Step, approx_size, assemble
+from ._base import (
+    DEFAULT_ISOLATE,
+    DEFAULT_MAX_BYTES,
+    NO_SEED,
+    Begin,
+    CacheStats,
+    Chunk,
+    Seed,
+    Step,
+    approx_size,
+    assemble,
+)
 
 __all__ = ["MemoryHistoryCache"]
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 # Seeded segments kept per (namespace, channel): bounds a thread's footprint to a
 # few snapshot values whatever the snapshot frequency.
 MAX_SEGMENTS = 4
@@ -87,7 +97,7 @@ class MemoryHistoryCache:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         ttl_seconds: float | None = None,
-        isolate: bool = True,
+        isolate: bool = DEFAULT_ISOLATE,
     ):
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
             raise ValueError(f"max_bytes must be an integer > 0, got {max_bytes!r}")

@@ -63,12 +63,22 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._base import Begin, CacheStats, Seed, Step, assemble, fresh, fresh_chunk
+from ._base import (
+    DEFAULT_ISOLATE,
+    DEFAULT_LOCAL_MAX_BYTES,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TTL_SECONDS,
+    Begin,
+    CacheStats,
+    Seed,
+    Step,
+    assemble,
+    fresh,
+    fresh_chunk,
+)
 from ._codec import CodecError, ValueCodec
 
 __all__ = ["RedisHistoryCache"]
-
-DEFAULT_TTL_SECONDS = 24 * 3600
 
 _LENT: Any = object()  # the decoded objects went to a reader; the tier holds the bytes
 
@@ -120,10 +130,10 @@ class RedisHistoryCache:
         aclient: Any = None,
         key_prefix: str = "cg",
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
-        timeout_seconds: float = 0.25,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         serde: SerializerProtocol | None = None,
-        local_max_bytes: int = 64 * 1024 * 1024,
-        isolate: bool = True,
+        local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES,
+        isolate: bool = DEFAULT_ISOLATE,
     ) -> None:
         if url is None and client is None and aclient is None:
             raise ValueError("RedisHistoryCache needs a url, a client or an aclient")

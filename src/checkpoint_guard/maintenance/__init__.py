@@ -20,9 +20,11 @@ checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
 Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
 rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
 ``_rows.py`` (the per-backend row seam) with ``_memory.py``, ``_sqlite.py``,
-``_postgres.py``.
+``_postgres.py``; ``_layer.py`` serves the saver layers' optional methods
+(installed on import).
 """
 
+from ._layer import install as _install_layer_maintenance
 from ._ops import (
     ChangeReport,
     MaintenanceError,
@@ -77,3 +79,5 @@ __all__ = [
     "supported",
     "verify",
 ]
+
+_install_layer_maintenance()

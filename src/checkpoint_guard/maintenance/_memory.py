@@ -55,14 +55,8 @@ class MemoryRows:
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         # put() replaces the entry (parent included) and, for the channels named
         # in new_versions, the blob at that version: exactly a rewrite in place.
-        config = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": rewrite.checkpoint_ns,
-                "checkpoint_id": rewrite.parent_id,
-            }
-        }
-        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, rewrite.versions)  # type: ignore[arg-type]
+        config = rewrite.put_config(thread_id)
+        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, rewrite.versions)
 
     async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self.rewrite(thread_id, rewrite)

@@ -27,6 +27,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .._address import Address, thread_config
 from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from ..savers._layer import SaverLayer, unwrap
@@ -152,14 +153,10 @@ _Request = _List | _Runs | _Rows | _Forget | _Estimate
 _Plan = Generator[_Request, Any, Any]
 
 
-def _config(thread_id: str) -> Any:
-    return {"configurable": {"thread_id": thread_id}}
-
-
 def _forget_sync(saver: BaseCheckpointSaver[Any], thread_ids: tuple[str, ...] | None) -> None:
     layer: Any = saver
     while isinstance(layer, SaverLayer):
-        layer._forget_threads(thread_ids)
+        layer.forget_threads(thread_ids)
         layer = layer.inner
 
 
@@ -168,7 +165,7 @@ async def _forget_async(
 ) -> None:
     layer: Any = saver
     while isinstance(layer, SaverLayer):
-        await layer._aforget_threads(thread_ids)
+        await layer.aforget_threads(thread_ids)
         layer = layer.inner
 
 
@@ -180,7 +177,7 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
         while True:
             request = plan.send(answer)
             if isinstance(request, _List):
-                answer = list(raw.list(_config(request.thread_id)))
+                answer = list(raw.list(thread_config(request.thread_id)))
             elif isinstance(request, _Runs):
                 answer = list(raw.list(None, filter={"run_id": request.run_id}))
             elif isinstance(request, _Rows):
@@ -204,7 +201,7 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
         while True:
             request = plan.send(answer)
             if isinstance(request, _List):
-                answer = [t async for t in raw.alist(_config(request.thread_id))]
+                answer = [t async for t in raw.alist(thread_config(request.thread_id))]
             elif isinstance(request, _Runs):
                 answer = [t async for t in raw.alist(None, filter={"run_id": request.run_id})]
             elif isinstance(request, _Rows):
@@ -329,12 +326,10 @@ def _replay_problems(view: ThreadView) -> list[Problem]:
         try:
             view.materialize(tup)
         except Exception as exc:  # the reducer's own error, reported not raised
-            conf = tup.config["configurable"]
+            address = Address.from_config(tup.config)
             reason = f"replaying the writes fails: {type(exc).__name__}: {exc}"
             found.append(
-                Problem(
-                    view.thread_id, conf.get("checkpoint_ns", ""), conf["checkpoint_id"], reason
-                )
+                Problem(view.thread_id, address.checkpoint_ns, str(address.checkpoint_id), reason)
             )
     return found
 
@@ -429,7 +424,7 @@ def _estimate(raw: BaseCheckpointSaver[Any], rows: RowStore, plan: _Estimate) ->
         if not by_version:
             total -= _size(raw, tup.checkpoint)
             continue
-        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        ns = Address.from_config(tup.config).checkpoint_ns
         total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
         versions = tup.checkpoint["channel_versions"]
         for ch, value in tup.checkpoint["channel_values"].items():
@@ -517,7 +512,7 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
             doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
             gone = {id(t) for t in doomed}
             kept = frozenset(
-                (t.config["configurable"].get("checkpoint_ns", ""), ch, v)
+                (Address.from_config(t.config).checkpoint_ns, ch, v)
                 for t in view.tuples()
                 if id(t) not in gone
                 for ch, v in t.checkpoint["channel_versions"].items()
@@ -664,7 +659,7 @@ def _runs_plan(
     threads: set[str] = set()
     for run_id in sorted(run_set):
         hits: list[CheckpointTuple] = yield _Runs(run_id)
-        threads.update(t.config["configurable"]["thread_id"] for t in hits)
+        threads.update(Address.from_config(t.config).thread_id for t in hits)
     run = _Run("delete_for_runs", _without_runs(run_set), known, dry_run, keep_going, step=step)
     result: list[ChangeReport] = yield from _change_plan(run, sorted(threads))
     return result
@@ -870,7 +865,8 @@ def copy_thread(
     like the source and shares nothing with it: deleting or changing either
     leaves the other intact. A target that already has checkpoints is refused.
     Needs no reducer: nothing is rebuilt."""
-    result: ChangeReport = _drive(saver, _copy_plan(str(source_thread_id), str(target_thread_id)))
+    plan = _copy_plan(str(source_thread_id), str(target_thread_id))
+    result: ChangeReport = _drive(saver, plan)
     return result
 
 

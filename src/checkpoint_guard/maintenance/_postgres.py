@@ -141,16 +141,6 @@ def _thread_ids() -> Statements:
     return [r["thread_id"] for r in rows]
 
 
-def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": rewrite.checkpoint_ns,
-            "checkpoint_id": rewrite.parent_id,
-        }
-    }
-
-
 def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
     values = rewrite.checkpoint["channel_values"]
     rows: list[tuple[Any, ...]] = saver._dump_blobs(
@@ -188,7 +178,7 @@ class PostgresRows(SqlRows):
 
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
+        self.saver.put(rewrite.put_config(thread_id), rewrite.checkpoint, rewrite.metadata, {})
         self._run(_reparent(thread_id, rewrite))
 
 
@@ -208,6 +198,6 @@ class AsyncPostgresRows(AsyncSqlRows):
 
     async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         await self._arun(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        config = _put_config(thread_id, rewrite)
+        config = rewrite.put_config(thread_id)
         await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
         await self._arun(_reparent(thread_id, rewrite))

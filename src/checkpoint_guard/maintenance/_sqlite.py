@@ -87,16 +87,6 @@ def _thread_ids() -> Statements:
     return [r[0] for r in rows]
 
 
-def _put_config(thread_id: str, rewrite: Rewrite) -> Any:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": rewrite.checkpoint_ns,
-            "checkpoint_id": rewrite.parent_id,
-        }
-    }
-
-
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
@@ -132,7 +122,7 @@ class SqliteRows(SqlRows):
             return result
 
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        self.saver.put(_put_config(thread_id, rewrite), rewrite.checkpoint, rewrite.metadata, {})
+        self.saver.put(rewrite.put_config(thread_id), rewrite.checkpoint, rewrite.metadata, {})
 
 
 class AsyncSqliteRows(AsyncSqlRows):
@@ -159,5 +149,5 @@ class AsyncSqliteRows(AsyncSqlRows):
         return result
 
     async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        config = _put_config(thread_id, rewrite)
+        config = rewrite.put_config(thread_id)
         await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})

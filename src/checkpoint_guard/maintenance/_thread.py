@@ -29,10 +29,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .._address import Address
 from .._modes import (
     _UPSTREAM_COUNTERS_KEY,
     LEGACY_MODE_METADATA_KEY,
@@ -88,6 +90,10 @@ class Rewrite:
     parent_id: str | None
     versions: dict[str, Any] = field(default_factory=dict)
 
+    def put_config(self, thread_id: str) -> RunnableConfig:
+        """The config to ``put`` the rewritten checkpoint with: its parent's address."""
+        return Address(thread_id, self.checkpoint_ns, self.parent_id).config()
+
 
 class ThreadView:
     """The checkpoints of one thread, grouped by namespace, with parent links.
@@ -113,8 +119,8 @@ class ThreadView:
         self.thread_id = thread_id
         self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
         for tup in tuples:
-            conf = tup.config["configurable"]
-            self.by_ns.setdefault(conf.get("checkpoint_ns", ""), {})[conf["checkpoint_id"]] = tup
+            address = Address.from_config(tup.config)
+            self.by_ns.setdefault(address.checkpoint_ns, {})[str(address.checkpoint_id)] = tup
         self.given = dict(reducers or {})
         self.reducers = {**{k: v for k, v in defaults.items()}, **self.given}
         self.delta_channels = self._detect_delta_channels() | set(channels or ())
@@ -166,7 +172,7 @@ class ThreadView:
         """The stored parent id of ``tup`` (``None`` for a root)."""
         if tup.parent_config is None:
             return None
-        return tup.parent_config["configurable"].get("checkpoint_id")
+        return Address.from_config(tup.parent_config).checkpoint_id
 
     def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
         value = tup.checkpoint["channel_values"].get(ch, _MISSING)
@@ -241,7 +247,7 @@ class ThreadView:
         writes: the parent's only child, one step later. A fork (a second child)
         or a checkpoint re-linked past deleted ones by maintenance (a step gap)
         holds state no replay of its parent gives."""
-        ns = parent.config["configurable"].get("checkpoint_ns", "")
+        ns = Address.from_config(parent.config).checkpoint_ns
         if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
             return False
         p_step = (parent.metadata or {}).get("step")
@@ -391,8 +397,8 @@ class ThreadView:
     ) -> dict[str, Any]:
         """The state at ``tup`` of ``channels`` (default: every usable delta
         channel), channels without a version omitted."""
-        ns = tup.config["configurable"].get("checkpoint_ns", "")
-        cid = tup.config["configurable"]["checkpoint_id"]
+        ns = Address.from_config(tup.config).checkpoint_ns
+        cid = str(Address.from_config(tup.config).checkpoint_id)
         wanted = (
             sorted(channels)
             if channels is not None
@@ -449,7 +455,7 @@ class ThreadView:
         root (``ROOT_METADATA_KEY``), so lineage never takes it for a legacy
         checkpoint with a missing link. Raises ``LookupError`` for a channel with
         no usable reducer: callers decide before asking."""
-        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        ns = Address.from_config(tup.config).checkpoint_ns
         wanted = set(channels) if channels is not None else self.replay_needs(tup)
         for ch in sorted(wanted):
             if self.needs_replay(tup, ch) and (why := self.refutation(ch)) is not None:
@@ -495,6 +501,6 @@ class ThreadView:
 
     def marked(self, tup: CheckpointTuple) -> Rewrite:
         """``tup`` unchanged except for our delta marker in its metadata."""
-        ns = tup.config["configurable"].get("checkpoint_ns", "")
+        ns = Address.from_config(tup.config).checkpoint_ns
         metadata: dict[str, Any] = {**(tup.metadata or {}), MODE_METADATA_KEY: "delta"}
         return Rewrite(ns, tup.checkpoint, metadata, self.parent_id(tup))  # type: ignore[arg-type]

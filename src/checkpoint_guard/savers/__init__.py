@@ -1,9 +1,11 @@
 """Saver layers: the stack between a graph and the inner LangGraph saver.
 
-``config -> _stack.py -> GuardedSaver -> [CachedHistorySaver] -> _inner.py``.
-Every layer is a ``SaverLayer`` (``_layer.py``) and adds one concern
-(``_guard.py``: marker and gate); ``_inner.py`` opens the LangGraph saver a
-config names; ``_stack.py`` assembles the stack.
+``GuardedSaver -> [CachedHistorySaver] -> inner saver``. Every layer is a
+``SaverLayer`` (``_layer.py``) and adds one concern (``_guard.py``: marker and
+gate; ``_history.py``: the history cache); ``_inner.py`` opens the LangGraph saver
+a config names; ``_stack.py`` assembles the layers (``wrap``). Imports go down
+only (to ``cache`` and the package's base modules), never up to ``state`` or
+``maintenance``; ``checkpoint_guard/_open.py`` opens a configured stack.
 """
 
 from __future__ import annotations
@@ -13,22 +15,25 @@ from ._history import CachedHistorySaver
 from ._layer import (
     CAPABILITY_METHODS,
     OPTIONAL_METHODS,
+    Maintainer,
     SaverLayer,
     implements,
+    install_maintainer,
     provides,
     unwrap,
 )
-from ._stack import aopen_checkpointer, open_checkpointer, wrap
+from ._stack import make_cache, wrap
 
 __all__ = [
     "CAPABILITY_METHODS",
     "OPTIONAL_METHODS",
     "CachedHistorySaver",
     "GuardedSaver",
+    "Maintainer",
     "SaverLayer",
-    "aopen_checkpointer",
     "implements",
-    "open_checkpointer",
+    "install_maintainer",
+    "make_cache",
     "provides",
     "unwrap",
     "wrap",

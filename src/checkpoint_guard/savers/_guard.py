@@ -42,7 +42,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from .._errors import CheckpointModeMismatchError, ConfigError
+from .._address import Address, mode_mismatch, thread_config
+from .._errors import ConfigError
 from .._modes import (
     MODE_METADATA_KEY,
     ChannelMode,
@@ -100,27 +101,21 @@ _FRONTIERS_MAX = 10_000
 
 
 def _thread_key(config: RunnableConfig) -> tuple[Any, str]:
-    conf = config.get("configurable") or {}
-    return (conf.get("thread_id"), conf.get("checkpoint_ns", "") or "")
+    return Address.from_config(config).thread
 
 
 def _key(config: RunnableConfig) -> _Key | None:
-    conf = config.get("configurable") or {}
-    checkpoint_id = conf.get("checkpoint_id")
-    if not checkpoint_id:
-        return None
-    return (conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", checkpoint_id)
+    return Address.from_config(config).key
 
 
-def _mismatch(config: RunnableConfig, *, action: str) -> CheckpointModeMismatchError:
-    conf = config.get("configurable") or {}
-    return CheckpointModeMismatchError(
-        thread_id=str(conf.get("thread_id")),
-        checkpoint_ns=conf.get("checkpoint_ns", "") or "",
-        checkpoint_id=conf.get("checkpoint_id"),
-        mode=ChannelMode.FULL.value,
-        found=ChannelMode.DELTA.value,
-        action=action,
+def _schema_refusal(detail: str) -> ConfigError:
+    """A delta-mode write of a graph compiled without the delta schema."""
+    return ConfigError(
+        "channel_mode",
+        "delta",
+        "a graph whose schema comes from CheckpointerConfig.state_schema(schema) "
+        "(or cg.state_schema_for_mode(schema, 'delta', snapshot_frequency=...))",
+        detail=detail,
     )
 
 
@@ -167,7 +162,7 @@ class GuardedSaver(SaverLayer):
                 if key[2] > self._frontier.get(thread, ""):
                     self._frontier[thread] = key[2]
 
-    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # A migration changes a thread's mode under us: what we knew is stale.
         with self._known_lock:
             if thread_ids is None:
@@ -208,7 +203,7 @@ class GuardedSaver(SaverLayer):
         is_delta = checkpoint_uses_delta(tup)
         self._remember(_key(tup.config), is_delta)
         if is_delta:
-            raise _mismatch(tup.config, action="read")
+            raise mode_mismatch(tup.config, action="read")
         return tup
 
     def _stamp(
@@ -218,30 +213,25 @@ class GuardedSaver(SaverLayer):
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
         conf = config.get("configurable") or {}
         target: RunnableConfig = {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
+        thread_id = Address.from_config(config).thread_id
         if not self._full:
             messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
             if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
                 # A graph compiled without the delta schema stores the whole list:
                 # the marker would label full data as delta.
                 self._refuse(target)
-                raise ConfigError(
-                    "channel_mode",
-                    "delta",
-                    "a graph whose schema comes from CheckpointerConfig.state_schema(schema) "
-                    "(or cg.state_schema_for_mode(schema, 'delta', snapshot_frequency=...))",
-                    detail=(
-                        f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
-                        f"{conf.get('thread_id')!r}: its 'messages' channel holds a plain "
-                        "value, so the graph was compiled without the delta schema and the "
-                        "delta marker would mislabel full data; nothing was stored"
-                    ),
+                raise _schema_refusal(
+                    f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                    f"{thread_id!r}: its 'messages' channel holds a plain "
+                    "value, so the graph was compiled without the delta schema and the "
+                    "delta marker would mislabel full data; nothing was stored"
                 )
             stamped = dict(metadata)
             stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
             return stamped  # type: ignore[return-value]
         if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
             self._refuse(target)
-            raise _mismatch(target, action="write")
+            raise mode_mismatch(target, action="write")
         return metadata
 
     def _refuse(self, target: RunnableConfig) -> None:
@@ -286,27 +276,22 @@ class GuardedSaver(SaverLayer):
         if refused:
             assert key is not None
             if self._full:
-                raise _mismatch(config, action="write onto")
-            raise ConfigError(
-                "channel_mode",
-                "delta",
-                "a graph whose schema comes from CheckpointerConfig.state_schema(schema)",
-                detail=(
-                    f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
-                    "its put was refused (the graph was compiled without the delta schema)"
-                ),
+                raise mode_mismatch(config, action="write onto")
+            raise _schema_refusal(
+                f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
+                "its put was refused (the graph was compiled without the delta schema)"
             )
 
     def _check_probe(self, config: RunnableConfig, found: bool | None) -> None:
         if found:
             self._remember(_key(config), True)
-            raise _mismatch(config, action="write onto")
+            raise mode_mismatch(config, action="write onto")
 
     def _check_parent(self, config: RunnableConfig, parent: CheckpointTuple | None) -> None:
         is_delta = parent is not None and checkpoint_uses_delta(parent)
         self._remember(_key(config), is_delta)
         if is_delta:
-            raise _mismatch(config, action="write onto")
+            raise mode_mismatch(config, action="write onto")
 
     def _storing(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
         # Recorded before the inner put, which may race with put_writes for it.
@@ -323,7 +308,7 @@ class GuardedSaver(SaverLayer):
         if known is None:
             self._check_parent(config, self.inner.get_tuple(config))
         elif known:
-            raise _mismatch(config, action="write onto")
+            raise mode_mismatch(config, action="write onto")
         elif key is not None:
             # Remembered (or presumed) full: another process may have migrated it
             # since, so the storage decides (its metadata only).
@@ -387,16 +372,16 @@ class GuardedSaver(SaverLayer):
     def _gate_threads(self, thread_ids: Sequence[str]) -> None:
         if self._full:
             for thread_id in thread_ids:
-                for tup in self.inner.list({"configurable": {"thread_id": thread_id}}):
+                for tup in self.inner.list(thread_config(thread_id)):
                     if checkpoint_uses_delta(tup):
-                        raise _mismatch(tup.config, action="maintain")
+                        raise mode_mismatch(tup.config, action="maintain")
 
     def _gate_runs(self, run_ids: Sequence[str]) -> None:
         if self._full:
             for run_id in run_ids:
                 for tup in self.inner.list(None, filter={"run_id": run_id}):
                     if checkpoint_uses_delta(tup):
-                        raise _mismatch(tup.config, action="delete runs of")
+                        raise mode_mismatch(tup.config, action="delete runs of")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._gate_threads(thread_ids)
@@ -420,7 +405,7 @@ class GuardedSaver(SaverLayer):
         if known is None:
             self._check_parent(config, await self.inner.aget_tuple(config))
         elif known:
-            raise _mismatch(config, action="write onto")
+            raise mode_mismatch(config, action="write onto")
         elif key is not None:
             self._check_probe(config, await self._probe.amode(key))
 
@@ -485,16 +470,16 @@ class GuardedSaver(SaverLayer):
     async def _agate_threads(self, thread_ids: Sequence[str]) -> None:
         if self._full:
             for thread_id in thread_ids:
-                async for tup in self.inner.alist({"configurable": {"thread_id": thread_id}}):
+                async for tup in self.inner.alist(thread_config(thread_id)):
                     if checkpoint_uses_delta(tup):
-                        raise _mismatch(tup.config, action="maintain")
+                        raise mode_mismatch(tup.config, action="maintain")
 
     async def _agate_runs(self, run_ids: Sequence[str]) -> None:
         if self._full:
             for run_id in run_ids:
                 async for tup in self.inner.alist(None, filter={"run_id": run_id}):
                     if checkpoint_uses_delta(tup):
-                        raise _mismatch(tup.config, action="delete runs of")
+                        raise mode_mismatch(tup.config, action="delete runs of")
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._agate_threads(thread_ids)

@@ -83,6 +83,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from .._address import Address
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
@@ -102,20 +103,6 @@ _INNER = "inner"  # (kind, config, channels) -> Mapping[str, DeltaChannelHistory
 _CACHE = "cache"  # (kind, method, args) -> result, or _FAILED
 
 _Plan = Generator[tuple[Any, ...], Any, Mapping[str, DeltaChannelHistory]]
-
-
-def _cfg(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
-
-
-def _thread_cfg(thread_id: Any, ns: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
 
 
 def _same(value: Any) -> Any:
@@ -145,11 +132,6 @@ def _lists_like_get_tuple(saver: BaseCheckpointSaver[Any]) -> bool:
 
         known += [PostgresSaver, AsyncPostgresSaver]
     return type(unwrap(saver)) in known
-
-
-def _parts(config: RunnableConfig) -> tuple[Any, str, str | None]:
-    conf = config.get("configurable") or {}
-    return conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
 
 
 class _Facts:
@@ -299,14 +281,14 @@ class CachedHistorySaver(SaverLayer):
     def _learn(self, tup: CheckpointTuple | None) -> None:
         if tup is None:
             return
-        thread, ns, cid = _parts(tup.config)
+        thread, ns, cid = Address.from_config(tup.config)
         if cid is None:
             return
-        parent = _parts(tup.parent_config)[2] if tup.parent_config else None
+        parent = Address.from_config(tup.parent_config).checkpoint_id if tup.parent_config else None
         self._memory.link(thread, ns, cid, parent)
 
     def _learn_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        thread, ns, parent = _parts(config)
+        thread, ns, parent = Address.from_config(config)
         self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
 
     # -- the plan (sans-io) ------------------------------------------------------------
@@ -315,7 +297,7 @@ class CachedHistorySaver(SaverLayer):
         wanted = list(channels)
         if not wanted:
             return {}
-        thread, ns, cid = _parts(config)
+        thread, ns, cid = Address.from_config(config)
         if cid is None:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
             head = yield (_TUPLE, config)
@@ -323,7 +305,7 @@ class CachedHistorySaver(SaverLayer):
                 return _answer((yield (_INNER, config, wanted)))
             self._learn(head)
             config = head.config
-            thread, ns, cid = _parts(config)
+            thread, ns, cid = Address.from_config(config)
             assert cid is not None
         unique = list(dict.fromkeys(wanted))
         found: dict[str, DeltaChannelHistory] = {}
@@ -393,7 +375,7 @@ class CachedHistorySaver(SaverLayer):
         for _ in range(self.max_walk):
             parent_id = self._memory.parent(thread, ns, node)
             if parent_id is _UNKNOWN:
-                tup = yield (_TUPLE, _cfg(thread, ns, node))
+                tup = yield (_TUPLE, Address(thread, ns, node).config())
                 if tup is None:  # the target itself does not exist
                     return {c: {"writes": []} for c in channels}
                 self._learn(tup)
@@ -410,13 +392,15 @@ class CachedHistorySaver(SaverLayer):
                 if depth is not None and depth > 1:
                     # Checkpoints older than the node, newest first: on a linear
                     # thread exactly its ancestors; anything else is not used.
-                    thread_cfg = _thread_cfg(thread, ns)
-                    for tup in (yield (_LIST, thread_cfg, _cfg(thread, ns, node), depth)):
+                    thread_cfg = Address(thread, ns).thread_config()
+                    for tup in (
+                        yield (_LIST, thread_cfg, Address(thread, ns, node).config(), depth)
+                    ):
                         self._learn(tup)
-                        listed[_parts(tup.config)[2] or ""] = tup
+                        listed[Address.from_config(tup.config).checkpoint_id or ""] = tup
             parent = listed.pop(parent_id, None)
             if parent is None:
-                parent = yield (_TUPLE, _cfg(thread, ns, parent_id))
+                parent = yield (_TUPLE, Address(thread, ns, parent_id).config())
                 self._learn(parent)
             path.append((node, parent))
             if parent is None:  # a dangling parent ends the walk, as in the base walk
@@ -454,7 +438,7 @@ class CachedHistorySaver(SaverLayer):
                     if done is _FAILED or not done:
                         return _answer((yield (_INNER, config, channels)))
                     continue
-                parent_id = _parts(parent.config)[2]
+                parent_id = Address.from_config(parent.config).checkpoint_id
                 assert parent_id is not None
                 chunk: Chunk = tuple(w for w in parent.pending_writes or () if w[1] == channel)
                 stored = parent.checkpoint["channel_values"]
@@ -599,7 +583,7 @@ class CachedHistorySaver(SaverLayer):
     # -- writes: fence, write, unfence --------------------------------------------------------
 
     def _refusal(self, config: RunnableConfig, exc: BaseException) -> CacheInvalidationError:
-        thread, _, cid = _parts(config)
+        thread, _, cid = Address.from_config(config)
         self.cache.count_error("fence", exc)
         return CacheInvalidationError(thread_id=str(thread), checkpoint_id=cid, cause=exc)
 
@@ -607,33 +591,33 @@ class CachedHistorySaver(SaverLayer):
     def _childless(config: RunnableConfig, head: CheckpointTuple | None) -> bool:
         # No checkpoint newer than the target: it has no descendant (ids grow
         # along a thread), or it is not stored yet (written alongside its put).
-        cid = _parts(config)[2]
-        head_id = _parts(head.config)[2] if head is not None else None
+        cid = Address.from_config(config).checkpoint_id
+        head_id = Address.from_config(head.config).checkpoint_id if head is not None else None
         return cid is None or head_id is None or head_id <= cid
 
     def _fence(self, config: RunnableConfig, writer: str) -> bool:
         """Fence the write's thread; False when the write goes ahead unfenced
         (the cache failed but the saver shows no descendant); raises when it must
         not go ahead."""
-        thread, ns, cid = _parts(config)
+        thread, ns, cid = Address.from_config(config)
         try:
             self.cache.fence(thread, ns, cid or "", writer)
             return True
         except Exception as exc:
-            head = next(iter(self.inner.list(_thread_cfg(thread, ns), limit=1)), None)
+            head = next(iter(self.inner.list(Address(thread, ns).thread_config(), limit=1)), None)
             if self._childless(config, head):
                 self.cache.count_error("fence", exc)
                 return False
             raise self._refusal(config, exc) from exc
 
     async def _afence(self, config: RunnableConfig, writer: str) -> bool:
-        thread, ns, cid = _parts(config)
+        thread, ns, cid = Address.from_config(config)
         try:
             await self.cache.afence(thread, ns, cid or "", writer)
             return True
         except Exception as exc:
             head = None
-            async for tup in self.inner.alist(_thread_cfg(thread, ns), limit=1):
+            async for tup in self.inner.alist(Address(thread, ns).thread_config(), limit=1):
                 head = tup
             if self._childless(config, head):
                 self.cache.count_error("fence", exc)
@@ -641,13 +625,13 @@ class CachedHistorySaver(SaverLayer):
             raise self._refusal(config, exc) from exc
 
     def _unfence(self, config: RunnableConfig, writer: str) -> None:
-        thread, ns, cid = _parts(config)
+        thread, ns, cid = Address.from_config(config)
         for args in [*self._memory.take_stuck(thread), (thread, ns, cid or "", writer)]:
             if self._cache_call("unfence", args) is _FAILED:
                 self._memory.stuck(thread, args)
 
     async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
-        thread, ns, cid = _parts(config)
+        thread, ns, cid = Address.from_config(config)
         # A cancellation arriving at the unfence itself must not skip it: the
         # request is consumed by the first attempt, so the second one runs.
         args = (thread, ns, cid or "", writer)
@@ -756,7 +740,7 @@ class CachedHistorySaver(SaverLayer):
             if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
                 await self._acache_call("unfence", (thread, "", "", writer))
 
-    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # The hook maintenance calls around its own rewrites (before and after).
         self._memory.forget(thread_ids)
         try:
@@ -768,7 +752,7 @@ class CachedHistorySaver(SaverLayer):
         except Exception as exc:
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
-    async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
         self._memory.forget(thread_ids)
         try:
             if thread_ids is None:
@@ -780,18 +764,17 @@ class CachedHistorySaver(SaverLayer):
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
     def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = {
-            _parts(tup.config)[0]
-            for run_id in run_ids
-            for tup in self.inner.list(None, filter={"run_id": run_id})
-        }
+        threads = set()
+        for run_id in run_ids:
+            for tup in self.inner.list(None, filter={"run_id": run_id}):
+                threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
     async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
         threads = set()
         for run_id in run_ids:
             async for tup in self.inner.alist(None, filter={"run_id": run_id}):
-                threads.add(_parts(tup.config)[0])
+                threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
     def delete_thread(self, thread_id: str) -> None:

@@ -125,20 +125,35 @@ def _pg_prepare(config: CheckpointerConfig) -> None:
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.connect(
+        conn = psycopg.Connection.connect(
             url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
         )
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         if config.postgres_schema:
-            from psycopg import sql
+            conn.execute(_create_schema(config.postgres_schema))
 
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(config.postgres_schema)
-                )
-            )
+
+async def _apg_prepare(config: CheckpointerConfig) -> None:
+    """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
+        )
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    async with conn:
+        if config.postgres_schema:
+            await conn.execute(_create_schema(config.postgres_schema))
+
+
+def _create_schema(schema: str) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
 
 
 @contextmanager
@@ -219,7 +234,7 @@ async def aopen_inner(
         pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        _pg_prepare(config)
+        await _apg_prepare(config)
         pool = pool_mod.AsyncConnectionPool(
             **_pool_args(config, pool_mod.AsyncConnectionPool.check_connection)
         )

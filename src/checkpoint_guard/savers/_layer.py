@@ -18,10 +18,11 @@ layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
   is not ``BaseCheckpointSaver``'s ``NotImplementedError`` stub. Asking
   ``type(inner)`` instead would reset ``put`` & co. on such a proxy and fail its
   first write.
-* Over a raw saver that ``checkpoint_guard.maintenance`` knows (memory, SQLite,
-  PostgreSQL), the layer also serves ``prune`` / ``copy_thread`` /
-  ``delete_for_runs`` (the twins that backend's API allows) delta-safely, even
-  where the inner saver has none: a layer may claim *more* than its inner saver.
+* Over a raw saver the installed ``Maintainer`` knows (``checkpoint_guard.maintenance``
+  installs the package's one for memory, SQLite and PostgreSQL), the layer also
+  serves ``prune`` / ``copy_thread`` / ``delete_for_runs`` (the twins that backend's
+  API allows) delta-safely, even where the inner saver has none: a layer may claim
+  *more* than its inner saver.
 * A method the inner saver claims but refuses at call time stays claimed and
   refuses the same way (the sync ``SqliteSaver``'s ``aget_tuple`` / ``alist`` /
   ``aput`` raise ``NotImplementedError`` naming ``AsyncSqliteSaver``).
@@ -30,6 +31,13 @@ layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
   and a layer always delegates them, so each works exactly when the inner
   saver's does (over the sync ``SqliteSaver`` the async one raises that
   saver's own ``NotImplementedError``, as it does unwrapped).
+
+Imports flow one way: this module knows nothing of ``maintenance`` (which builds on
+the layers). The seam is ``Maintainer``: maintenance installs one
+(``install_maintainer``) when it is imported, and ``checkpoint_guard/__init__.py``
+imports it, so it is in place before any layer exists. Maintenance in turn tells
+the layers that storage changed under them through the public ``forget_threads``
+/ ``aforget_threads`` hook.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -53,8 +61,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 __all__ = [
     "CAPABILITY_METHODS",
     "OPTIONAL_METHODS",
+    "Maintainer",
     "SaverLayer",
     "implements",
+    "install_maintainer",
     "provides",
     "unwrap",
 ]
@@ -108,20 +118,59 @@ def provides(saver: object, method: str) -> bool:
     return getattr(attr, "__func__", attr) is not base
 
 
-def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
-    """Whether our delta-safe maintenance serves ``method`` for this raw saver."""
-    if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
-        return False
-    from ..maintenance import supported
+class Maintainer(Protocol):
+    """Serves the optional maintenance methods (``OPTIONAL_METHODS``) over raw
+    savers it knows; ``checkpoint_guard.maintenance`` installs the package's one."""
 
-    sync, async_ = supported(type(inner))
-    return async_ if method.startswith("a") else sync
+    def serves(self, saver: BaseCheckpointSaver[Any], method: str) -> bool:
+        """Whether ``method`` can be served over the raw saver ``saver``."""
+        ...
+
+    def prune(
+        self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
+    ) -> None: ...
+
+    async def aprune(
+        self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
+    ) -> None: ...
+
+    def copy_thread(self, saver: BaseCheckpointSaver[Any], source: str, target: str) -> None: ...
+
+    async def acopy_thread(
+        self, saver: BaseCheckpointSaver[Any], source: str, target: str
+    ) -> None: ...
+
+    def delete_for_runs(self, saver: BaseCheckpointSaver[Any], run_ids: Sequence[str]) -> None: ...
+
+    async def adelete_for_runs(
+        self, saver: BaseCheckpointSaver[Any], run_ids: Sequence[str]
+    ) -> None: ...
+
+
+_MAINTAINER: list[Maintainer] = []  # at most one: the installed maintainer
+
+
+def install_maintainer(maintainer: Maintainer) -> None:
+    """Make ``maintainer`` serve the optional maintenance methods of layers built
+    from now on (replacing any earlier one)."""
+    _MAINTAINER[:] = [maintainer]
+
+
+def _maintainer(inner: BaseCheckpointSaver[Any], method: str) -> Maintainer | None:
+    """The maintainer that serves ``method`` over the raw saver ``inner``, if any
+    (over a layer, the call goes down to that layer instead)."""
+    if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
+        return None
+    for maintainer in _MAINTAINER:
+        if maintainer.serves(inner, method):
+            return maintainer
+    return None
 
 
 def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     """Whether a layer over ``inner`` can serve ``method``: the inner instance
     serves it, or (for the optional maintenance methods over a raw saver) we do."""
-    return provides(inner, method) or _maintained(inner, method)
+    return provides(inner, method) or _maintainer(inner, method) is not None
 
 
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
@@ -345,70 +394,66 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     # -- optional maintenance (reset to the base original when nobody serves it) ----
-    # Over a raw memory, SQLite or PostgreSQL saver, checkpoint_guard.maintenance
-    # serves these delta-safely (upstream lacks them or refuses delta threads);
-    # over a layer or an unknown saver, the call goes down unchanged.
+    # Over a raw memory, SQLite or PostgreSQL saver, the installed Maintainer
+    # (checkpoint_guard.maintenance) serves these delta-safely (upstream lacks them
+    # or refuses delta threads); over a layer or an unknown saver, the call goes
+    # down unchanged.
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
-        if _maintained(self.inner, "prune"):
-            from ..maintenance import prune
-
-            prune(self.inner, thread_ids, strategy=strategy)
+        maintainer = _maintainer(self.inner, "prune")
+        if maintainer is not None:
+            maintainer.prune(self.inner, thread_ids, strategy=strategy)
         else:
             self.inner.prune(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
-        if _maintained(self.inner, "aprune"):
-            from ..maintenance import aprune
-
-            await aprune(self.inner, thread_ids, strategy=strategy)
+        maintainer = _maintainer(self.inner, "aprune")
+        if maintainer is not None:
+            await maintainer.aprune(self.inner, thread_ids, strategy=strategy)
         else:
             await self.inner.aprune(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
-        if _maintained(self.inner, "copy_thread"):
-            from ..maintenance import copy_thread
-
-            copy_thread(self.inner, source_thread_id, target_thread_id)
+        maintainer = _maintainer(self.inner, "copy_thread")
+        if maintainer is not None:
+            maintainer.copy_thread(self.inner, source_thread_id, target_thread_id)
         else:
             self.inner.copy_thread(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        if _maintained(self.inner, "acopy_thread"):
-            from ..maintenance import acopy_thread
-
-            await acopy_thread(self.inner, source_thread_id, target_thread_id)
+        maintainer = _maintainer(self.inner, "acopy_thread")
+        if maintainer is not None:
+            await maintainer.acopy_thread(self.inner, source_thread_id, target_thread_id)
         else:
             await self.inner.acopy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
-        if _maintained(self.inner, "delete_for_runs"):
-            from ..maintenance import delete_for_runs
-
-            delete_for_runs(self.inner, run_ids)
+        maintainer = _maintainer(self.inner, "delete_for_runs")
+        if maintainer is not None:
+            maintainer.delete_for_runs(self.inner, run_ids)
         else:
             self.inner.delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        if _maintained(self.inner, "adelete_for_runs"):
-            from ..maintenance import adelete_for_runs
-
-            await adelete_for_runs(self.inner, run_ids)
+        maintainer = _maintainer(self.inner, "adelete_for_runs")
+        if maintainer is not None:
+            await maintainer.adelete_for_runs(self.inner, run_ids)
         else:
             await self.inner.adelete_for_runs(run_ids)
 
     # -- state derived from storage that maintenance rewrote ---------------------------
 
-    def _forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         """Drop what this layer remembers about ``thread_ids`` (``None``: all)
-        because storage was rewritten under it. Layers with state override."""
+        because storage was rewritten under it: the hook maintenance calls on every
+        layer of a stack, before and after its rewrites. Layers with state override."""
 
-    async def _aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        """Async ``_forget_threads``."""
-        self._forget_threads(thread_ids)
+    async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        """Async ``forget_threads``."""
+        self.forget_threads(thread_ids)

@@ -22,6 +22,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .._address import Address
 from .._modes import checkpoint_uses_delta, metadata_uses_delta
 from ._layer import unwrap
 
@@ -46,19 +47,14 @@ class ModeProbe:
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
 
-    @staticmethod
-    def _config(key: _Key) -> Any:
-        thread, ns, cid = key
-        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
-
     def mode(self, key: _Key) -> bool | None:
         """True (delta), False (full) or None (not stored)."""
-        tup = self.saver.get_tuple(self._config(key))
+        tup = self.saver.get_tuple(Address(*key).config())
         return None if tup is None else checkpoint_uses_delta(tup)
 
     async def amode(self, key: _Key) -> bool | None:
         """Async ``mode``."""
-        tup = await self.saver.aget_tuple(self._config(key))
+        tup = await self.saver.aget_tuple(Address(*key).config())
         return None if tup is None else checkpoint_uses_delta(tup)
 
 

@@ -1,24 +1,20 @@
-"""``open_checkpointer`` / ``aopen_checkpointer``: config -> stack of layers -> inner saver."""
+"""``wrap``: the standard stack of layers over an inner saver; ``make_cache``: the
+history cache a config asks for. Opening a configured stack (``open_checkpointer``)
+lives above every part, in ``checkpoint_guard/_open.py``."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._config import CheckpointerConfig
-from .._modes import PROCESS_MODE, ChannelMode, ModeFreeze
-from ..cache import MemoryHistoryCache
+from .._modes import ChannelMode
+from ..cache import MemoryHistoryCache, RedisHistoryCache
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
-from ._inner import aopen_inner, make_serde, open_inner
 
-__all__ = ["aopen_checkpointer", "open_checkpointer", "wrap"]
-
-ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+__all__ = ["make_cache", "wrap"]
 
 
 def wrap(
@@ -42,8 +38,6 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
             ttl_seconds=settings.ttl_seconds or None,
             isolate=settings.isolate,
         )
-    from ..cache import RedisHistoryCache
-
     return RedisHistoryCache(
         settings.redis_url,
         key_prefix=config.cache_key_prefix(),
@@ -52,62 +46,3 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         serde=serde,
         isolate=settings.isolate,
     )
-
-
-def _prepare(config: ConfigSource) -> CheckpointerConfig:
-    resolved = CheckpointerConfig.load(config)
-    if resolved.fix_overwrite:
-        # Imported here: the state toolkit builds on the saver layers.
-        from ..state._overwrite import apply_overwrite_fix
-
-        apply_overwrite_fix()
-    return resolved
-
-
-def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
-    # Called once the stack is open: a failed open (bad config, unreachable or
-    # unwritable backend) freezes nothing, so a corrected open can still follow.
-    (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
-
-
-@contextmanager
-def open_checkpointer(
-    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """Open the configured, wrapped sync checkpointer (tables set up) and close
-    everything on exit, also when the body raises.
-
-    ``config`` is a ``CheckpointerConfig``, a mapping, a YAML path or ``None``
-    (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
-    freezes the channel mode and snapshot frequency in ``freeze`` (the process
-    freeze by default): a later open with different values raises
-    ``CheckpointModeReconfigurationError``. The freeze happens once everything is
-    open: an open that fails freezes nothing.
-    """
-    resolved = _prepare(config)
-    serde = make_serde(resolved)
-    with open_inner(resolved, serde) as inner:
-        cache = make_cache(resolved, inner.serde)
-        try:
-            _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
-        finally:
-            if cache is not None:
-                cache.close()
-
-
-@asynccontextmanager
-async def aopen_checkpointer(
-    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """The async twin of ``open_checkpointer`` (async inner savers)."""
-    resolved = _prepare(config)
-    serde = make_serde(resolved)
-    async with aopen_inner(resolved, serde) as inner:
-        cache = make_cache(resolved, inner.serde)
-        try:
-            _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
-        finally:
-            if cache is not None:
-                await cache.aclose()

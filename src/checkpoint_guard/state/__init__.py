@@ -7,6 +7,7 @@
   built; delta mode refuses.
 - ``state_mutation_graph`` -- one no-op node over the thread's effective channel table.
 - ``find_checkpoint_before_message`` -- lineage by parent links, failing closed.
+- ``RollbackPoint`` -- a thread's state captured before a run (``_rollback.py``).
 - ``GRAPH_CACHE`` -- the compiled-graph cache (cap changeable at run time).
 - ``apply_overwrite_fix`` -- the probe-guarded ``Overwrite`` first-write fix.
 """
@@ -19,7 +20,7 @@ from .._errors import (
     RollbackUnavailableError,
     StateUnavailableError,
 )
-from ._accessor import CheckpointInfo, RollbackPoint, StateAccessor, replacement_writes
+from ._accessor import CheckpointInfo, StateAccessor, replacement_writes
 from ._graphs import (
     DEFAULT_GRAPH_CACHE_MAX,
     GRAPH_CACHE,
@@ -44,6 +45,7 @@ from ._overwrite import (
     probe_overwrite_first_write_bug,
     remove_overwrite_fix,
 )
+from ._rollback import RollbackPoint
 
 __all__ = [
     "DEFAULT_FALLBACK_LIMIT",

@@ -8,9 +8,8 @@ graph reads, and every returned snapshot is checked once more.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -20,15 +19,13 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     CheckpointTuple,
-    empty_checkpoint,
 )
 from langgraph.pregel import Pregel
 from langgraph.types import Overwrite, StateSnapshot
 
+from .._address import Address, mode_mismatch
 from .._errors import (
-    CheckpointModeMismatchError,
     ConfigError,
-    RollbackUnavailableError,
     StateUnavailableError,
 )
 from .._modes import ChannelMode, checkpoint_uses_delta, parse_mode
@@ -41,6 +38,7 @@ from ._graphs import (
     is_reducer_channel,
     state_mutation_graph,
 )
+from ._rollback import RollbackPoint, capture_point, check_point, empty_root, failed_point
 
 __all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor"]
 
@@ -69,32 +67,7 @@ class CheckpointInfo:
     @property
     def checkpoint_id(self) -> str:
         """The checkpoint's id."""
-        return str(self.config["configurable"]["checkpoint_id"])
-
-
-@dataclass(frozen=True)
-class RollbackPoint:
-    """A thread's state before a run: materialized values plus the head's raw
-    pending writes, captured by ``StateAccessor.capture_rollback_point``.
-
-    ``checkpoint_id`` is ``None`` for a thread that had no checkpoint. When the capture
-    failed, ``error`` holds the cause and ``available`` is false: restoring it raises
-    ``RollbackUnavailableError`` (never a partial restore).
-    """
-
-    thread_id: str
-    checkpoint_ns: str
-    mode: ChannelMode
-    checkpoint_id: str | None = None
-    config: RunnableConfig | None = None
-    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    pending_writes: tuple[tuple[str, str, Any], ...] = ()
-    error: BaseException | None = None
-
-    @property
-    def available(self) -> bool:
-        """Whether this point can be restored."""
-        return self.error is None
+        return str(Address.from_config(self.config).checkpoint_id)
 
 
 # -- pure helpers ---------------------------------------------------------------------------
@@ -131,16 +104,6 @@ def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseChec
             detail="the accessor and its GuardedSaver must agree",
         )
     return saver
-
-
-def _mismatch_for(config: RunnableConfig | None, action: str) -> CheckpointModeMismatchError:
-    conf = _conf(config or {})
-    return CheckpointModeMismatchError(
-        thread_id=str(conf.get("thread_id")),
-        checkpoint_ns=conf.get("checkpoint_ns", "") or "",
-        checkpoint_id=conf.get("checkpoint_id"),
-        action=action,
-    )
 
 
 def _is_internal_channel(name: str) -> bool:
@@ -320,7 +283,7 @@ class StateAccessor:
 
     def _degrade_or_refuse(self, config: RunnableConfig) -> None:
         if self.mode is ChannelMode.DELTA:
-            thread = _conf(config).get("thread_id")
+            thread = Address.from_config(config).thread_id
             raise StateUnavailableError(
                 f"cannot read thread {thread!r} in delta mode without its graph: delta "
                 "checkpoints store only each step's writes, and materializing them needs "
@@ -346,7 +309,7 @@ class StateAccessor:
 
     def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
         if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
-            raise _mismatch_for(snapshot.config, "read")
+            raise mode_mismatch(snapshot.config, action="read")
         return snapshot
 
     # -- reads (sync) ------------------------------------------------------------------------
@@ -361,7 +324,8 @@ class StateAccessor:
         graph = self.graph()
         if graph is None:
             self._degrade_or_refuse(config)
-            return self._gate(_degraded_snapshot(config, self.checkpointer.get_tuple(config)))
+            tup = self.checkpointer.get_tuple(config)
+            return self._gate(_degraded_snapshot(config, tup))
         return self._gate(graph.get_state(config))
 
     def history(
@@ -504,8 +468,7 @@ class StateAccessor:
         selected = self.get(config)
         if selected.metadata is None:
             raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
-        head = _thread_config(config)
-        return self.replace(head, dict(selected.values), absent="reset")
+        return self.replace(_thread_config(config), dict(selected.values), absent="reset")
 
     # -- writes (async) ----------------------------------------------------------------------
 
@@ -534,59 +497,13 @@ class StateAccessor:
             raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
         return await self.areplace(_thread_config(config), dict(selected.values), absent="reset")
 
-    # -- rollback ----------------------------------------------------------------------------
-
-    def _point(
-        self, config: RunnableConfig, tup: CheckpointTuple | None, snapshot: StateSnapshot | None
-    ) -> RollbackPoint:
-        conf = _conf(config)
-        thread_id = str(conf.get("thread_id"))
-        ns = conf.get("checkpoint_ns", "") or ""
-        if tup is None or snapshot is None:
-            return RollbackPoint(thread_id=thread_id, checkpoint_ns=ns, mode=self.mode)
-        return RollbackPoint(
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            mode=self.mode,
-            checkpoint_id=tup.config["configurable"]["checkpoint_id"],
-            config=tup.config,
-            values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
-            pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
-        )
-
-    def _failed_point(self, config: RunnableConfig, exc: BaseException) -> RollbackPoint:
-        conf = _conf(config)
-        return RollbackPoint(
-            thread_id=str(conf.get("thread_id")),
-            checkpoint_ns=conf.get("checkpoint_ns", "") or "",
-            mode=self.mode,
-            error=exc,
-        )
-
-    def _check_point(self, point: RollbackPoint) -> None:
-        if not point.available:
-            raise RollbackUnavailableError(
-                f"rollback for thread {point.thread_id!r} is disabled: the capture failed "
-                f"({type(point.error).__name__}: {point.error}); nothing was restored"
-            ) from point.error
-        if point.mode is not self.mode:
-            raise RollbackUnavailableError(
-                f"rollback point was captured in {point.mode.value!r} mode, this accessor "
-                f"runs in {self.mode.value!r}"
-            )
+    # -- rollback (the model and its pure steps: ``_rollback.py``) ------------------------
 
     def _restore_writes(self, point: RollbackPoint) -> tuple[RunnableConfig, dict[str, Any]]:
         mutation = self.mutation_graph()
         writes = replacement_writes(_state_channels(mutation), point.values, point.values, "keep")
         assert point.config is not None
         return point.config, writes
-
-    def _empty_root(self, point: RollbackPoint) -> tuple[RunnableConfig, Any, dict[str, Any]]:
-        config: RunnableConfig = {
-            "configurable": {"thread_id": point.thread_id, "checkpoint_ns": point.checkpoint_ns}
-        }
-        metadata = {"source": "input", "step": -1, "parents": {}}
-        return config, empty_checkpoint(), metadata
 
     def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
         """Capture the thread's state before a run: the head's materialized values
@@ -600,9 +517,9 @@ class StateAccessor:
             graph = self._require_graph("capture a rollback point")
             tup = self.checkpointer.get_tuple(head)
             snapshot = None if tup is None else self._gate(graph.get_state(tup.config))
-            return self._point(config, tup, snapshot)
+            return capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return self._failed_point(config, exc)
+            return failed_point(config, self.mode, exc)
 
     def restore(self, point: RollbackPoint) -> RunnableConfig:
         """Make the thread read exactly ``point``'s state again, carrying only its
@@ -613,9 +530,9 @@ class StateAccessor:
         snapshotted, so no write of the abandoned run replays into it). A point captured
         on an empty thread restores a new empty root checkpoint. Raises
         ``RollbackUnavailableError`` for a failed capture or another mode."""
-        self._check_point(point)
+        check_point(point, self.mode)
         if point.checkpoint_id is None:
-            config, checkpoint, metadata = self._empty_root(point)
+            config, checkpoint, metadata = empty_root(point)
             return self.checkpointer.put(config, checkpoint, metadata, {})  # type: ignore[arg-type]
         base, writes = self._restore_writes(point)
         mutation = self.mutation_graph()
@@ -631,15 +548,15 @@ class StateAccessor:
             graph = self._require_graph("capture a rollback point")
             tup = await self.checkpointer.aget_tuple(head)
             snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
-            return self._point(config, tup, snapshot)
+            return capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return self._failed_point(config, exc)
+            return failed_point(config, self.mode, exc)
 
     async def arestore(self, point: RollbackPoint) -> RunnableConfig:
         """Async ``restore``."""
-        self._check_point(point)
+        check_point(point, self.mode)
         if point.checkpoint_id is None:
-            config, checkpoint, metadata = self._empty_root(point)
+            config, checkpoint, metadata = empty_root(point)
             return await self.checkpointer.aput(config, checkpoint, metadata, {})  # type: ignore[arg-type]
         base, writes = self._restore_writes(point)
         mutation = self.mutation_graph()

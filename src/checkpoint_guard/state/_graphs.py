@@ -22,7 +22,12 @@ from langgraph.pregel import Pregel
 from typing_extensions import TypedDict
 
 from .._errors import ConfigError
-from .._modes import PROCESS_MODE, ChannelMode, parse_mode
+from .._modes import (
+    DEFAULT_SNAPSHOT_FREQUENCY,
+    ChannelMode,
+    parse_mode,
+    parse_snapshot_frequency,
+)
 from .._schema import state_schema_for_mode
 
 __all__ = [
@@ -215,7 +220,9 @@ def state_mutation_graph(
     """
     schemas = _schemas_of(source)
     parsed = parse_mode(mode, key="mode") if mode is not None else None
-    frequency = PROCESS_MODE.resolve_frequency(snapshot_frequency)
+    frequency = parse_snapshot_frequency(
+        DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
+    )
     if parsed is not None:
         schemas = tuple(
             dict.fromkeys(

@@ -18,12 +18,11 @@ legacy data, and the scan would pick checkpoints of other branches.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.types import StateSnapshot
 
+from .._address import Address
 from .._errors import LineageIntegrityError, MessageNotFoundError
 from ._accessor import StateAccessor
 
@@ -44,12 +43,8 @@ _LEGACY = "legacy"
 
 
 def _ids(config: RunnableConfig | None) -> tuple[str, str, str | None]:
-    conf = (config or {}).get("configurable") or {}
-    return (
-        str(conf.get("thread_id")),
-        conf.get("checkpoint_ns", "") or "",
-        conf.get("checkpoint_id"),
-    )
+    thread_id, ns, checkpoint_id = Address.from_config(config)
+    return (str(thread_id), ns, checkpoint_id)
 
 
 def _contains(snapshot: StateSnapshot, message_id: str, key: str) -> bool:
@@ -149,12 +144,14 @@ def find_checkpoint_before_message(
         if step == _ROOT:
             return None
         if step == _LEGACY:
+            # consume the listing first: an async saver may hold its connection lock
+            # for the whole iteration, and the reads below need that lock too
             olders = list(saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit))
             for older in olders:
-                if _ids(older.config)[2] and not _contains(
-                    accessor.get(older.config), message_id, messages_key
-                ):
-                    return accessor.get(older.config)
+                if _ids(older.config)[2]:
+                    snapshot = accessor.get(older.config)
+                    if not _contains(snapshot, message_id, messages_key):
+                        return snapshot
             return None
         assert isinstance(step, dict)
         parent = _checked_parent(cur, step, saver.get_tuple(step))
@@ -216,5 +213,4 @@ async def afind_checkpoint_before_message(
 
 def _thread_only(tup: CheckpointTuple) -> RunnableConfig:
     thread, ns, _ = _ids(tup.config)
-    out: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
-    return {"configurable": out}
+    return Address(thread, ns).thread_config()

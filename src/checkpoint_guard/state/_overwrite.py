@@ -14,10 +14,15 @@ of ``Overwrite``, it seeds the channel with the unwrapped value and then hands
 path), so all other semantics -- one ``Overwrite`` per step, writes after it ignored
 -- stay LangGraph's own. A behavioural probe decides whether the installed LangGraph
 still has the bug; when it does not, ``apply_overwrite_fix`` installs nothing.
+
+The fix is **process-wide**: it replaces ``BinaryOperatorAggregate.update`` on the
+class, so every graph in the process gets it, not only graphs on our savers. It is
+logged once (``INFO`` on this module's logger) when it is first installed.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,6 +43,8 @@ _OVERWRITE_KEY = "__overwrite__"
 _lock = threading.Lock()
 _original_update: Callable[..., bool] | None = None  # set while the fix is installed
 _MARK = "_checkpoint_guard_overwrite_fix"
+_logger = logging.getLogger(__name__)
+_announced = False  # the installation was logged (once per process)
 
 
 def overwrite_value(value: Any) -> tuple[bool, Any]:
@@ -123,12 +130,14 @@ def overwrite_fix_active() -> bool:
 def apply_overwrite_fix() -> bool:
     """Install the fix if the probe finds the bug; return whether it is active.
 
-    Idempotent (a second call changes nothing) and thread-safe. Returns ``False``
-    and installs nothing when ``probe_overwrite_first_write_bug()`` says LangGraph
-    already handles every ``Overwrite`` form. ``open_checkpointer`` and
+    Process-wide: it patches ``BinaryOperatorAggregate.update`` for every graph in
+    this process (logged once, at ``INFO``). Idempotent (a second call changes
+    nothing) and thread-safe. Returns ``False`` and installs nothing when
+    ``probe_overwrite_first_write_bug()`` says LangGraph already handles every
+    ``Overwrite`` form. ``open_checkpointer`` and
     ``aopen_checkpointer`` call it unless the config sets ``fix_overwrite: false``.
     """
-    global _original_update
+    global _original_update, _announced
     with _lock:
         if overwrite_fix_active():
             return True
@@ -137,6 +146,13 @@ def apply_overwrite_fix() -> bool:
         original = BinaryOperatorAggregate.update
         _original_update = original
         BinaryOperatorAggregate.update = _make_fixed(original)  # type: ignore[method-assign]
+        if not _announced:
+            _announced = True
+            _logger.info(
+                "checkpoint-guard: installed the process-wide Overwrite first-write fix on "
+                "langgraph's BinaryOperatorAggregate (LangGraph #4380); every graph in this "
+                "process gets it. Disable with fix_overwrite: false."
+            )
         return True
 
 

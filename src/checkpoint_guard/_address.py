@@ -1,0 +1,85 @@
+"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package.
+
+``Address.from_config`` reads ``configurable``'s ``thread_id`` (as given, possibly
+``None``), ``checkpoint_ns`` (``""`` when absent or empty) and ``checkpoint_id``
+(``None`` when absent); ``config`` / ``thread_config`` build the configs a saver
+is called with. ``mode_mismatch`` is the one builder of the mode gate's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from ._errors import CheckpointModeMismatchError
+
+__all__ = ["Address", "mode_mismatch", "thread_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a checkpoint lives: thread, namespace and (optionally) id."""
+
+    thread_id: Any
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+
+    @classmethod
+    def from_config(cls, config: RunnableConfig | None) -> Address:
+        conf = (config or {}).get("configurable") or {}
+        return cls(
+            conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        """Unpacks as ``thread_id, checkpoint_ns, checkpoint_id``."""
+        return iter((self.thread_id, self.checkpoint_ns, self.checkpoint_id))
+
+    @property
+    def thread(self) -> tuple[Any, str]:
+        """``(thread_id, checkpoint_ns)``."""
+        return (self.thread_id, self.checkpoint_ns)
+
+    @property
+    def key(self) -> tuple[Any, str, str] | None:
+        """``(thread_id, checkpoint_ns, checkpoint_id)``; ``None`` without an id."""
+        if not self.checkpoint_id:
+            return None
+        return (self.thread_id, self.checkpoint_ns, self.checkpoint_id)
+
+    def config(self) -> RunnableConfig:
+        """The config naming this checkpoint (``checkpoint_id`` present even when
+        ``None``: a ``put``'s config names the parent, ``None`` for a root)."""
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": self.checkpoint_ns,
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
+
+    def thread_config(self) -> RunnableConfig:
+        """The config naming the head of this thread and namespace (no id)."""
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns}}
+
+
+def thread_config(thread_id: Any) -> RunnableConfig:
+    """The config naming a whole thread, every namespace (``list`` over a thread)."""
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def mode_mismatch(config: RunnableConfig | None, *, action: str) -> CheckpointModeMismatchError:
+    """The gate's refusal for the checkpoint ``config`` names: a full-mode reader or
+    writer met a delta checkpoint."""
+    address = Address.from_config(config)
+    return CheckpointModeMismatchError(
+        thread_id=str(address.thread_id),
+        checkpoint_ns=address.checkpoint_ns,
+        checkpoint_id=address.checkpoint_id,
+        mode="full",
+        found="delta",
+        action=action,
+    )

@@ -1,0 +1,85 @@
+"""Opening a configured checkpointer: config -> inner saver -> stack of layers.
+
+The composition root, above every part: it loads the configuration, applies the
+process-wide Overwrite fix (``state``) when the config asks for it, opens the inner
+saver (``savers/_inner.py``), builds the cache and the layers (``savers/_stack.py``)
+and freezes the process's mode. The layers' maintenance is installed by
+``checkpoint_guard.maintenance`` on import (imported here too, so an opened stack
+always has it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
+from ._config import CheckpointerConfig
+from ._modes import PROCESS_MODE, ModeFreeze
+from .savers._inner import aopen_inner, make_serde, open_inner
+from .savers._stack import make_cache, wrap
+from .state._overwrite import apply_overwrite_fix
+
+__all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
+
+ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def _prepare(config: ConfigSource) -> CheckpointerConfig:
+    resolved = CheckpointerConfig.load(config)
+    if resolved.fix_overwrite:
+        apply_overwrite_fix()
+    return resolved
+
+
+def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
+    # Called once the stack is open: a failed open (bad config, unreachable or
+    # unwritable backend) freezes nothing, so a corrected open can still follow.
+    (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
+
+
+@contextmanager
+def open_checkpointer(
+    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Open the configured, wrapped sync checkpointer (tables set up) and close
+    everything on exit, also when the body raises.
+
+    ``config`` is a ``CheckpointerConfig``, a mapping, a YAML path or ``None``
+    (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
+    freezes the channel mode and snapshot frequency in ``freeze`` (the process
+    freeze by default): a later open with different values raises
+    ``CheckpointModeReconfigurationError``. The freeze happens once everything is
+    open: an open that fails freezes nothing.
+    """
+    resolved = _prepare(config)
+    serde = make_serde(resolved)
+    with open_inner(resolved, serde) as inner:
+        cache = make_cache(resolved, inner.serde)
+        try:
+            _freeze(resolved, freeze)
+            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+        finally:
+            if cache is not None:
+                cache.close()
+
+
+@asynccontextmanager
+async def aopen_checkpointer(
+    config: ConfigSource = None, *, freeze: ModeFreeze | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The async twin of ``open_checkpointer`` (async inner savers)."""
+    resolved = _prepare(config)
+    serde = make_serde(resolved)
+    async with aopen_inner(resolved, serde) as inner:
+        cache = make_cache(resolved, inner.serde)
+        try:
+            _freeze(resolved, freeze)
+            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+        finally:
+            if cache is not None:
+                await cache.aclose()

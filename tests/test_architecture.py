@@ -1,0 +1,122 @@
+"""Imports flow one way: base modules <- cache <- config <- savers <- state <-
+maintenance <- tools (the opener, CLI, bench, server glue, parity kit).
+
+Every import is checked, including function-local ones (they hid the cycles this
+test exists to prevent): each module's source is parsed and every ``import`` /
+``from ... import`` node anywhere in it is resolved to the package module it names.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "checkpoint_guard"
+NAME = "checkpoint_guard"
+
+# part -> rank: a module may import parts of its own rank or lower only (the base
+# modules use each other, and so do the tools)
+RANKS: dict[str, int] = {
+    "_errors": 0,
+    "_address": 0,
+    "_modes": 0,
+    "_schema": 0,
+    "cache": 1,
+    "_config": 2,
+    "savers": 3,
+    "state": 4,
+    "maintenance": 5,
+    # tools on top
+    "_open": 6,
+    "_demo": 6,
+    "_server": 6,
+    "langgraph": 6,
+    "testing": 6,
+    "cli": 6,
+    "bench": 6,
+    "__init__": 6,
+    "__main__": 6,
+}
+TOOLS = {part for part, rank in RANKS.items() if rank == 6} - {"__init__", "__main__"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = [NAME, *path.relative_to(PACKAGE).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every package module ``module`` imports, at any depth of its source."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == NAME)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != NAME:
+                continue
+            for alias in node.names:  # `from . import _ops` imports a module
+                candidate = f"{target}.{alias.name}"
+                out.add(candidate if candidate in MODULES else target)
+    return out
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def test_the_parser_sees_function_local_imports(tmp_path: Path) -> None:
+    # parsed as if it were a module of savers/, from a file outside the source tree
+    source = "def f():\n    from ..maintenance import prune\n    import checkpoint_guard.state\n"
+    sample = tmp_path / "_sample.py"
+    sample.write_text(source, encoding="utf-8")
+    tree_imports = _imports(f"{NAME}.savers._sample", sample)
+    assert tree_imports == {f"{NAME}.maintenance", f"{NAME}.state"}
+
+
+def test_every_part_has_a_rank() -> None:
+    assert {_part(m) for m in MODULES} <= set(RANKS)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_go_down_only(module: str) -> None:
+    rank = RANKS[_part(module)]
+    upward = sorted(target for target in GRAPH[module] if RANKS[_part(target)] > rank)
+    assert upward == [], f"{module} imports {upward}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _part(m) in ("savers", "cache")))
+def test_layers_and_cache_never_reach_the_tools(module: str) -> None:
+    banned = {"maintenance", "state", *TOOLS}
+    if _part(module) == "cache":
+        banned.add("savers")
+    assert sorted(t for t in GRAPH[module] if _part(t) in banned) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _part(m) == "bench"))
+def test_the_bench_uses_only_public_modules_of_other_parts(module: str) -> None:
+    private = sorted(
+        t
+        for t in GRAPH[module]
+        if _part(t) != "bench" and any(p.startswith("_") for p in t.split(".")[1:])
+    )
+    assert private == [], f"{module} imports private modules {private}"
