@@ -17,10 +17,9 @@ import checkpoint_guard as cg
 from checkpoint_guard import cli, maintenance
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-
-from . import exact_graph
-from .conftest import Store
-from .helpers import cfg, strip_mode
+from tests.support import exact_graph
+from tests.support.helpers import cfg, strip_mode
+from tests.support.stores import Store
 
 GRAPH_FILE = f"{Path(exact_graph.__file__).resolve()}:builder"
 GRAPH_MODULE = "tests.exact_graph:builder"

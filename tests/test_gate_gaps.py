@@ -19,8 +19,8 @@ from checkpoint_guard import (
     ModeFreeze,
     open_checkpointer,
 )
-from tests.conftest import Store
-from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.stores import Store
 
 CHANNELS = ["messages"]
 

@@ -16,8 +16,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import GuardedSaver, maintenance, unwrap, wrap
 from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements
-from tests.conftest import Store
-from tests.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
+from tests.support.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
+from tests.support.stores import Store
 
 CONTRACT = [
     name

@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from checkpoint_guard import ChannelMode, state_schema_for_mode
-from tests.helpers import ChatState
+from tests.support.helpers import ChatState
 
 F = 3
 
