@@ -22,7 +22,7 @@ from tests.support.helpers import cfg, strip_mode
 from tests.support.stores import Store
 
 GRAPH_FILE = f"{Path(exact_graph.__file__).resolve()}:builder"
-GRAPH_MODULE = "tests.exact_graph:builder"
+GRAPH_MODULE = "tests.support.exact_graph:builder"
 
 
 def view(snapshot: Any) -> tuple[Any, ...]:
@@ -227,9 +227,9 @@ def test_bad_graph_and_selection_exit_2(
     dump = store.dump()
     for spec in (
         "no-colon",
-        "tests.exact_graph:nope",
+        "tests.support.exact_graph:nope",
         "missing/file.py:g",
-        "tests.exact_graph:say",
+        "tests.support.exact_graph:say",
     ):
         code, _, err = run_cli(capsys, "--config", config, "verify", "t", "--graph", spec)
         assert code == 2 and "--graph" in err and "module:attr" in err, (spec, err)
