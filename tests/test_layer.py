@@ -153,7 +153,7 @@ def test_with_allowlist_rebuilds_over_the_inner() -> None:
     layer = wrap(raw, mode="delta")
     same = layer.with_allowlist([])
     assert same is layer
-    clone = layer.with_allowlist([("tests.helpers", "ChatState")])
+    clone = layer.with_allowlist([("tests.support.helpers", "ChatState")])
     assert clone is not layer and isinstance(clone, GuardedSaver)
     assert clone.inner is not raw and clone.serde is clone.inner.serde
     assert clone.serde is not raw.serde

@@ -1,6 +1,6 @@
 """Shared graph for the thread-state toolkit tests (no tests here).
 
-``ChatState`` (from ``tests.helpers``) has a Union-typed reducer field (``notes``);
+``ChatState`` (from ``tests.support.helpers``) has a Union-typed reducer field (``notes``);
 ``MiddlewareState`` adds channels the way LangChain agent middleware does -- through
 a node's input schema -- among them another Union-typed reducer (``todos``) and a
 plain Union field (``sandbox``).
