@@ -120,3 +120,33 @@ def test_the_bench_uses_only_public_modules_of_other_parts(module: str) -> None:
         if _part(t) != "bench" and any(p.startswith("_") for p in t.split(".")[1:])
     )
     assert private == [], f"{module} imports private modules {private}"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _test_imports(path: Path) -> set[str]:
+    package = ["tests", *path.parent.relative_to(TESTS).parts]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            out.update(f"{target}.{a.name}" for a in node.names)
+            out.add(target)
+    return {m for m in out if m.split(".")[0] in ("tests", "conftest")}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(TESTS.rglob("*.py")), ids=lambda p: str(p.relative_to(TESTS))
+)
+def test_no_test_imports_conftest_or_another_test_module(path: Path) -> None:
+    """Shared helpers live in tests/support; conftest keeps only fixtures."""
+    bad = sorted(
+        m
+        for m in _test_imports(path)
+        if "conftest" in m.split(".") or any(p.startswith("test_") for p in m.split("."))
+    )
+    assert bad == [], f"{path.relative_to(TESTS)} imports {bad}"

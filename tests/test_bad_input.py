@@ -12,9 +12,8 @@ from langchain_core.messages import HumanMessage
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
-
-from .conftest import Store
-from .helpers import Driver, cfg, chat_graph, human
+from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.stores import Store
 
 HOSTILE = ["*", "a:b", "%", "_", "t?[a-z]", "ünï-☃", "' OR 1=1 --", "t\x00nul"]
 

@@ -30,8 +30,7 @@ from checkpoint_guard.bench._summary import (
     rewrite_readme,
     summarize,
 )
-
-from .conftest import PG_URL, REDIS_URL, service_unavailable
+from tests.support.services import PG_URL, REDIS_URL, service_unavailable
 
 
 def _records(path: Path) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpoint_guard.cache._codec import CodecError, ValueCodec
+from tests.support.codec import CALLS, HOSTILE, envelope
 
 
 class _MyMessage(HumanMessage):
@@ -75,23 +76,19 @@ def test_decoded_messages_are_independent_objects() -> None:
     assert second[0][2][0].additional_kwargs == {}
 
 
-def _envelope(payload: Any) -> bytes:
-    return msgpack.packb(["bytes", msgpack.packb(payload)])
-
-
 @pytest.mark.parametrize(
     "blob",
     [
         b"\x93garbage",
-        _envelope("not rows"),
-        _envelope(["abc"]),
-        _envelope([["t", "messages"]]),
-        _envelope([[1, "messages", "v"]]),
-        _envelope([["t", "messages", 1, "not a list"]]),
-        _envelope([["t", "messages", 1, [["Nope", {}, 1, None]]]]),
-        _envelope([["t", "messages", 1, [["AIMessage", 7, 1, None]]]]),
-        _envelope([["t", "messages", 1, [["AIMessage", {"content": "x"}, 1, 5]]]]),
-        _envelope([["t", "messages", 1, [["AIMessage", {"content": "x"}]]]]),
+        envelope("not rows"),
+        envelope(["abc"]),
+        envelope([["t", "messages"]]),
+        envelope([[1, "messages", "v"]]),
+        envelope([["t", "messages", 1, "not a list"]]),
+        envelope([["t", "messages", 1, [["Nope", {}, 1, None]]]]),
+        envelope([["t", "messages", 1, [["AIMessage", 7, 1, None]]]]),
+        envelope([["t", "messages", 1, [["AIMessage", {"content": "x"}, 1, 5]]]]),
+        envelope([["t", "messages", 1, [["AIMessage", {"content": "x"}]]]]),
         msgpack.packb(["pickle", b"\x80\x04."]),
     ],
 )
@@ -139,91 +136,6 @@ def test_serde_values_round_trip_through_the_strict_decoder() -> None:
 
 
 # -- hostile bytes: whoever can write a cache field must not run code ------------------
-
-CALLS: list[Any] = []
-
-
-def canary(*args: Any, **kwargs: Any) -> str:
-    """Called only if a decoder imports and calls what cache bytes name."""
-    CALLS.append((args, kwargs))
-    return "ran"
-
-
-def _serde_ext(code: int, payload: Any) -> msgpack.ExtType:
-    import ormsgpack
-
-    inner = ormsgpack.packb(ormsgpack.Ext(code, ormsgpack.packb(payload)))
-    return msgpack.ExtType(9, msgpack.packb(["msgpack", inner]))
-
-
-def _chunk_with(value: Any) -> bytes:
-    return _envelope([["t", "messages", value]])
-
-
-HOSTILE = {
-    "constructor-one-arg": _chunk_with(_serde_ext(0, [__name__, "canary", "x"])),
-    "constructor-args": _chunk_with(_serde_ext(1, [__name__, "canary", ["x"]])),
-    "constructor-kwargs": _chunk_with(_serde_ext(2, [__name__, "canary", {"a": 1}])),
-    "pydantic": _chunk_with(_serde_ext(5, [__name__, "canary", {"a": 1}, "m"])),
-    "method": _chunk_with(_serde_ext(3, [__name__, "CALLS", "x", "append"])),
-    "os-system": _chunk_with(_serde_ext(0, ["os", "system", "true"])),
-    "json-reviver": _chunk_with(
-        msgpack.ExtType(
-            9,
-            msgpack.packb(
-                ["json", b'{"lc": 2, "type": "constructor", "id": ["tests", "x", "canary"]}']
-            ),
-        )
-    ),
-    "pickle-inner": _chunk_with(msgpack.ExtType(9, msgpack.packb(["pickle", b"\x80\x04N."]))),
-    "wrong-content-type": _envelope(
-        [["t", "messages", 1, [["AIMessage", {**AIMessage("x").__dict__, "content": 5}, 1, None]]]]
-    ),
-    "wrong-type-literal": _envelope(
-        [
-            [
-                "t",
-                "messages",
-                1,
-                [["AIMessage", {**AIMessage("x").__dict__, "type": "human"}, 1, None]],
-            ]
-        ]
-    ),
-    "wrong-container": _envelope(
-        [
-            [
-                "t",
-                "messages",
-                1,
-                [["AIMessage", {**AIMessage("x").__dict__, "tool_calls": "x"}, 1, None]],
-            ]
-        ]
-    ),
-    "extra-field": _envelope(
-        [["t", "messages", 1, [["AIMessage", {**AIMessage("x").__dict__, "evil": 1}, 1, None]]]]
-    ),
-    "huge-length": msgpack.packb(["bytes", b"\xdd\xff\xff\xff\xff"]),
-}
-
-
-def _nested(depth: int) -> bytes:
-    blob = msgpack.packb("leaf")
-    for _ in range(depth):
-        blob = msgpack.packb(msgpack.ExtType(1, blob))  # tuples inside tuples
-    return msgpack.packb(["bytes", msgpack.packb([["t", "messages", msgpack.ExtType(1, blob)]])])
-
-
-def _nested_serde(depth: int) -> bytes:
-    import ormsgpack
-
-    blob = ormsgpack.packb("leaf")
-    for _ in range(depth):
-        blob = ormsgpack.packb(ormsgpack.Ext(7, blob))  # snapshots inside snapshots
-    return _chunk_with(msgpack.ExtType(9, msgpack.packb(["msgpack", blob])))
-
-
-HOSTILE["deep-nesting"] = _nested(50_000)
-HOSTILE["deep-serde-nesting"] = _nested_serde(50_000)
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

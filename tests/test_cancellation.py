@@ -50,9 +50,10 @@ from langgraph.checkpoint.base import (
 
 from checkpoint_guard import CachedHistorySaver, GuardedSaver, SaverLayer, wrap
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
-from tests.conftest import REQUIRE_SERVICES, Store, make_store
-from tests.helpers import cfg, chat_graph, human
-from tests.test_faults import PrivateRedis
+from tests.support.helpers import cfg, chat_graph, human
+from tests.support.redis_server import PrivateRedis
+from tests.support.services import REQUIRE_SERVICES
+from tests.support.stores import Store, make_store
 
 T = TypeVar("T")
 CHANNELS = ["messages"]

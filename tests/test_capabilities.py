@@ -21,7 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from checkpoint_guard import MODE_METADATA_KEY, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, implements, provides
-from tests.helpers import Driver, cfg, chat_graph, run_turns
+from tests.support.helpers import Driver, cfg, chat_graph, run_turns
 
 # What InMemorySaver itself implements: everything but the optional maintenance methods.
 MEMORY_METHODS = frozenset(CAPABILITY_METHODS) - frozenset(OPTIONAL_METHODS)

@@ -14,9 +14,8 @@ import yaml
 import checkpoint_guard as cg
 from checkpoint_guard import cli
 from checkpoint_guard._modes import ModeFreeze
-
-from .conftest import PG_URL
-from .helpers import cfg, chat_graph, human
+from tests.support.helpers import cfg, chat_graph, human
+from tests.support.services import PG_URL
 
 
 def write_config(tmp_path: Path, **settings: Any) -> Path:

@@ -17,13 +17,12 @@ import checkpoint_guard as cg
 from checkpoint_guard import cli, maintenance
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-
-from . import exact_graph
-from .conftest import Store
-from .helpers import cfg, strip_mode
+from tests.support import exact_graph
+from tests.support.helpers import cfg, strip_mode
+from tests.support.stores import Store
 
 GRAPH_FILE = f"{Path(exact_graph.__file__).resolve()}:builder"
-GRAPH_MODULE = "tests.exact_graph:builder"
+GRAPH_MODULE = "tests.support.exact_graph:builder"
 
 
 def view(snapshot: Any) -> tuple[Any, ...]:
@@ -228,9 +227,9 @@ def test_bad_graph_and_selection_exit_2(
     dump = store.dump()
     for spec in (
         "no-colon",
-        "tests.exact_graph:nope",
+        "tests.support.exact_graph:nope",
         "missing/file.py:g",
-        "tests.exact_graph:say",
+        "tests.support.exact_graph:say",
     ):
         code, _, err = run_cli(capsys, "--config", config, "verify", "t", "--graph", spec)
         assert code == 2 and "--graph" in err and "module:attr" in err, (spec, err)

@@ -25,7 +25,7 @@ from checkpoint_guard import (
     open_checkpointer,
     unwrap,
 )
-from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 
 from checkpoint_guard import GuardedSaver
-from tests.conftest import Store
+from tests.support.stores import Store
 
 pytestmark = pytest.mark.conformance
 

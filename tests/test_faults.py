@@ -4,8 +4,6 @@ connections killed with pg_terminate_backend."""
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,61 +14,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import GuardedSaver, ModeFreeze, open_checkpointer, unwrap, wrap
 from checkpoint_guard.cache import RedisHistoryCache
-from tests.conftest import REQUIRE_SERVICES
-from tests.helpers import cfg, chat_graph, human
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class PrivateRedis:
-    """A redis-server of this test's own, on a free loopback port."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--enable-debug-command",
-                "local",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import redis
-
-        client = redis.Redis(port=self.port, socket_timeout=1)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except Exception:
-                time.sleep(0.05)
-        client.close()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
+from tests.support.helpers import cfg, chat_graph, human
+from tests.support.redis_server import PrivateRedis
+from tests.support.services import REQUIRE_SERVICES
 
 
 @pytest.fixture

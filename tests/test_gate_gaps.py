@@ -20,8 +20,8 @@ from checkpoint_guard import (
     open_checkpointer,
 )
 from checkpoint_guard.savers._probe import ModeProbe
-from tests.conftest import Store
-from tests.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.stores import Store
 
 CHANNELS = ["messages"]
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from checkpoint_guard import GuardedSaver
-from tests.conftest import Store, make_store
-from tests.helpers import Driver, chat_graph, run_turns
+from tests.support.helpers import Driver, chat_graph, run_turns
+from tests.support.stores import Store, make_store
 
 CHILD = textwrap.dedent(
     """
     import json, sqlite3, sys
     from langchain_core.messages import HumanMessage
     from checkpoint_guard import GuardedSaver, CheckpointModeMismatchError
-    from tests.helpers import chat_graph, human, cfg
+    from tests.support.helpers import chat_graph, human, cfg
 
     kind, target = sys.argv[1], json.loads(sys.argv[2])
     if kind == "sqlite":

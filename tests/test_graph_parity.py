@@ -22,7 +22,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
-from tests.helpers import Driver, cfg, chat_graph, human
+from tests.support.helpers import Driver, cfg, chat_graph, human
 
 ops = st.lists(
     st.one_of(
@@ -122,7 +122,7 @@ def rich_graph(checkpointer: Any, mode: str, frequency: int = 3) -> Any:
     from langgraph.types import interrupt
 
     from checkpoint_guard import state_schema_for_mode
-    from tests.helpers import ChatState
+    from tests.support.helpers import ChatState
 
     def last(state: dict[str, Any]) -> tuple[str, int]:
         messages = state["messages"]

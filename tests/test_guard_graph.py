@@ -11,8 +11,7 @@ from checkpoint_guard import (
     GuardedSaver,
     checkpoint_uses_delta,
 )
-from tests.conftest import Store
-from tests.helpers import (
+from tests.support.helpers import (
     CountingSaver,
     Driver,
     cfg,
@@ -21,6 +20,7 @@ from tests.helpers import (
     run_turns,
     snapshot_view,
 )
+from tests.support.stores import Store
 
 TURNS = 7
 

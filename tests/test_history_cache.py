@@ -6,17 +6,14 @@ import uuid
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Overwrite, interrupt
+from langgraph.types import Command
 
-from checkpoint_guard import CachedHistorySaver, GuardedSaver, state_schema_for_mode, wrap
+from checkpoint_guard import CachedHistorySaver, GuardedSaver, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
-from tests.conftest import Store
-from tests.helpers import (
-    ChatState,
+from tests.support.helpers import (
     CountingSaver,
     Driver,
     cfg,
@@ -25,56 +22,13 @@ from tests.helpers import (
     run_turns,
     tamper,
 )
-
-CHANNELS = ["messages"]
-
-
-async def contract(
-    drv: Driver, raw: BaseCheckpointSaver[Any], config: Any, channels: list[str]
-) -> Any:
-    """What BaseCheckpointSaver's own walk returns over the stored data."""
-    if drv.is_async:
-        return await BaseCheckpointSaver.aget_delta_channel_history(
-            raw, config=config, channels=channels
-        )
-    return BaseCheckpointSaver.get_delta_channel_history(raw, config=config, channels=channels)
-
-
-async def assert_every_checkpoint_matches(
-    drv: Driver,
-    raw: BaseCheckpointSaver[Any],
-    cached: BaseCheckpointSaver[Any],
-    thread: str,
-    channels: list[str] = CHANNELS,
-) -> int:
-    items = await drv.list(raw, cfg(thread))
-    for item in items:
-        expected = await contract(drv, raw, item.config, channels)
-        got = await drv.delta_history(cached, item.config, channels)
-        assert got == expected, item.config["configurable"]["checkpoint_id"]
-    return len(items)
-
-
-def interrupting_graph(checkpointer: Any, mode: str) -> Any:
-    schema = state_schema_for_mode(ChatState, mode, snapshot_frequency=1000)
-
-    def ask(state: dict[str, Any]) -> dict[str, Any]:
-        answer = interrupt("approve?")
-        n = len(state["messages"])
-        return {"messages": [AIMessage(f"approved {answer}", id=f"ok-{n}")]}
-
-    def reset(state: dict[str, Any]) -> dict[str, Any]:
-        if len(state["messages"]) > 6:
-            return {"messages": Overwrite([HumanMessage("summary", id="sum")])}
-        return {}
-
-    builder = StateGraph(schema)
-    builder.add_node("ask", ask)
-    builder.add_node("reset", reset)
-    builder.add_edge(START, "ask")
-    builder.add_edge("ask", "reset")
-    builder.add_edge("reset", END)
-    return builder.compile(checkpointer=checkpointer)
+from tests.support.history import (
+    CHANNELS,
+    assert_every_checkpoint_matches,
+    contract,
+    interrupting_graph,
+)
+from tests.support.stores import Store
 
 
 @pytest.mark.parametrize("frequency", [2, 1000])

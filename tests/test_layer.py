@@ -16,8 +16,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import GuardedSaver, maintenance, unwrap, wrap
 from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements
-from tests.conftest import Store
-from tests.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
+from tests.support.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
+from tests.support.stores import Store
 
 CONTRACT = [
     name
@@ -153,7 +153,7 @@ def test_with_allowlist_rebuilds_over_the_inner() -> None:
     layer = wrap(raw, mode="delta")
     same = layer.with_allowlist([])
     assert same is layer
-    clone = layer.with_allowlist([("tests.helpers", "ChatState")])
+    clone = layer.with_allowlist([("tests.support.helpers", "ChatState")])
     assert clone is not layer and isinstance(clone, GuardedSaver)
     assert clone.inner is not raw and clone.serde is clone.inner.serde
     assert clone.serde is not raw.serde

@@ -74,7 +74,7 @@ def worker(
 ) -> None:
     """One process: THREADS OS threads; in round r it plays turn r of the
     conversations this process owns in that round."""
-    from tests.helpers import chat_graph
+    from tests.support.helpers import chat_graph
 
     report: dict[str, Any] = {"index": index, "turns": 0, "mismatch": 0, "errors": []}
     try:
@@ -144,7 +144,7 @@ def test_processes_threads_and_turns_share_postgres_and_redis(
     # ordinary graph traffic writes onto the newest checkpoint: never an invalidation
     assert sum(r["cache"]["invalidations"] for r in reports) == 0
 
-    from tests.helpers import chat_graph
+    from tests.support.helpers import chat_graph
 
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
         graph = chat_graph(saver, "delta", snapshot_frequency=FREQUENCY)
@@ -169,7 +169,7 @@ def test_expected_script_is_what_the_graph_writes() -> None:
     script cannot make the load test pass or fail by itself)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from tests.helpers import chat_graph
+    from tests.support.helpers import chat_graph
 
     graph = chat_graph(InMemorySaver(), "full")
     for turn in range(3):

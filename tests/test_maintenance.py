@@ -16,10 +16,9 @@ from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance import MaintenanceError
 from checkpoint_guard.savers._layer import implements
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-
-from .conftest import Store
-from .helpers import Driver, cfg, chat_graph, human
-from .helpers import snapshot_view as _snapshot_view
+from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.helpers import snapshot_view as _snapshot_view
+from tests.support.stores import Store
 
 F = 4  # snapshots inside the chain, and a head that usually is not one
 

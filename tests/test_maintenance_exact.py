@@ -22,10 +22,9 @@ from checkpoint_guard.state import (
     find_checkpoint_before_message,
 )
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-
-from . import exact_graph
-from .conftest import Store
-from .helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support import exact_graph
+from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support.stores import Store
 
 #: What differs legitimately after maintenance: delta bookkeeping and the root mark.
 _BOOKKEEPING = (ROOT_METADATA_KEY,)

@@ -13,9 +13,9 @@ from langgraph.types import Command
 
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import RedisHistoryCache
-from tests.conftest import Store
-from tests.helpers import Driver, cfg, chat_graph, human, run_turns, tamper
-from tests.test_history_cache import CHANNELS, assert_every_checkpoint_matches, interrupting_graph
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns, tamper
+from tests.support.history import CHANNELS, assert_every_checkpoint_matches, interrupting_graph
+from tests.support.stores import Store
 
 pytestmark = pytest.mark.redis
 
@@ -363,7 +363,7 @@ def test_hostile_cache_bytes_never_run_and_cost_speed_only(redis_prefix: Any) ->
     or read a wrong value: every hostile payload is counted as an error."""
     import redis
 
-    from tests.test_cache_codec import CALLS, HOSTILE
+    from tests.support.codec import CALLS, HOSTILE
 
     raw = InMemorySaver()
     cache = make_cache(redis_prefix)

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from checkpoint_guard import _server as server
 from checkpoint_guard import wrap
 from checkpoint_guard.cache import MemoryHistoryCache
-from tests.helpers import CountingSaver, cfg, chat_graph, human
+from tests.support.helpers import CountingSaver, cfg, chat_graph, human
 
 
 class _Capabilities:

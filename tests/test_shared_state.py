@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from checkpoint_guard import CachedHistorySaver, CacheInvalidationError, GuardedSaver, wrap
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from checkpoint_guard.savers._layer import SaverLayer
-from tests.helpers import cfg, chat_graph, human
+from tests.support.helpers import cfg, chat_graph, human
 
 CHANNELS = ["messages"]
 

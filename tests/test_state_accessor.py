@@ -8,9 +8,9 @@ import pytest
 
 from checkpoint_guard import CheckpointModeMismatchError, GuardedSaver
 from checkpoint_guard.state import StateAccessor, StateUnavailableError
-from tests.conftest import Store
-from tests.helpers import CountingSaver, Driver, cfg, run_turns
-from tests.test_state_support import app_graph, ids
+from tests.support.helpers import CountingSaver, Driver, cfg, run_turns
+from tests.support.state_graphs import app_graph, ids
+from tests.support.stores import Store
 
 
 async def _get(acc: StateAccessor, is_async: bool, config: Any) -> Any:

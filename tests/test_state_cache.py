@@ -13,8 +13,8 @@ from checkpoint_guard.state import (
     apply_overwrite_fix,
     remove_overwrite_fix,
 )
-from tests.helpers import ChatState, cfg
-from tests.test_state_support import MiddlewareState
+from tests.support.helpers import ChatState, cfg
+from tests.support.state_graphs import MiddlewareState
 
 
 def test_cap_can_change_at_run_time_and_evicts_lru() -> None:

@@ -24,9 +24,9 @@ from checkpoint_guard.state import (
     remove_overwrite_fix,
     state_mutation_graph,
 )
-from tests.conftest import Store
-from tests.helpers import ChatState, Driver, cfg, human, run_turns
-from tests.test_state_support import F, MiddlewareState, app_graph, ids
+from tests.support.helpers import ChatState, Driver, cfg, human, run_turns
+from tests.support.state_graphs import F, MiddlewareState, app_graph, ids
+from tests.support.stores import Store
 
 FORMS = [
     lambda v: Overwrite(v),

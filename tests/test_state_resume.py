@@ -15,9 +15,9 @@ from checkpoint_guard.state import (
     afind_checkpoint_before_message,
     find_checkpoint_before_message,
 )
-from tests.conftest import Store
-from tests.helpers import Driver, cfg, human, run_turns
-from tests.test_state_support import app_graph, ids
+from tests.support.helpers import Driver, cfg, human, run_turns
+from tests.support.state_graphs import app_graph, ids
+from tests.support.stores import Store
 
 
 async def _before(acc: StateAccessor, is_async: bool, config: Any, mid: str, **kw: Any) -> Any:

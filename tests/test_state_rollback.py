@@ -9,9 +9,9 @@ from langchain_core.messages import HumanMessage
 
 from checkpoint_guard import GuardedSaver
 from checkpoint_guard.state import RollbackPoint, RollbackUnavailableError, StateAccessor
-from tests.conftest import Store
-from tests.helpers import Driver, cfg, human, run_turns
-from tests.test_state_support import BoomError, app_graph, ids
+from tests.support.helpers import Driver, cfg, human, run_turns
+from tests.support.state_graphs import BoomError, app_graph, ids
+from tests.support.stores import Store
 
 BOOM = {"messages": [HumanMessage("boom", id="boom")]}
 

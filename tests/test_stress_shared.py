@@ -73,7 +73,7 @@ def _check(saver: Any, raw: BaseCheckpointSaver[Any], threads: list[str], walk: 
 
 
 def worker(index: int, config: dict[str, Any], barrier: Any, results: Any, started: Any) -> None:
-    from tests.helpers import chat_graph
+    from tests.support.helpers import chat_graph
 
     counts: Counter[str] = Counter()
     report: dict[str, Any] = {"index": index, "errors": [], "mismatches": 0}
@@ -156,7 +156,7 @@ def test_three_workers_random_operations_and_redis_trouble_stay_exact(
     # imported here, not at module level: spawned workers import this module, and
     # must not load the test suite's conftest (whose hypothesis profile a nox
     # session may register only in the parent)
-    from tests.test_faults import PrivateRedis
+    from tests.support.redis_server import PrivateRedis
 
     url, schema = pg_schema
     redis = PrivateRedis()

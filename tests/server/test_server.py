@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from checkpoint_guard import MODE_METADATA_KEY, CheckpointerConfig, ModeFreeze, aopen_checkpointer
-from tests.conftest import service_unavailable
 from tests.server.launch import LANGGRAPH, Server, ServerDidNotStart, start_server
+from tests.support.services import service_unavailable
 
 pytestmark = pytest.mark.server
 

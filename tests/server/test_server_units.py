@@ -17,8 +17,8 @@ from checkpoint_guard import (
     aopen_checkpointer,
 )
 from checkpoint_guard import _server as server
-from tests.conftest import service_unavailable
-from tests.helpers import cfg, chat_graph, human
+from tests.support.helpers import cfg, chat_graph, human
+from tests.support.services import service_unavailable
 
 pytestmark = pytest.mark.server
 

@@ -1,6 +1,6 @@
 """A graph whose delta channels need three different reducers, for maintenance
-exactness tests (importable as ``tests.exact_graph:builder`` and loadable as
-``tests/exact_graph.py:builder`` by the CLI's ``--graph``).
+exactness tests (importable as ``tests.support.exact_graph:builder`` and loadable as
+``tests/support/exact_graph.py:builder`` by the CLI's ``--graph``).
 
 - ``messages``: the usual delta message channel (``merge_message_writes``);
 - ``log``: plain strings with their own reducer (``merge_message_writes`` would

@@ -1,6 +1,6 @@
 """Shared graph for the thread-state toolkit tests (no tests here).
 
-``ChatState`` (from ``tests.helpers``) has a Union-typed reducer field (``notes``);
+``ChatState`` (from ``tests.support.helpers``) has a Union-typed reducer field (``notes``);
 ``MiddlewareState`` adds channels the way LangChain agent middleware does -- through
 a node's input schema -- among them another Union-typed reducer (``todos``) and a
 plain Union field (``sandbox``).
@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from checkpoint_guard import ChannelMode, state_schema_for_mode
-from tests.helpers import ChatState
+from tests.support.helpers import ChatState
 
 F = 3
 
