@@ -277,3 +277,44 @@ def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
         assert cache.stats()["hits"] > hits  # cached again
     finally:
         client.close()
+
+
+def test_maintenance_run_directly_on_a_stack_fences_the_thread_while_it_rewrites(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: tuple[str, str]
+) -> None:
+    """``maintenance.prune(stack, ...)`` (not ``stack.prune``) brackets its rewrite
+    the way the layer does: while storage is being rewritten the thread is fenced,
+    so a second worker that reads the half-rewritten storage cannot store what it
+    computed; after it, the fence is gone and every worker reads the base walk."""
+    import redis
+
+    from checkpoint_guard import maintenance
+
+    raw = sqlite_raw()
+    cache = redis_cache(redis_prefix)
+    other = redis_cache(redis_prefix)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        stack = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(stack, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("p"))
+        key = cache._key("p")
+        fenced_during: list[bool] = []
+
+        def during(thread_id: str, done: int, total: int) -> None:
+            fenced_during.append(bool(client.hget(key, "fence")))
+            # a second worker reads the storage mid-rewrite
+            CachedHistorySaver(sqlite_raw(), other).get_delta_channel_history(
+                config=cfg("p"), channels=CHANNELS
+            )
+
+        maintenance.prune(stack, ["p"], step=during)
+        assert fenced_during and all(fenced_during), fenced_during
+        assert not client.hget(key, "fence")
+        assert assert_exact(raw, wrap(sqlite_raw(), mode="delta", cache=other), "p") >= 1
+        assert cache.stats()["errors"] == 0 and other.stats()["errors"] == 0
+    finally:
+        client.close()
+        cache.close()
+        other.close()

@@ -19,6 +19,7 @@ order of effects is the safety argument, the same in every backend:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -135,8 +136,12 @@ class _Rows:
 
 
 @dataclass(frozen=True)
-class _Forget:
-    thread_ids: tuple[str, ...] | None
+class _Seal:
+    """Before (``seal``) or after (``unseal``) rewriting the threads' storage."""
+
+    thread_ids: tuple[str, ...]
+    writer: str
+    seal: bool
 
 
 @dataclass(frozen=True)
@@ -149,30 +154,65 @@ class _Estimate:
     kept: frozenset[tuple[str, str, Any]] = frozenset()
 
 
-_Request = _List | _Runs | _Rows | _Forget | _Estimate
+_Request = _List | _Runs | _Rows | _Seal | _Estimate
 _Plan = Generator[_Request, Any, Any]
 
 
-def _forget_sync(saver: BaseCheckpointSaver[Any], thread_ids: tuple[str, ...] | None) -> None:
+def _layers(saver: BaseCheckpointSaver[Any]) -> list[SaverLayer]:
+    found: list[SaverLayer] = []
     layer: Any = saver
     while isinstance(layer, SaverLayer):
-        layer.forget_threads(thread_ids)
+        found.append(layer)
         layer = layer.inner
+    return found
 
 
-async def _forget_async(
-    saver: BaseCheckpointSaver[Any], thread_ids: tuple[str, ...] | None
-) -> None:
-    layer: Any = saver
-    while isinstance(layer, SaverLayer):
-        await layer.aforget_threads(thread_ids)
-        layer = layer.inner
+def _seal_sync(saver: BaseCheckpointSaver[Any], request: _Seal) -> None:
+    """Seal (outermost layer first) or unseal (innermost first) every layer. A seal
+    that fails unseals the layers already sealed and raises: nothing was rewritten."""
+    layers = _layers(saver)
+    if not request.seal:
+        for layer in reversed(layers):
+            layer.unseal_threads(request.thread_ids, request.writer)
+        return
+    done: list[SaverLayer] = []
+    try:
+        for layer in layers:
+            layer.seal_threads(request.thread_ids, request.writer)
+            done.append(layer)
+    except BaseException:
+        for layer in reversed(done):
+            layer.unseal_threads(request.thread_ids, request.writer)
+        raise
+
+
+async def _seal_async(saver: BaseCheckpointSaver[Any], request: _Seal) -> None:
+    layers = _layers(saver)
+    if not request.seal:
+        for layer in reversed(layers):
+            await layer.aunseal_threads(request.thread_ids, request.writer)
+        return
+    done: list[SaverLayer] = []
+    try:
+        for layer in layers:
+            await layer.aseal_threads(request.thread_ids, request.writer)
+            done.append(layer)
+    except BaseException:
+        for layer in reversed(done):
+            await layer.aunseal_threads(request.thread_ids, request.writer)
+        raise
+
+
+def _unsealed(request: _Seal) -> _Seal:
+    return _Seal(request.thread_ids, request.writer, seal=False)
 
 
 def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     raw = unwrap(saver)
     rows: RowStore | None = None
     answer: Any = None
+    # seals still standing: lifted when the plan fails between seal and unseal
+    sealed: dict[str, _Seal] = {}
     try:
         while True:
             request = plan.send(answer)
@@ -187,16 +227,24 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
             else:
-                _forget_sync(saver, request.thread_ids)
+                _seal_sync(saver, request)
+                if request.seal:
+                    sealed[request.writer] = request
+                else:
+                    sealed.pop(request.writer, None)
                 answer = None
     except StopIteration as done:
         return done.value
+    finally:
+        for request in sealed.values():
+            _seal_sync(saver, _unsealed(request))
 
 
 async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     raw = unwrap(saver)
     rows: RowStore | None = None
     answer: Any = None
+    sealed: dict[str, _Seal] = {}
     try:
         while True:
             request = plan.send(answer)
@@ -211,10 +259,17 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
             else:
-                await _forget_async(saver, request.thread_ids)
+                await _seal_async(saver, request)
+                if request.seal:
+                    sealed[request.writer] = request
+                else:
+                    sealed.pop(request.writer, None)
                 answer = None
     except StopIteration as done:
         return done.value
+    finally:
+        for request in sealed.values():
+            await _seal_async(saver, _unsealed(request))
 
 
 # -- shared steps ----------------------------------------------------------------------
@@ -521,9 +576,10 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
             report.bytes_after = max(0, (report.bytes_before or 0) + growth)
             report.estimated = True
         elif rewrites or removed or run.orphans:
-            yield _Forget((thread_id,))
+            seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
+            yield seal
             yield from _apply(thread_id, rewrites, deletes, run.step, run.orphans)
-            yield _Forget((thread_id,))
+            yield _unsealed(seal)
         reports.append(report)
         if run.progress is not None:
             run.progress(thread_id)
@@ -607,9 +663,10 @@ def _copy_plan(source: str, target: str) -> _Plan:
             f"{len(existing)} checkpoint(s); delete it first or pick a new thread id"
         )
     view = yield from _view(source, None)
-    yield _Forget((target,))
+    seal = _Seal((target,), uuid.uuid4().hex, seal=True)
+    yield seal
     yield _Rows("copy", (source, target))
-    yield _Forget((target,))
+    yield _unsealed(seal)
     return ChangeReport(target, "copy", 0, view.count(), 0, 0, detail=f"from {source!r}")
 
 

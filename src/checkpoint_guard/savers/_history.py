@@ -741,7 +741,7 @@ class CachedHistorySaver(SaverLayer):
                 await self._acache_call("unfence", (thread, "", "", writer))
 
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        # The hook maintenance calls around its own rewrites (before and after).
+        # Storage changed without a seal around it (``None``: every thread).
         self._memory.forget(thread_ids)
         try:
             if thread_ids is None:
@@ -762,6 +762,21 @@ class CachedHistorySaver(SaverLayer):
                     await self.cache.adrop_thread(thread)
         except Exception as exc:
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
+
+    def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        # Maintenance run on a stack directly: the same bracket as the layer's own
+        # prune (fence + drop before, drop + unfence after), so no reader in any
+        # process stores an entry computed from the storage being rewritten.
+        self._seal(thread_ids, writer)
+
+    def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        self._unseal(thread_ids, writer)
+
+    async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        await self._aseal(thread_ids, writer)
+
+    async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        await self._aunseal(thread_ids, writer)
 
     def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
         threads = set()

@@ -36,8 +36,9 @@ Imports flow one way: this module knows nothing of ``maintenance`` (which builds
 the layers). The seam is ``Maintainer``: maintenance installs one
 (``install_maintainer``) when it is imported, and ``checkpoint_guard/__init__.py``
 imports it, so it is in place before any layer exists. Maintenance in turn tells
-the layers that storage changed under them through the public ``forget_threads``
-/ ``aforget_threads`` hook.
+the layers that storage changed under them through the public hooks:
+``seal_threads`` before a rewrite and ``unseal_threads`` after (``a*`` twins), or
+``forget_threads`` when nothing is rewritten.
 """
 
 from __future__ import annotations
@@ -457,3 +458,25 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
         """Async ``forget_threads``."""
         self.forget_threads(thread_ids)
+
+    def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        """Before maintenance rewrites the storage of ``thread_ids`` under this layer:
+        state other processes share must stop taking entries from that storage (the
+        cache layer fences and drops each thread), state of this process is
+        forgotten. Raises, with nothing rewritten yet, when that cannot be done.
+        ``writer`` names the rewrite; ``unseal_threads`` gets the same one after."""
+        self.forget_threads(thread_ids)
+
+    def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        """After the rewrite (also after a failed one): forget again and lift what
+        ``seal_threads`` set. Never raises for cache trouble (a fence left in place
+        costs speed until it expires, never correctness)."""
+        self.forget_threads(thread_ids)
+
+    async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        """Async ``seal_threads``."""
+        await self.aforget_threads(thread_ids)
+
+    async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        """Async ``unseal_threads``."""
+        await self.aforget_threads(thread_ids)
