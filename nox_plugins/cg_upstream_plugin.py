@@ -8,6 +8,14 @@ they are; ``delta`` (the default) wraps each saver the ``sync_checkpointer`` and
 mode="delta", cache=MemoryHistoryCache())``. ``CG_UPSTREAM_REPORT``: a JSON file
 that receives ``{"stack", "wrapped": number of ids run with a wrapped fixture,
 "outcomes": {node id: outcome}}`` when the run ends (also under pytest-xdist).
+
+An id that fails wrapped only because the guard refused, with its documented
+``ConfigError``, to store a plain ``messages`` value under the delta marker (API.md:
+a graph compiled without the delta schema) is recorded as ``refused``, not
+``failed``: those tests run plain-reducer graphs (or switch a delta thread to a
+plain reducer), which our contract refuses in delta mode. ``full`` wraps in full
+mode (the session reruns the refused ids that way: each must pass, or be refused
+for holding delta checkpoints). Any other failure stays a failure.
 """
 
 from __future__ import annotations
@@ -25,10 +33,20 @@ from checkpoint_guard.cache import MemoryHistoryCache
 
 WRAPPED_FIXTURES = ("sync_checkpointer", "async_checkpointer")
 STACK = os.environ.get("CG_UPSTREAM_STACK", "delta")
-if STACK not in ("raw", "delta"):
-    raise pytest.UsageError(f"CG_UPSTREAM_STACK={STACK!r}; accepted: 'raw', 'delta'")
+if STACK not in ("raw", "delta", "full"):
+    raise pytest.UsageError(f"CG_UPSTREAM_STACK={STACK!r}; accepted: 'raw', 'delta', 'full'")
 
 _outcomes: dict[str, str] = {}
+# The refusal's own words (savers/_guard.py); every line of the error must match.
+REFUSALS = {
+    # delta mode: a plain `messages` value would be stored under the delta marker
+    "delta": (
+        "ConfigError: invalid channel_mode: 'delta'",
+        "'messages' channel holds a plain value",
+    ),
+    # full mode: the thread holds delta checkpoints
+    "full": ("CheckpointModeMismatchError",),
+}
 # ids whose checkpointer fixture was wrapped: the session checks the stack really
 # was in place. Carried in the reports' user_properties, so it reaches the
 # controller from pytest-xdist workers too.
@@ -44,7 +62,10 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Gen
     saver = yield
     if STACK == "raw" or fixturedef.argname not in WRAPPED_FIXTURES or saver is None:
         return saver
-    wrapped = wrap(saver, mode="delta", cache=MemoryHistoryCache())
+    if STACK == "full":
+        wrapped = wrap(saver, mode="full")
+    else:
+        wrapped = wrap(saver, mode="delta", cache=MemoryHistoryCache())
     request.node.user_properties.append((WRAPPED_PROPERTY, fixturedef.argname))
     fixturedef.cached_result = (wrapped, fixturedef.cached_result[1], None)
     return wrapped
@@ -60,8 +81,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             return
         if report.outcome == "failed" and report.when != "call":
             _outcomes[report.nodeid] = "error"
+        elif report.outcome == "failed" and _refused(report):
+            _outcomes[report.nodeid] = "refused"
         else:
             _outcomes[report.nodeid] = report.outcome
+
+
+def _refused(report: pytest.TestReport) -> bool:
+    """Whether the exception the test died of is the guard's plain-``messages``
+    refusal (``reprcrash``: the last exception of the chain, what the test saw)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", "") or ""
+    return STACK in REFUSALS and all(part in message for part in REFUSALS[STACK])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
