@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
@@ -23,6 +26,49 @@ pytestmark = pytest.mark.redis
 def make_cache(redis_prefix: tuple[str, str], **kw: Any) -> RedisHistoryCache:
     url, prefix = redis_prefix
     return RedisHistoryCache(url, key_prefix=prefix, **kw)
+
+
+@dataclass
+class _Cached:
+    """A thread one worker cached in Redis, for tests that tamper with its hash."""
+
+    raw: InMemorySaver
+    cache: RedisHistoryCache
+    client: Any  # redis.Redis
+    graph: Any
+    expected: Any  # the storage's answer: get_state values through a cacheless stack
+    key: bytes  # the thread's hash
+
+    def read_fresh(self, redis_prefix: tuple[str, str], thread: str) -> tuple[Any, Any]:
+        """(values, cache) as a worker holding nothing decoded reads them."""
+        other = make_cache(redis_prefix)
+        reader = chat_graph(
+            wrap(self.raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
+        )
+        return reader.get_state(cfg(thread)).values, other
+
+
+@contextlib.contextmanager
+def _cached_thread(redis_prefix: Any, thread: str, turns: int) -> Iterator[_Cached]:
+    import redis
+
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(turns):
+            graph.invoke(human(i), cfg(thread))
+        expected = (
+            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+            .get_state(cfg(thread))
+            .values
+        )
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        yield _Cached(raw, cache, client, graph, expected, key)
+    finally:
+        client.close()
+        cache.close()
 
 
 async def close(cache: RedisHistoryCache, is_async: bool) -> None:
@@ -312,21 +358,8 @@ def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
     import pickle
 
     import msgpack
-    import redis
 
-    raw = InMemorySaver()
-    cache = make_cache(redis_prefix)
-    client = redis.Redis.from_url(redis_prefix[0])
-    try:
-        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("c"))
-        expected = (
-            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
-            .get_state(cfg("c"))
-            .values
-        )
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+    with _cached_thread(redis_prefix, "c", 4) as t:
         garbage = [
             b"\x93garbage",
             msgpack.packb(["pickle", pickle.dumps(("x",))]),
@@ -342,58 +375,32 @@ def test_corrupt_entries_cost_speed_only(redis_prefix: Any) -> None:
             ),
         ]
         for junk in garbage:
-            for field in client.hkeys(key):
+            for field in t.client.hkeys(t.key):
                 if field.startswith(b"c:"):
-                    client.hset(key, field, junk)
+                    t.client.hset(t.key, field, junk)
             # another worker: nothing decoded locally, so it reads the corrupt bytes
-            other = make_cache(redis_prefix)
-            reader = chat_graph(
-                wrap(raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
-            )
-            assert reader.get_state(cfg("c")).values == expected
+            values, other = t.read_fresh(redis_prefix, "c")
+            assert values == t.expected
             assert other.stats()["errors"] > 0 and other.stats()["hits"] == 0
             other.close()
-    finally:
-        client.close()
-        cache.close()
 
 
 def test_hostile_cache_bytes_never_run_and_cost_speed_only(redis_prefix: Any) -> None:
     """Whoever can write a field of a thread's hash cannot make a reader run code
     or read a wrong value: every hostile payload is counted as an error."""
-    import redis
-
     from tests.support.codec import CALLS, HOSTILE
 
-    raw = InMemorySaver()
-    cache = make_cache(redis_prefix)
-    client = redis.Redis.from_url(redis_prefix[0])
-    try:
-        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
-        for i in range(3):
-            graph.invoke(human(i), cfg("h"))
-        expected = (
-            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
-            .get_state(cfg("h"))
-            .values
-        )
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+    with _cached_thread(redis_prefix, "h", 3) as t:
         for name, junk in sorted(HOSTILE.items()):
             CALLS.clear()
-            for field in client.hkeys(key):
+            for field in t.client.hkeys(t.key):
                 if field.startswith((b"c:", b"e:")):
-                    client.hset(key, field, junk)
-            other = make_cache(redis_prefix)  # a worker holding nothing decoded
-            reader = chat_graph(
-                wrap(raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
-            )
-            assert reader.get_state(cfg("h")).values == expected, name
+                    t.client.hset(t.key, field, junk)
+            values, other = t.read_fresh(redis_prefix, "h")  # a worker holding nothing
+            assert values == t.expected, name
             assert CALLS == [], name
             assert other.stats()["errors"] > 0 and other.stats()["hits"] == 0, (name, other.stats())
             other.close()
-    finally:
-        client.close()
-        cache.close()
 
 
 def test_unreachable_redis_fails_open() -> None:
@@ -507,21 +514,8 @@ def test_a_corrupt_index_costs_speed_only_and_never_stalls_redis(
     segment record gone. Every reader still gets the storage's answer, and no script
     runs long (a stalled script would time the read out: only decode failures of
     the garbage itself may be counted)."""
-    import redis
-
-    raw = InMemorySaver()
-    cache = make_cache(redis_prefix)
-    client = redis.Redis.from_url(redis_prefix[0])
-    try:
-        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("x"))
-        expected = (
-            chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
-            .get_state(cfg("x"))
-            .values
-        )
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+    with _cached_thread(redis_prefix, "x", 4) as t:
+        client, key = t.client, t.key
         fields = client.hgetall(key)
         pointers = [f for f in fields if f.startswith(b"p:")]
         segment = fields[pointers[0]].split(b",")[0]
@@ -543,22 +537,15 @@ def test_a_corrupt_index_costs_speed_only_and_never_stalls_redis(
                     client.hdel(key, field)
                 else:
                     client.hset(key, field, value)
-            # a worker holding nothing reads the corrupt index
-            other = make_cache(redis_prefix)
-            reader = chat_graph(
-                wrap(raw, mode="delta", cache=other), "delta", snapshot_frequency=1000
-            )
             caplog.clear()
-            assert reader.get_state(cfg("x")).values == expected, corruption
+            values, other = t.read_fresh(redis_prefix, "x")  # a worker holding nothing
+            assert values == t.expected, corruption
             failures = [r.getMessage() for r in caplog.records if "history cache" in r.getMessage()]
             assert all("decode failed" in m for m in failures), (corruption, failures)
             assert other.stats()["errors"] == len(failures), (corruption, other.stats())
             other.close()
             # the warm writer keeps what it knows (positions never change in an epoch)
-            assert graph.get_state(cfg("x")).values == expected, corruption
+            assert t.graph.get_state(cfg("x")).values == t.expected, corruption
             client.delete(key)
             client.hset(key, mapping=saved)
-        assert cache.stats()["errors"] == 0
-    finally:
-        client.close()
-        cache.close()
+        assert t.cache.stats()["errors"] == 0
