@@ -268,15 +268,29 @@ def copy_message(message):
 
 _FIELD_TEMPLATE = """\
         value = fields[{key!r}]
-        cls = type(value)
-        if cls not in _scalars:
-            if cls is dict:
-                copied[{key!r}] = _copy_dict(value) if value else {{}}
-            elif cls is list:
-                copied[{key!r}] = _copy_list(value) if value else []
-            else:
-                copied[{key!r}] = _copy_other(value)
+        if type(value) not in _scalars:
+            copied[{key!r}] = _copy_value(value)
 """
+
+# A field whose default is an empty dict or list (additional_kwargs, tool_calls,
+# ...) is tested for that type first: most often it is one, most often empty.
+_CONTAINER_FIELD_TEMPLATE = """\
+        value = fields[{key!r}]
+        cls = type(value)
+        if cls is {kind}:
+            copied[{key!r}] = _copy_{kind}(value) if value else {empty}
+        elif cls not in _scalars:
+            copied[{key!r}] = _copy_value(value)
+"""
+
+
+def _field_source(name: str, info: Any) -> str:
+    factory = getattr(info, "default_factory", None)
+    if factory is dict:
+        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="dict", empty="{}")
+    if factory is list:
+        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="list", empty="[]")
+    return _FIELD_TEMPLATE.format(key=name)
 
 
 def _copier(cls: type) -> Callable[[Any], Any]:
@@ -285,12 +299,13 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     if found is not None:
         return found
     _MESSAGE_TYPES.add(cls)
-    names = list(getattr(cls, "model_fields", {}))
+    fields = dict(getattr(cls, "model_fields", {}))
     copier: Callable[[Any], Any] = _copy_message
-    if names and all(name.isidentifier() for name in names):
+    if fields and all(name.isidentifier() for name in fields):
         # Field names enter the source only as repr() string literals.
         source = _COPIER_TEMPLATE.format(
-            count=len(names), body="".join(_FIELD_TEMPLATE.format(key=n) for n in names)
+            count=len(fields),
+            body="".join(_field_source(name, info) for name, info in fields.items()),
         )
         namespace: dict[str, Any] = {
             "_cls": cls,
@@ -298,7 +313,7 @@ def _copier(cls: type) -> Callable[[Any], Any]:
             "_scalars": _SCALARS,
             "_copy_dict": _copy_dict,
             "_copy_list": _copy_list,
-            "_copy_other": _copy_other,
+            "_copy_value": _copy_value,
             "_new": _new,
             "_set_dict": _set_dict,
             "_set_fields_set": _set_fields_set,
