@@ -6,6 +6,7 @@ so no mutation of the copy can reach the cached original."""
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -90,6 +91,28 @@ SHAPES: dict[str, Callable[[], BaseMessage]] = {
     "attribute smuggled": _smuggled_attribute,
     "message nested in kwargs": lambda: AIMessage(
         "outer", id="o-1", additional_kwargs={"quoted": HumanMessage("inner", id="i-1")}
+    ),
+    # long containers take the one-pass scalar scan; a late non-scalar must still be copied
+    "long containers": lambda: AIMessage(
+        [{"type": "text", "text": str(i)} for i in range(10)],
+        id="l-1",
+        additional_kwargs={
+            "vector": [0.5] * 20,
+            "late_list": [1] * 10 + [[2]],
+            "late_dict": {**{f"k{i}": i for i in range(10)}, "deep": {"x": [1]}},
+            "scalars": {f"k{i}": str(i) for i in range(12)},
+        },
+    ),
+    # tuples of scalars are shared (immutable); tuples holding containers are rebuilt
+    "tuples": lambda: AIMessage(
+        "tuples",
+        id="t-1",
+        additional_kwargs={
+            "pair": (1, "a", None),
+            "holder": ([1], {"a": 2}),
+            "deep": ((1,), ([3],)),
+        },
+        response_metadata={"sub": OrderedDict(a=[1]), "set": {1}, "frozen": frozenset({2})},
     ),
 }
 
@@ -177,22 +200,62 @@ def test_copy_is_equal_and_shares_nothing_mutable(name: str, message: BaseMessag
         assert _state(message) == before
 
 
+@pytest.mark.parametrize("layout", ["two messages", "one message", "bare message", "two writes"])
 @pytest.mark.parametrize(("name", "message"), CASES, ids=[name for name, _ in CASES])
-def test_write_lists_chunks_and_seeds_are_copied(name: str, message: BaseMessage) -> None:
-    value = [message, fresh(message)]
-    chunk = (("task", "messages", value),)
-    before = [_state(m) for m in value]
+def test_write_lists_chunks_and_seeds_are_copied(
+    name: str, message: BaseMessage, layout: str
+) -> None:
+    # the write layouts the copy special-cases: a list of one message, a bare
+    # message, several messages, several writes in one chunk
+    value: Any = {
+        "two messages": [message, fresh(message)],
+        "one message": [message],
+        "bare message": message,
+        "two writes": [message],
+    }[layout]
+    writes_in = [("task", "messages", value)]
+    if layout == "two writes":
+        writes_in.append(("other", "messages", [fresh(message)]))
+    chunk = tuple(writes_in)
+    messages = [m for _, _, v in chunk for m in (v if isinstance(v, list) else [v])]
+    before = [_state(m) for m in messages]
     history = assemble(Seed(True, [fresh(message)]), [chunk, chunk], copy_values=True)
     copied_chunk = fresh_chunk(chunk)
     for writes in (history["writes"], list(copied_chunk)):
-        for _, _, got in writes:
-            assert got == value and got is not value
+        assert len(writes) == (2 * len(chunk) if writes is history["writes"] else len(chunk))
+        for (task, channel, got), (task_in, channel_in, original) in zip(
+            writes, list(chunk) * 2, strict=False
+        ):
+            assert (task, channel) == (task_in, channel_in)
+            assert got == original and got is not original
+            assert type(got) is type(original)
+            shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(original)}
+            assert not shared, f"{name}: a copied write shares mutable objects"
             _mutate_everything(got)
-            got.clear()
+            if isinstance(got, list):
+                got.clear()
     _mutate_everything(history["seed"])
     history["writes"].clear()
-    assert [_state(m) for m in value] == before
-    assert chunk[0][2] is value and len(value) == 2
+    assert [_state(m) for m in messages] == before
+    assert chunk[0][2] is value
+
+
+def test_tuples_of_scalars_are_shared_and_other_tuples_rebuilt() -> None:
+    # The one sharing rule beyond scalars: a tuple holding only immutable scalars
+    # cannot be changed by anyone, so a copy may hand out the same object. A tuple
+    # holding a container is rebuilt around copies (mutating them leaves the
+    # original as it was).
+    scalars = (1, "a", None, 2.5, True)
+    assert fresh(scalars) is scalars
+    message = AIMessage("t", id="x", additional_kwargs={"pair": scalars, "holder": ([1], {"a": 2})})
+    for _ in range(2):
+        copied = fresh(message)
+        assert copied.additional_kwargs["pair"] is scalars
+        holder = copied.additional_kwargs["holder"]
+        assert holder == ([1], {"a": 2}) and holder is not message.additional_kwargs["holder"]
+        holder[0].append(2)
+        holder[1]["b"] = 3
+        assert message.additional_kwargs["holder"] == ([1], {"a": 2})
 
 
 def test_memory_cache_read_is_isolated_for_every_shape() -> None:

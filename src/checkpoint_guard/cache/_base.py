@@ -118,12 +118,18 @@ _MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks ar
 
 _SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
+# Containers this long are first checked for holding scalars only in one C-level
+# pass (then copied by one C-level call); shorter ones are walked directly, which
+# costs less than setting that pass up.
+_SCAN_FROM = 8
+
 
 def fresh(value: Any) -> Any:
     """A copy of a cached value that no caller mutation can reach back into the
     cache: containers are rebuilt, messages copied with their field containers
     (``additional_kwargs``, ``tool_calls``, list ``content``, ...) copied the same
-    way, and anything unknown deep-copied. Immutable scalars are shared."""
+    way, and anything unknown deep-copied. Immutable scalars, and tuples holding
+    only immutable scalars, are shared."""
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
@@ -133,38 +139,80 @@ def fresh(value: Any) -> Any:
         return _COPIERS[cls](value)
     if isinstance(value, BaseMessage):
         return _copier(cls)(value)
+    if cls is dict:
+        return _copy_dict(value)
+    if cls is tuple:
+        return _copy_tuple(value)
     if isinstance(value, _IMMUTABLE):
         return value
     if cls is _DeltaSnapshot:
         return _DeltaSnapshot(fresh(value.value))
-    if cls is tuple:
-        return tuple(fresh(v) for v in value)
-    if cls is dict or cls is list:
-        return _copy_value(value)
     return copy.deepcopy(value)
+
+
+def _copy_dict(value: dict[Any, Any], _scalars: frozenset[type] = _SCALARS) -> dict[Any, Any]:
+    # A dict of the JSON-like shapes (a message's field dict, tool-call args, token
+    # counts, a content block): one C-level copy, then only its non-scalar values
+    # replaced, by type, without a generic dispatch per value. Keys are hashable
+    # and shared, as dict.copy() and deepcopy of str keys do.
+    copied = value.copy()
+    if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value.values())):
+        return copied
+    for key, item in value.items():
+        cls = type(item)
+        if cls in _scalars:
+            continue
+        if cls is dict:
+            copied[key] = _copy_dict(item) if item else {}
+        elif cls is list:
+            copied[key] = _copy_list(item) if item else []
+        else:
+            copied[key] = _copy_other(item)
+    return copied
+
+
+def _copy_list(value: list[Any], _scalars: frozenset[type] = _SCALARS) -> list[Any]:
+    # ``_copy_dict`` for lists (tool calls, content blocks, nested args).
+    copied = value.copy()
+    if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value)):
+        return copied
+    for index, item in enumerate(value):
+        cls = type(item)
+        if cls not in _scalars:
+            if cls is dict:
+                copied[index] = _copy_dict(item) if item else {}
+            elif cls is list:
+                copied[index] = _copy_list(item) if item else []
+            else:
+                copied[index] = _copy_other(item)
+    return copied
+
+
+def _copy_tuple(value: tuple[Any, ...], _scalars: frozenset[type] = _SCALARS) -> tuple[Any, ...]:
+    # A tuple of immutable scalars cannot be changed by anyone: shared. Any other
+    # tuple is rebuilt around copies of its items.
+    if _scalars.issuperset(map(type, value)):
+        return value
+    return tuple([_copy_value(v) for v in value])
+
+
+def _copy_other(value: Any) -> Any:
+    # What a container holds that is neither a scalar nor a plain dict or list.
+    copier = _COPIERS.get(type(value))
+    return copier(value) if copier is not None else fresh(value)
 
 
 def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
     # ``fresh`` for the values inside a message or a container: the JSON-like
-    # shapes (dicts and lists of scalars, dicts, lists) first, without ``fresh``'s
-    # dispatch; anything else goes through ``fresh``. A container of scalars only
-    # (a content block, tool-call args, token counts) is one C-level check and copy.
+    # shapes first, without ``fresh``'s dispatch.
     cls = type(value)
     if cls is dict:
-        copied = value.copy()
-        if not _scalars.issuperset(map(type, value.values())):
-            for k, v in value.items():
-                if type(v) not in _scalars:
-                    copied[k] = _copy_value(v)
-        return copied
+        return _copy_dict(value)
     if cls is list:
-        if _scalars.issuperset(map(type, value)):
-            return value.copy()
-        return [v if type(v) in _scalars else _copy_value(v) for v in value]
+        return _copy_list(value)
     if cls in _scalars:
         return value
-    copier = _COPIERS.get(cls)
-    return copier(value) if copier is not None else fresh(value)
+    return _copy_other(value)
 
 
 _new = object.__new__
@@ -177,34 +225,17 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-def _fields(fields: dict[str, Any], _scalars: frozenset[type] = _SCALARS) -> dict[str, Any]:
-    # A message's field values are mostly strings and None, shared as they are;
-    # its dicts and lists (mostly empty) are the containers a caller could change.
-    copied = fields.copy()
-    for key, value in fields.items():
-        cls = type(value)
-        if cls in _scalars:
-            continue
-        if cls is dict:
-            copied[key] = _copy_value(value) if value else {}
-        elif cls is list:
-            copied[key] = _copy_value(value) if value else []
-        else:
-            copied[key] = _copy_value(value)
-    return copied
-
-
 def _copy_message(message: Any) -> Any:
     # What pydantic's __copy__ does (its own field dict, fields-set and extras),
     # without its generic dispatch, and with the fields' containers copied too.
     # Any message layout: the per-class copiers fall back to this one.
     copied = _new(message.__class__)
-    _set_dict(copied, _fields(message.__dict__))
+    _set_dict(copied, _copy_dict(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
     extra = message.__pydantic_extra__
-    _set_extra(copied, None if extra is None else _fields(extra))
+    _set_extra(copied, None if extra is None else _copy_dict(extra))
     private = message.__pydantic_private__
-    _set_private(copied, None if private is None else _fields(private))
+    _set_private(copied, None if private is None else _copy_dict(private))
     return copied
 
 
@@ -229,23 +260,37 @@ def copy_message(message):
     _set_dict(new, copied)
     _set_fields_set(new, message.__pydantic_fields_set__.copy())
     extra = message.__pydantic_extra__
-    _set_extra(new, None if extra is None else _fields(extra) if extra else {{}})
+    _set_extra(new, None if extra is None else _copy_dict(extra) if extra else {{}})
     private = message.__pydantic_private__
-    _set_private(new, None if private is None else _fields(private))
+    _set_private(new, None if private is None else _copy_dict(private))
     return new
 """
 
 _FIELD_TEMPLATE = """\
         value = fields[{key!r}]
-        cls = type(value)
-        if cls not in _scalars:
-            if cls is dict:
-                copied[{key!r}] = _copy_value(value) if value else {{}}
-            elif cls is list:
-                copied[{key!r}] = _copy_value(value) if value else []
-            else:
-                copied[{key!r}] = _copy_value(value)
+        if type(value) not in _scalars:
+            copied[{key!r}] = _copy_value(value)
 """
+
+# A field whose default is an empty dict or list (additional_kwargs, tool_calls,
+# ...) is tested for that type first: most often it is one, most often empty.
+_CONTAINER_FIELD_TEMPLATE = """\
+        value = fields[{key!r}]
+        cls = type(value)
+        if cls is {kind}:
+            copied[{key!r}] = _copy_{kind}(value) if value else {empty}
+        elif cls not in _scalars:
+            copied[{key!r}] = _copy_value(value)
+"""
+
+
+def _field_source(name: str, info: Any) -> str:
+    factory = getattr(info, "default_factory", None)
+    if factory is dict:
+        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="dict", empty="{}")
+    if factory is list:
+        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="list", empty="[]")
+    return _FIELD_TEMPLATE.format(key=name)
 
 
 def _copier(cls: type) -> Callable[[Any], Any]:
@@ -254,19 +299,21 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     if found is not None:
         return found
     _MESSAGE_TYPES.add(cls)
-    names = list(getattr(cls, "model_fields", {}))
+    fields = dict(getattr(cls, "model_fields", {}))
     copier: Callable[[Any], Any] = _copy_message
-    if names and all(name.isidentifier() for name in names):
+    if fields and all(name.isidentifier() for name in fields):
         # Field names enter the source only as repr() string literals.
         source = _COPIER_TEMPLATE.format(
-            count=len(names), body="".join(_FIELD_TEMPLATE.format(key=n) for n in names)
+            count=len(fields),
+            body="".join(_field_source(name, info) for name, info in fields.items()),
         )
         namespace: dict[str, Any] = {
             "_cls": cls,
             "_generic": _copy_message,
             "_scalars": _SCALARS,
+            "_copy_dict": _copy_dict,
+            "_copy_list": _copy_list,
             "_copy_value": _copy_value,
-            "_fields": _fields,
             "_new": _new,
             "_set_dict": _set_dict,
             "_set_fields_set": _set_fields_set,
@@ -340,29 +387,50 @@ def approx_size(value: Any, _depth: int = 0) -> int:
 
 def _fresh_write(value: Any) -> Any:
     # A write's value, copied: a messages write is a list of (most often one)
-    # messages, copied without fresh's dispatch or a comprehension per write.
-    if type(value) is list:
+    # messages, or one message, copied without fresh's dispatch.
+    cls = type(value)
+    if cls is list:
         get = _COPIERS.get
         if len(value) == 1:
             message = value[0]
             copier = get(type(message))
             return [copier(message) if copier is not None else _copy_value(message)]
         return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
-    return fresh(value)
+    copier = _COPIERS.get(cls)
+    return copier(value) if copier is not None else fresh(value)
+
+
+def _fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
+    # Every write of ``chunks``, its value copied: one loop with the common write
+    # (a list of one message) inline, one new tuple, list and message per write
+    # and no other allocation.
+    writes: list[PendingWrite] = []
+    append = writes.append
+    get = _COPIERS.get
+    for chunk in chunks:
+        for task, channel, value in chunk:
+            if type(value) is list and len(value) == 1:
+                message = value[0]
+                copier = get(type(message))
+                copied = copier(message) if copier is not None else _copy_value(message)
+                append((task, channel, [copied]))
+            else:
+                append((task, channel, _fresh_write(value)))
+    return writes
 
 
 def fresh_chunk(chunk: Chunk) -> Chunk:
     """``chunk`` with every value copied by ``fresh``."""
-    return tuple((t, c, _fresh_write(v)) for t, c, v in chunk)
+    if len(chunk) == 1:
+        task, channel, value = chunk[0]
+        return ((task, channel, _fresh_write(value)),)
+    return tuple(_fresh_writes((chunk,)))
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
     """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
     ``fresh`` when they are shared cache objects)."""
-    if copy_values:
-        writes = [(t, c, _fresh_write(v)) for chunk in chunks for (t, c, v) in chunk]
-    else:
-        writes = [w for chunk in chunks for w in chunk]
+    writes = _fresh_writes(chunks) if copy_values else [w for chunk in chunks for w in chunk]
     entry: DeltaChannelHistory = {"writes": writes}
     if seed.present:
         entry["seed"] = fresh(seed.value) if copy_values else seed.value
