@@ -558,9 +558,10 @@ class RedisHistoryCache:
         reply = self._run(*args)
         if self._extended(key, reply, kept) is None:
             return None
-        plans: Sequence[_ReadPlan | None] = self._read_back(key, ns, reply, reads) or [None] * len(
-            reads
-        )
+        plans = self._read_back(key, ns, reply, reads)
+        if plans is None:  # stored, but the read-back entry is incomplete
+            self._hit_or_miss(None)
+            return None
         out: dict[str, DeltaChannelHistory] = {}
         for channel, plan in zip(channels, plans, strict=True):
             hit = self._hit_or_miss(self._serve(key, plan))
@@ -692,9 +693,10 @@ class RedisHistoryCache:
         reply = await self._arun(*args)
         if self._extended(key, reply, kept) is None:
             return None
-        plans: Sequence[_ReadPlan | None] = self._read_back(key, ns, reply, reads) or [None] * len(
-            reads
-        )
+        plans = self._read_back(key, ns, reply, reads)
+        if plans is None:  # stored, but the read-back entry is incomplete
+            self._hit_or_miss(None)
+            return None
         out: dict[str, DeltaChannelHistory] = {}
         for channel, plan in zip(channels, plans, strict=True):
             hit = self._hit_or_miss(await self._aserve(key, plan))
