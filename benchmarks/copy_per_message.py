@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from checkpoint_guard.cache._base import Seed, assemble, fresh
+from checkpoint_guard.cache._base import Seed, assemble, fresh, fresh_writes, keep_chunk
 
 _TEXT = "Checkpoints let an agent resume where it stopped. " * 8
 
@@ -76,16 +76,23 @@ def _best_ns(fn: Callable[[], Any], repeat: int) -> int:
 
 
 def measure(n: int, repeat: int) -> dict[str, float]:
-    """µs per message of ``fresh`` on a list of ``n`` messages, per shape, plus
-    ``assemble`` over a 1,000-turn thread's chunks (two messages per turn)."""
+    """µs per message, per shape: ``fresh`` on a list of ``n`` messages (a seed
+    copied without kept copiers), ``fresh_writes`` on one-message chunks as they
+    are and as a cache keeps them (``keep_chunk``: plain ones marked);
+    plus ``assemble`` over a 1,000-turn thread's kept chunks (two messages a turn)."""
     out: dict[str, float] = {}
     for name, make in _shapes().items():
         messages = _roundtrip([make(i) for i in range(n)])
         copied = fresh(messages)
         assert copied == messages and copied is not messages
         out[name] = _best_ns(lambda m=messages: fresh(m), repeat) / n / 1000
+        chunks = [(("task", "messages", [m]),) for m in messages]
+        kept = [keep_chunk(chunk) for chunk in chunks]
+        assert [w[2][0] for w in fresh_writes(kept)] == messages
+        out[f"{name}: chunks"] = _best_ns(lambda c=chunks: fresh_writes(c), repeat) / n / 1000
+        out[f"{name}: chunks, kept"] = _best_ns(lambda k=kept: fresh_writes(k), repeat) / n / 1000
     chunks = [
-        (("task", "messages", _roundtrip([message])),)
+        keep_chunk((("task", "messages", _roundtrip([message])),))
         for i in range(n // 2)
         for message in (HumanMessage(f"q{i}", id=f"h{i}"), AIMessage(_TEXT[:400], id=f"a{i}"))
     ]
@@ -106,7 +113,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     for name, us in result.items():
-        print(f"{name:<34} {us:6.2f} µs/message")
+        print(f"{name:<40} {us:6.2f} µs/message")
 
 
 if __name__ == "__main__":

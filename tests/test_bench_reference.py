@@ -95,8 +95,10 @@ def test_long_preset_lifts_the_cap_for_full_mode_at_1000_turns(
     assert "skip  thread:sqlite/999t/400B:raw:full" in capsys.readouterr().out
 
 
-def _row(turns: int, mode: str, stack: str, rep: int = 0, **extra: Any) -> dict[str, Any]:
-    case = Case("sqlite", turns, 400, "thread", mode, stack, None if mode == "full" else 1000)
+def _row(
+    turns: int, mode: str, stack: str, rep: int = 0, backend: str = "sqlite", **extra: Any
+) -> dict[str, Any]:
+    case = Case(backend, turns, 400, "thread", mode, stack, None if mode == "full" else 1000)
     return {
         "schema_version": SCHEMA_VERSION,
         "type": "case",
@@ -149,6 +151,8 @@ def test_perf_targets_and_side_by_side_from_synthetic_rows() -> None:
                 cache={"bytes": 2e7, "stats": {"serialized_bytes": 9e8}},
             ),
             _row(1999, "delta", "redis", rep, head_cold_ms=10.0, head_cold_raw_ms=40.0),
+            _row(100, "full", "raw", rep, "postgres", latency_ms=_lat(5, 10)),
+            _row(100, "full", "guard", rep, "postgres", latency_ms=_lat(5, 10.5)),
         ]
     summary = summarize(rows)
     got = {
@@ -167,6 +171,7 @@ def test_perf_targets_and_side_by_side_from_synthetic_rows() -> None:
         "Redis bytes received per warm turn, turns to 1,000 / turns around 100": (1.5, False),
         "2,000 turns: fresh worker, Redis warm / raw delta head read": (0.25, False),
         "full mode: guard / raw per turn (p50)": (1.01, True),
+        "full mode on PostgreSQL: guard / raw per turn (p50)": (1.05, False),
         "wrapped delta storage / raw delta": (1.01, True),
         "memory cache bytes per turn, 1,000 / 300 turns (linear: about 1)": (1.0, True),
         "1,000 turns: memory (isolating) / reference LRU, last-10 per turn": (0.75, True),

@@ -13,10 +13,25 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel, Field, PrivateAttr
 
 from checkpoint_guard.cache import MemoryHistoryCache
-from checkpoint_guard.cache._base import Seed, assemble, fresh, fresh_chunk
+from checkpoint_guard.cache._base import (
+    PlainChunk,
+    Seed,
+    Step,
+    approx_size,
+    assemble,
+    fresh,
+    fresh_chunk,
+    fresh_seed,
+    fresh_writes,
+    identical,
+    keep_chunk,
+    keep_seed,
+    share_items,
+)
 
 
 class NotedMessage(AIMessage):
@@ -54,6 +69,13 @@ def _smuggled_attribute() -> HumanMessage:
 SHAPES: dict[str, Callable[[], BaseMessage]] = {
     "human plain": lambda: HumanMessage("hello", id="h-1"),
     "ai plain": lambda: AIMessage("reply", id="a-1"),
+    "ai scalar metadata": lambda: AIMessage(
+        "reply",
+        id="a-3",
+        response_metadata={"finish_reason": "stop", "model_name": "m"},
+        additional_kwargs={"refusal": None},
+    ),
+    "extra scalar field": lambda: HumanMessage("extra", id="e-2", custom="note"),
     "ai tool calls": lambda: AIMessage(
         "",
         id="a-2",
@@ -274,3 +296,172 @@ def test_memory_cache_read_is_isolated_for_every_shape() -> None:
         _mutate_everything(got["seed"])
         got["writes"].clear()
         assert [_state(m) for m in messages] == expected
+
+
+# The shapes whose one-message chunks a cache marks plain (copied without a look
+# at each field): immutable scalars, containers of scalars, scalar extras.
+PLAIN_SHAPES = {"human plain", "ai plain", "ai scalar metadata", "extra scalar field"}
+
+
+@pytest.mark.parametrize(("name", "message"), CASES, ids=[name for name, _ in CASES])
+def test_kept_chunks_are_marked_plain_only_for_plain_messages(
+    name: str, message: BaseMessage
+) -> None:
+    chunk = (("task", "messages", [message]),)
+    kept = keep_chunk(chunk)
+    assert kept == chunk
+    plain = name.removesuffix(" (deserialized)") in PLAIN_SHAPES
+    assert (type(kept) is PlainChunk) is plain, name
+    # never for several writes, several messages or a bare message
+    for other in (
+        chunk * 2,
+        (("task", "messages", [message, message]),),
+        (("task", "messages", message),),
+    ):
+        assert type(keep_chunk(other)) is tuple
+
+
+@pytest.mark.parametrize(("name", "message"), CASES, ids=[name for name, _ in CASES])
+def test_kept_chunk_copies_are_equal_and_share_nothing_mutable(
+    name: str, message: BaseMessage
+) -> None:
+    kept = keep_chunk((("task", "messages", [message]),))
+    before = _state(message)
+    for _ in range(2):  # the first copy builds the class's copiers, the second uses them
+        writes = fresh_writes([kept, kept])
+        assert writes == fresh_writes([tuple(kept), tuple(kept)])
+        for task, channel, value in writes:
+            assert (task, channel) == ("task", "messages")
+            assert type(value) is list and len(value) == 1
+            got = value[0]
+            assert type(got) is type(message) and got == message and got is not message
+            assert _state(got) == before
+            shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(message)}
+            assert not shared, f"{name}: a copy of a kept chunk shares mutable objects"
+            _mutate_everything(got)
+            value.append("changed")
+        assert _state(message) == before
+        assert kept[0][2] == [message]
+
+
+def test_memory_cache_extended_one_message_at_a_time_is_isolated_for_every_shape() -> None:
+    # The path of every chat turn: one chunk per checkpoint, kept (and marked) as
+    # the cache extends a history, copied on every read.
+    cache = MemoryHistoryCache()
+    messages = [make() for make in SHAPES.values()]
+    token = cache.begin("t", "").token
+    assert cache.store("t", "", "messages", "c0", {"writes": []}, token)
+    steps = [
+        Step("messages", f"c{i}", f"c{i + 1}", (("task", "messages", [m]),))
+        for i, m in enumerate(messages)
+    ]
+    assert cache.extend_many("t", "", steps, token)
+    expected = [_state(m) for m in messages]
+    head = f"c{len(messages)}"
+    for _ in range(3):
+        got = cache.read("t", "", "messages", head)
+        assert got is not None
+        assert [w[2] for w in got["writes"]] == [[m] for m in messages]
+        for _, _, value in got["writes"]:
+            _mutate_everything(value)
+        got["writes"].clear()
+        assert [_state(m) for m in messages] == expected
+
+
+@pytest.mark.parametrize("wrapper", ["list", "snapshot", "dict"])
+def test_kept_seeds_copy_like_fresh_and_share_nothing_mutable(wrapper: str) -> None:
+    # A seed's copiers are chosen once per item (plain or not) when a cache keeps
+    # it; every copy made from them is what ``fresh`` makes.
+    items = [m for _, m in CASES] + [{"k": [1]}, "scalar", ("t", [1])]
+    value: Any = {
+        "list": items,
+        "snapshot": _DeltaSnapshot(items),
+        "dict": {"items": items},
+    }[wrapper]
+    before = copy.deepcopy(value)
+    kept = keep_seed(Seed(True, value))
+    assert (kept.copiers is not None) is (wrapper != "dict")
+    assert kept == Seed(True, value)
+    for _ in range(2):
+        copied = fresh_seed(kept)
+        assert type(copied) is type(value)
+        assert copied == fresh(value) == before
+        got = copied.value if wrapper == "snapshot" else copied
+        original = value.value if wrapper == "snapshot" else value
+        if wrapper == "list" or wrapper == "snapshot":
+            for a, b in zip(got, original, strict=True):
+                assert type(a) is type(b)
+        shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(original)}
+        assert not shared, "a kept seed's copy shares mutable objects"
+        _mutate_everything(got)
+        assert value == before
+
+
+def test_a_kept_seed_whose_copiers_do_not_fit_its_value_is_copied_by_fresh() -> None:
+    message = HumanMessage("a", id="x")
+    stale = Seed(True, [message, fresh(message)], copiers=(fresh,))
+    copied = fresh_seed(stale)
+    assert copied == [message, message] and copied[0] is not message
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ({"n": 1}, {"n": 1}, True),
+        ({"n": 1}, {"n": 1.0}, False),
+        ({"n": 1}, {"n": True}, False),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}, False),  # the order is visible to readers
+        ([{"x": [1, "y"]}], [{"x": [1, "y"]}], True),
+        ([{"x": [1, "y"]}], [{"x": (1, "y")}], False),
+        ({1: "a"}, {1.0: "a"}, False),
+        ({"s": {1}}, {"s": {1}}, False),  # not a JSON-like value: never identical
+        (float("nan"), float("nan"), False),
+    ],
+)
+def test_identical_means_the_same_value_down_to_types_and_order(a: Any, b: Any, same: bool) -> None:
+    assert identical(a, b) is same
+    assert (
+        identical(
+            HumanMessage("m", id="x", additional_kwargs={"v": a}),
+            HumanMessage("m", id="x", additional_kwargs={"v": b}),
+        )
+        is same
+    )
+
+
+def test_identical_messages_agree_on_fields_set_extras_and_private_state() -> None:
+    base = AIMessage("m", id="x")
+    assert identical(base, AIMessage("m", id="x"))
+    assert not identical(base, HumanMessage("m", id="x"))
+    assert not identical(base, AIMessage("m", id="x", name=None))  # name in fields-set
+    assert not identical(base, AIMessage("m", id="x", custom="extra"))
+    private = _private_message()
+    other = _private_message()
+    assert identical(private, other)
+    other._trail.append("more")
+    assert not identical(private, other)
+
+
+def test_share_items_replaces_only_identical_messages_by_id() -> None:
+    kept = [HumanMessage("q", id="h"), AIMessage("a", id="a", additional_kwargs={"n": 1})]
+    chunks = [(("t", "messages", [m]),) for m in kept]
+    same = fresh(kept[0])
+    changed = AIMessage("a", id="a", additional_kwargs={"n": 1.0})
+    new = HumanMessage("new", id="n")
+    for wrap_value in (list, _DeltaSnapshot):
+        seed = Seed(True, wrap_value([same, changed, new]))
+        shared, size = share_items(seed, chunks)
+        items = shared.value if wrap_value is list else shared.value.value
+        assert type(shared.value) is wrap_value
+        assert items[0] is kept[0] and items[1] is changed and items[2] is new
+        assert shared == seed  # the same value
+        assert size < approx_size(seed.value)
+        assert size > approx_size(changed) + approx_size(new)
+    # nothing to share: the seed itself, counted whole
+    alone = Seed(True, [new])
+    assert share_items(alone, chunks) == (alone, approx_size([new]))
+    assert share_items(Seed(False), chunks) == (Seed(False), 0)
+    # the ids of another seed's messages count too
+    later = Seed(True, [fresh(new)])
+    shared, _ = share_items(later, [], alone)
+    assert shared.value[0] is new

@@ -437,3 +437,56 @@ async def test_postgres_history_beyond_first_1024_checkpoints(pg_schema: tuple[s
             assert raw.get_delta_channel_history(config=config, channels=CHANNELS) == expected
             assert saver.get_delta_channel_history(config=config, channels=CHANNELS) == expected
         assert len(expected["messages"]["writes"]) == 1
+
+
+def _seeded_segments(cache: MemoryHistoryCache, thread: str) -> list[Any]:
+    entry = cache._threads[thread]
+    return [s for s in entry.segments[("", "messages")] if s.seed.present]
+
+
+async def test_a_snapshot_shares_the_messages_its_history_holds_and_stays_exact() -> None:
+    """A snapshot holds the messages the writes before it hold: the cache keeps
+    them once (its size per turn does not jump at a snapshot), every read stays
+    the contract's, and what a reader does to a seeded read reaches no other."""
+    drv = Driver(False)
+    sizes: dict[int, float] = {}
+    for frequency in (10, 1000):
+        raw = InMemorySaver()
+        cache = MemoryHistoryCache()
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=frequency)
+        for i in range(14):  # 28 updates: snapshots at 10 and 20 with frequency 10
+            graph.invoke(human(i), cfg("s"))
+        graph.get_state(cfg("s"))
+        sizes[frequency] = cache._threads["s"].size
+        if frequency == 10:
+            seeded = _seeded_segments(cache, "s")
+            assert len(seeded) == 2
+            older = {
+                id(m)
+                for s in cache._threads["s"].segments[("", "messages")]
+                for chunk in s.chunks
+                for _, _, v in chunk
+                for m in v
+            }
+            for segment in seeded:
+                # all but the last turn's messages (in the snapshot's history,
+                # not in a cached chunk) are the objects the cache held already
+                items = segment.seed.value.value
+                assert len(items) >= 10
+                assert sum(id(m) not in older for m in items) <= 2
+                older |= {id(m) for m in items}
+            head = raw.get_tuple(cfg("s"))
+            assert head is not None
+            expected = BaseCheckpointSaver.get_delta_channel_history(
+                raw, config=head.config, channels=CHANNELS
+            )
+            for _ in range(2):
+                got = saver.get_delta_channel_history(config=head.config, channels=CHANNELS)
+                assert got == expected and "seed" in got["messages"]
+                for message in got["messages"]["seed"].value:
+                    message.content = "tampered"
+                    message.additional_kwargs["tampered"] = True
+                tamper(got)
+        await assert_every_checkpoint_matches(drv, raw, saver, "s")
+    assert sizes[10] <= 1.1 * sizes[1000], sizes

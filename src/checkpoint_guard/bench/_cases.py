@@ -141,6 +141,8 @@ class Sweep:
     payloads: tuple[int, ...] = (400,)
     two_process: tuple[str, ...] = ()
     cold_reads: bool = True
+    full_stacks: tuple[str, ...] = ()
+    """Stacks that also run in full mode only (``guard``: its full-mode price)."""
 
     def cases(self) -> list[Case]:
         """Every case of the sweep, grouped (group, then mode, then stack)."""
@@ -149,7 +151,7 @@ class Sweep:
             cold = self.cold_reads and backend in PERSISTENT_BACKENDS
             base = Case(backend, turns, payload, "thread", "full", "raw", None, cold)
             out.append(base)
-            if "guard" in self.stacks:
+            if "guard" in self.stacks or "guard" in self.full_stacks:
                 out.append(replace(base, stack="guard"))
             for frequency in self.frequencies:
                 delta = replace(base, mode="delta", frequency=frequency)
@@ -212,6 +214,7 @@ PRESETS: dict[str, Preset] = {
                 turns=(100,),
                 frequencies=(1, 10, 1000),
                 stacks=("raw", "memory", "redis"),
+                full_stacks=("guard",),  # the guard's full-mode price on every backend
             ),
         ),
         repetitions=3,

@@ -366,14 +366,14 @@ REDIS_WINDOW = 20
 
 
 def _rows_by(
-    rows: Sequence[Row], stack: str, mode: str, *, kind: str = "thread"
+    rows: Sequence[Row], stack: str, mode: str, *, kind: str = "thread", backend: str = "sqlite"
 ) -> dict[int, dict[Any, Row]]:
-    """turns -> repetition -> row, SQLite, F=1000 (delta) or full mode."""
+    """turns -> repetition -> row, SQLite (or ``backend``), F=1000 (delta) or full mode."""
     out: dict[int, dict[Any, Row]] = defaultdict(dict)
     for r in rows:
         if (
             r["kind"] == kind
-            and r["backend"] == "sqlite"
+            and r["backend"] == backend
             and r["stack"] == stack
             and r["mode"] == mode
             and (mode == "full" or r["frequency"] == TARGET_FREQUENCY)
@@ -520,6 +520,21 @@ def perf_targets(rows: Sequence[Row]) -> list[Target]:
                 at(guard_full, turns), at(full, turns), lambda a, b: _div(p50(a), p50(b))
             ),
             basis(turns) if turns else "not in this run (needs the guard stack in full mode)",
+        )
+    )
+    pg_full = _rows_by(rows, "raw", "full", backend="postgres")
+    pg_guard = _rows_by(rows, "guard", "full", backend="postgres")
+    turns = max(set(pg_guard) & set(pg_full), default=None)
+    targets.append(
+        Target(
+            "full mode on PostgreSQL: guard / raw per turn (p50)",
+            1.02,
+            _paired_median(
+                at(pg_guard, turns), at(pg_full, turns), lambda a, b: _div(p50(a), p50(b))
+            ),
+            f"PostgreSQL, {turns} turns, one process"
+            if turns
+            else "not in this run (needs the guard stack in full mode on PostgreSQL)",
         )
     )
     turns = max(set(memory) & set(raw), default=None)

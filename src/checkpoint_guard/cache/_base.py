@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import call
 from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
@@ -48,6 +49,12 @@ __all__ = [
     "assemble",
     "fresh",
     "fresh_chunk",
+    "fresh_seed",
+    "fresh_writes",
+    "identical",
+    "keep_chunk",
+    "keep_seed",
+    "PlainChunk",
 ]
 
 logger = logging.getLogger("checkpoint_guard.cache")
@@ -71,10 +78,13 @@ Chunk = tuple[PendingWrite, ...]
 
 @dataclass(frozen=True, slots=True)
 class Seed:
-    """A segment's starting point: ``present`` with ``value``, or none (start empty)."""
+    """A segment's starting point: ``present`` with ``value``, or none (start empty).
+    ``copiers``: set by ``keep_seed`` for a cache's own copy of a list of messages
+    (or a snapshot of one), one copier per item."""
 
     present: bool
     value: Any = None
+    copiers: tuple[Callable[[Any], Any], ...] | None = field(default=None, compare=False)
 
 
 NO_SEED = Seed(False)
@@ -338,6 +348,73 @@ _GROWING_FIELDS = (
 )
 
 
+def identical(a: Any, b: Any, _depth: int = 0) -> bool:
+    """Whether ``a`` and ``b`` are the same value down to every type and order:
+    exact types (``1`` is not ``1.0`` nor ``True``), dicts in the same key order,
+    messages with the same fields, fields-set, extras and private attributes.
+    Only JSON-like values and messages can be identical; anything else is not."""
+    cls = type(a)
+    if cls is not type(b) or _depth > 32:
+        return False
+    if cls in _SCALARS:
+        return bool(a == b)
+    if cls is dict:
+        return len(a) == len(b) and all(
+            type(ka) is type(kb) and ka == kb and identical(va, vb, _depth + 1)
+            for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
+        )
+    if cls is list or cls is tuple:
+        return len(a) == len(b) and all(
+            identical(x, y, _depth + 1) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, BaseMessage):
+        return (
+            type(a.__pydantic_fields_set__) is set
+            and a.__pydantic_fields_set__ == b.__pydantic_fields_set__
+            and identical(a.__dict__, b.__dict__, _depth + 1)
+            and identical(a.__pydantic_extra__, b.__pydantic_extra__, _depth + 1)
+            and identical(a.__pydantic_private__, b.__pydantic_private__, _depth + 1)
+        )
+    return False
+
+
+def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
+    """``seed`` with each message of its list value (or snapshot of one) replaced
+    by an ``identical`` message the cache already holds, in ``known``'s writes or
+    ``also``'s value, and the bytes the result adds to a cache (``approx_size``,
+    a pointer for each shared message). A snapshot holds the messages its
+    history's writes hold: sharing them keeps a cache's size linear across
+    snapshots. Only for objects the cache owns and never hands out."""
+    value = seed.value
+    if not seed.present:
+        return seed, 0
+    items = value.value if type(value) is _DeltaSnapshot else value
+    if type(items) is not list or not items:
+        return seed, approx_size(value)
+    held: dict[str, Any] = {}
+    pools: list[Any] = [v for chunk in known for _, _, v in chunk]
+    if also is not None and also.present:
+        pools.append(also.value.value if type(also.value) is _DeltaSnapshot else also.value)
+    for pool in pools:
+        for message in pool if type(pool) is list else (pool,):
+            if isinstance(message, BaseMessage) and type(message.id) is str:
+                held[message.id] = message
+    out: list[Any] = []
+    size = 88 + 8 * len(items)
+    for item in items:
+        match = (
+            held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
+        )
+        if match is not None and identical(match, item):
+            out.append(match)
+        else:
+            out.append(item)
+            size += approx_size(item, 1)
+    if all(a is b for a, b in zip(out, items, strict=True)):
+        return seed, approx_size(value)
+    return Seed(True, _DeltaSnapshot(out) if items is not value else out), size
+
+
 def approx_size(value: Any, _depth: int = 0) -> int:
     """A cheap, deterministic estimate of the memory ``value`` holds, in bytes
     (used for byte bounds; no serialization)."""
@@ -400,14 +477,159 @@ def _fresh_write(value: Any) -> Any:
     return copier(value) if copier is not None else fresh(value)
 
 
-def _fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
-    # Every write of ``chunks``, its value copied: one loop with the common write
-    # (a list of one message) inline, one new tuple, list and message per write
-    # and no other allocation.
+class PlainChunk(tuple[PendingWrite, ...]):
+    """A cached chunk known, since it was cached, to be one write of a list of one
+    *plain* message (see ``keep_chunk``): its copy needs no look at the message's
+    fields. Only a cache's own, never handed-out chunks are marked, so what made
+    the mark true cannot change afterwards."""
+
+    __slots__ = ()
+
+
+# Per message class: the fields whose default is an empty dict or list, or None
+# when the class has no plain copier (a field name that is not an identifier).
+_PLAIN_PLANS: dict[type, tuple[frozenset[str], tuple[tuple[str, type], ...]] | None] = {}
+_PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
+
+_PLAIN_TEMPLATE = """
+def copy_plain(message):
+    copied = message.__dict__.copy()
+{body}
+    new = _new(_cls)
+    _set_dict(new, copied)
+    _set_fields_set(new, message.__pydantic_fields_set__.copy())
+    extra = message.__pydantic_extra__
+    _set_extra(new, None if extra is None else extra.copy() if extra else {{}})
+    _set_private(new, None)
+    return new
+"""
+
+_PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
+    copied[{key!r}] = value.copy() if value else {empty}
+"""
+
+
+def _plain_plan(cls: type) -> tuple[frozenset[str], tuple[tuple[str, type], ...]] | None:
+    if cls in _PLAIN_PLANS:
+        return _PLAIN_PLANS[cls]
+    fields = dict(getattr(cls, "model_fields", {}))
+    plan: tuple[frozenset[str], tuple[tuple[str, type], ...]] | None = None
+    if fields and all(name.isidentifier() for name in fields):
+        containers = tuple(
+            (name, factory)
+            for name, info in fields.items()
+            if (factory := getattr(info, "default_factory", None)) in (dict, list)
+        )
+        plan = (frozenset(fields), containers)
+        body = "".join(
+            _PLAIN_FIELD_TEMPLATE.format(key=name, empty="{}" if kind is dict else "[]")
+            for name, kind in containers
+        )
+        namespace: dict[str, Any] = {
+            "_cls": cls,
+            "_new": _new,
+            "_set_dict": _set_dict,
+            "_set_fields_set": _set_fields_set,
+            "_set_extra": _set_extra,
+            "_set_private": _set_private,
+        }
+        source = _PLAIN_TEMPLATE.format(body=body)
+        name = f"<checkpoint_guard plain copier for {cls.__qualname__}>"
+        exec(compile(source, name, "exec"), namespace)
+        _PLAIN_COPIERS[cls] = namespace["copy_plain"]
+    _PLAIN_PLANS[cls] = plan
+    return plan
+
+
+def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
+    # Plain: the class's fields exactly, each an immutable scalar except the fields
+    # defaulting to an empty dict or list, which hold that type with scalars only
+    # (a copy of the container is then a complete copy); extras a dict of scalars
+    # or None, no private attributes, a plain fields-set.
+    plan = _plain_plan(type(message))
+    if plan is None:
+        return False
+    names, containers = plan
+    fields = message.__dict__
+    if type(fields) is not dict or fields.keys() != names:
+        return False
+    kinds = dict(containers)
+    for key, value in fields.items():
+        kind = kinds.get(key)
+        cls = type(value)
+        if kind is None:
+            if cls not in _scalars:
+                return False
+        elif cls is not kind or not _scalars.issuperset(
+            map(type, value.values() if cls is dict else value)
+        ):
+            return False
+    extra = message.__pydantic_extra__
+    if extra is not None and (
+        type(extra) is not dict or not _scalars.issuperset(map(type, extra.values()))
+    ):
+        return False
+    return message.__pydantic_private__ is None and type(message.__pydantic_fields_set__) is set
+
+
+def keep_chunk(chunk: Chunk) -> Chunk:
+    """``chunk`` as a cache keeps it: marked ``PlainChunk`` when it is one write of
+    a list of one plain message (its copies then skip the per-field checks). Only
+    for chunks the cache owns and never hands out (a reader gets copies)."""
+    if len(chunk) == 1 and type(chunk) is tuple:
+        value = chunk[0][2]
+        if (
+            type(value) is list
+            and len(value) == 1
+            and isinstance(value[0], BaseMessage)
+            and _is_plain(value[0])
+        ):
+            return PlainChunk(chunk)
+    return chunk
+
+
+def _item_copier(item: Any) -> Callable[[Any], Any]:
+    # The copy of one item of a kept list, chosen once: what ``fresh`` would do.
+    if isinstance(item, BaseMessage):
+        return _PLAIN_COPIERS[type(item)] if _is_plain(item) else _copier(type(item))
+    return _copy_value
+
+
+def keep_seed(seed: Seed) -> Seed:
+    """``seed`` as a cache keeps it: when its value is a list (or a snapshot of a
+    list), with each item's copier chosen once (plain messages copied without a
+    look at their fields). Only for values the cache owns and never hands out."""
+    value = seed.value
+    items = value.value if type(value) is _DeltaSnapshot else value
+    if not seed.present or type(items) is not list or not items:
+        return seed
+    return Seed(True, value, tuple(map(_item_copier, items)))
+
+
+def fresh_seed(seed: Seed) -> Any:
+    """A copy of ``seed.value``, as ``fresh`` makes it (by the kept copiers)."""
+    value, copiers = seed.value, seed.copiers
+    items = value.value if type(value) is _DeltaSnapshot else value
+    if copiers is None or type(items) is not list or len(items) != len(copiers):
+        return fresh(value)
+    copied = list(map(call, copiers, items))
+    return _DeltaSnapshot(copied) if items is not value else copied
+
+
+def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
+    """Every write of ``chunks`` in order, its value copied as ``fresh`` would."""
+    # One loop with the common write (a list of one message) inline, one new
+    # tuple, list and message per write and no other allocation.
     writes: list[PendingWrite] = []
     append = writes.append
     get = _COPIERS.get
+    plain = _PLAIN_COPIERS
     for chunk in chunks:
+        if type(chunk) is PlainChunk:
+            task, channel, value = chunk[0]
+            message = value[0]
+            append((task, channel, [plain[type(message)](message)]))
+            continue
         for task, channel, value in chunk:
             if type(value) is list and len(value) == 1:
                 message = value[0]
@@ -424,16 +646,16 @@ def fresh_chunk(chunk: Chunk) -> Chunk:
     if len(chunk) == 1:
         task, channel, value = chunk[0]
         return ((task, channel, _fresh_write(value)),)
-    return tuple(_fresh_writes((chunk,)))
+    return tuple(fresh_writes((chunk,)))
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:
     """The ``DeltaChannelHistory`` a seed and chunks stand for (values copied with
     ``fresh`` when they are shared cache objects)."""
-    writes = _fresh_writes(chunks) if copy_values else [w for chunk in chunks for w in chunk]
+    writes = fresh_writes(chunks) if copy_values else [w for chunk in chunks for w in chunk]
     entry: DeltaChannelHistory = {"writes": writes}
     if seed.present:
-        entry["seed"] = fresh(seed.value) if copy_values else seed.value
+        entry["seed"] = fresh_seed(seed) if copy_values else seed.value
     return entry
 
 

@@ -21,6 +21,9 @@ from ._base import (
     Step,
     approx_size,
     assemble,
+    keep_chunk,
+    keep_seed,
+    share_items,
 )
 
 __all__ = ["MemoryHistoryCache"]
@@ -35,13 +38,24 @@ _COUNTER = itertools.count(1)
 
 
 class _Segment:
-    __slots__ = ("chunks", "scope", "seed", "tags")
+    __slots__ = ("chunks", "scope", "seed", "seed_size", "tags")
 
-    def __init__(self, scope: tuple[str, str], seed: Seed, chunks: list[Chunk], tags: list[str]):
+    def __init__(
+        self,
+        scope: tuple[str, str],
+        seed: Seed,
+        chunks: list[Chunk],
+        tags: list[str],
+        seed_size: int | None = None,
+    ):
         self.scope = scope
         self.seed = seed
         self.chunks = chunks
         self.tags = tags
+        # what the seed adds to the thread's size (its shared messages: a pointer each)
+        self.seed_size = (
+            seed_size if seed_size is not None else approx_size(seed.value) if seed.present else 0
+        )
 
 
 class _Thread:
@@ -69,12 +83,17 @@ class _Thread:
             old = kept.pop(0)
             self.pointers = {k: v for k, v in self.pointers.items() if v[0] is not old}
             self.size -= _segment_size(old)
+            # The seeds left may share messages the dropped segment was counted
+            # for: count them whole from now on (over, never under, the bound).
+            for segment in kept:
+                if segment.seed.present:
+                    whole = approx_size(segment.seed.value)
+                    self.size += whole - segment.seed_size
+                    segment.seed_size = whole
 
 
 def _segment_size(segment: _Segment) -> int:
-    size = 64 + 8 * len(segment.chunks)
-    if segment.seed.present:
-        size += approx_size(segment.seed.value)
+    size = 64 + 8 * len(segment.chunks) + segment.seed_size
     return size + sum(approx_size(c) for c in segment.chunks)
 
 
@@ -153,6 +172,21 @@ class MemoryHistoryCache:
     def _may_store(self, thread_id: Any, token: Any) -> bool:
         return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
 
+    def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int]:
+        """A snapshot's seed as kept, and what it adds to the size: the messages
+        that the channel's newest segment already holds are shared, not kept twice
+        (a snapshot holds what the writes before it hold)."""
+        segments = entry.segments.get((ns, channel))
+        if not segments:
+            return self._keep(seed), approx_size(seed.value) if seed.present else 0
+        newest = segments[-1]
+        seed, size = share_items(seed, newest.chunks, newest.seed)
+        return self._keep(seed), size
+
+    def _keep(self, seed: Seed) -> Seed:
+        # Copying readers' seeds carry their items' copiers, chosen once.
+        return keep_seed(seed) if self.isolate else seed
+
     def begin(
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
     ) -> Begin:
@@ -201,8 +235,8 @@ class MemoryHistoryCache:
     ) -> bool:
         """Cache a history read whole from the saver (a new segment of one chunk),
         if ``token`` is still the thread's generation and no write is fenced."""
-        seed = Seed(True, history["seed"]) if "seed" in history else NO_SEED
-        chunk: Chunk = tuple(history["writes"])
+        seed = self._keep(Seed(True, history["seed"])) if "seed" in history else NO_SEED
+        chunk = keep_chunk(tuple(history["writes"]))
         with self._lock:
             if not self._may_store(thread_id, token):
                 return False
@@ -219,11 +253,12 @@ class MemoryHistoryCache:
             step.channel,
             step.parent_id,
             step.child_id,
-            step.chunk,
+            keep_chunk(step.chunk),
             step.seed,
         )
         if seed is not None:
-            segment = _Segment((ns, channel), seed, [chunk], [parent_id])
+            seed, seed_size = self._seeded(entry, ns, channel, seed)
+            segment = _Segment((ns, channel), seed, [chunk], [parent_id], seed_size)
             entry.add_segment(segment)
             entry.size += _segment_size(segment)
             n = 1

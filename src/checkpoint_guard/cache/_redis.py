@@ -60,7 +60,7 @@ from typing import Any
 
 import msgpack
 from cachetools import LRUCache
-from langgraph.checkpoint.base import DeltaChannelHistory
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._base import (
@@ -70,11 +70,15 @@ from ._base import (
     DEFAULT_TTL_SECONDS,
     Begin,
     CacheStats,
+    Chunk,
     Seed,
     Step,
     assemble,
     fresh,
-    fresh_chunk,
+    fresh_seed,
+    fresh_writes,
+    keep_chunk,
+    keep_seed,
 )
 from ._codec import CodecError, ValueCodec
 
@@ -337,6 +341,16 @@ class RedisHistoryCache:
     def _decode(self, field: str, blob: bytes) -> Any:
         return self.codec.loads_chunk(blob) if field.startswith("c:") else self.codec.loads(blob)
 
+    def _kept(self, field: str, value: Any) -> Any:
+        """A value as the local tier keeps it for copying readers: a chunk marked
+        (``keep_chunk``), a seed value as a ``Seed`` with its copiers (``keep_seed``).
+        Readers sharing the tier's objects (no ``isolate``) get the values as they are."""
+        if not self.isolate:
+            return value
+        if field.startswith("c:"):
+            return keep_chunk(value)
+        return keep_seed(Seed(True, value))
+
     def _remember(
         self, key: str, epoch: str, fields: list[str], blobs: Any
     ) -> dict[str, Any] | None:
@@ -376,22 +390,39 @@ class RedisHistoryCache:
         for field, (size, value, blob) in held.items():
             if value is _LENT:  # read a second time: the tier takes its own objects now
                 try:
-                    value = self._decode(field, blob)
+                    value = self._kept(field, self._decode(field, blob))
                 except CodecError as exc:
                     self._stats.error("decode", exc)
                     return None
                 with self._lock, contextlib.suppress(ValueError):
                     self._local[(key, epoch, field)] = (size, value, b"")
-            # the tier's objects are shared between reads: hand out copies
-            values[field] = (
+            values[field] = value
+        # The tier's objects are shared between reads: with isolate, copied (the
+        # chunks in one pass); this read's own decoded objects are handed out.
+        if not self.isolate or not held:
+            seed = Seed(True, values[seed_field]) if seed_field != "-" else Seed(False)
+            return assemble(seed, [values[f] for f in fields], copy_values=False)
+        writes: list[PendingWrite] = []
+        run: list[Chunk] = []  # consecutive shared chunks
+        for field in fields:
+            if field in own:
+                writes += fresh_writes(run)
+                run = []
+                writes += own[field]
+            else:
+                run.append(values[field])
+        writes += fresh_writes(run)
+        entry: DeltaChannelHistory = {"writes": writes}
+        if seed_field != "-":
+            value = values[seed_field]
+            entry["seed"] = (
                 value
-                if not self.isolate
-                else fresh_chunk(value)
-                if field.startswith("c:")
+                if seed_field not in held
+                else fresh_seed(value)
+                if type(value) is Seed
                 else fresh(value)
             )
-        seed = Seed(True, values[seed_field]) if seed_field != "-" else Seed(False)
-        return assemble(seed, [values[f] for f in fields], copy_values=False)
+        return entry
 
     def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
         self._stats.add("hits" if result is not None else "misses")
@@ -422,10 +453,10 @@ class RedisHistoryCache:
             if step.seed is not None and step.seed.present:
                 seed_field = "e:" + _digest(ns, step.channel, "seed", node)
                 seed_bytes = self.codec.dumps(step.seed.value)
-                kept.append((seed_field, len(seed_bytes), step.seed.value))
+                kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
             chunk_field = "c:" + _digest(ns, step.channel, node)
             chunk_bytes = self.codec.dumps_chunk(step.chunk)
-            kept.append((chunk_field, len(chunk_bytes), step.chunk))
+            kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
             parent = (
                 "" if step.seed is not None else self._pointer(ns, step.channel, step.parent_id)
             )
