@@ -16,7 +16,15 @@ from langgraph.types import Command
 
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import RedisHistoryCache
-from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns, tamper
+from tests.support.helpers import (
+    CountingSaver,
+    Driver,
+    cfg,
+    chat_graph,
+    human,
+    run_turns,
+    tamper,
+)
 from tests.support.history import CHANNELS, assert_every_checkpoint_matches, interrupting_graph
 from tests.support.stores import Store
 
@@ -549,3 +557,66 @@ def test_a_corrupt_index_costs_speed_only_and_never_stalls_redis(
             client.delete(key)
             client.hset(key, mapping=saved)
         assert t.cache.stats()["errors"] == 0
+
+
+async def test_a_channel_keeps_at_most_four_seed_values_and_stays_exact(
+    redis_prefix: Any,
+) -> None:
+    """A channel snapshotting every few updates would keep one whole-state seed per
+    snapshot in Redis: quadratic in the thread. At most four seed values are kept
+    per namespace and channel; entries built on a dropped seed read as misses
+    (answered by the saver), warm turns keep hitting, every checkpoint reads exactly."""
+    import redis
+
+    url, prefix = redis_prefix
+    client = redis.Redis.from_url(url)
+
+    def seeds() -> list[bytes]:
+        return [
+            field
+            for key in client.scan_iter(match=prefix + ":*")
+            for field in client.hkeys(key)
+            if field.startswith(b"e:")
+        ]
+
+    raw = InMemorySaver()
+    counting = CountingSaver(raw)
+    cache = make_cache(redis_prefix)
+    try:
+        saver = wrap(counting, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=3)
+        for i in range(12):  # 24 updates: 8 snapshots
+            graph.invoke(human(i), cfg("z"))
+        assert 2 <= len(seeds()) <= 4
+        misses = cache.stats()["misses"]
+        for i in range(12, 20):
+            graph.invoke(human(i), cfg("z"))
+        assert cache.stats()["misses"] == misses  # warm turns keep hitting
+        assert len(seeds()) <= 4
+        await assert_every_checkpoint_matches(Driver(False), raw, saver, "z")
+        assert len(seeds()) <= 4
+        # a fresh worker reads every checkpoint exactly from what is left
+        fresh = wrap(raw, mode="delta", cache=make_cache(redis_prefix))
+        await assert_every_checkpoint_matches(Driver(False), raw, fresh, "z")
+        # the reads above dropped seeds the head was built on: the next turn reads
+        # the saver once and stores a live entry again; the turns after it hit (an
+        # entry on a dropped seed is not reported cached, so nothing builds on it)
+        counting.calls.clear()
+        for i in range(20, 26):
+            graph.invoke(human(i), cfg("z"))
+        assert counting.calls["get_delta_channel_history"] <= 1, counting.calls
+        # an old checkpoint whose entry was built on a dropped seed: read once from
+        # the saver (at most) and stored live again, then served by the cache
+        for tup in list(raw.list(cfg("z")))[5:25]:
+            saver.get_delta_channel_history(config=tup.config, channels=CHANNELS)
+            counting.calls.clear()
+            for _ in range(2):
+                got = saver.get_delta_channel_history(config=tup.config, channels=CHANNELS)
+                assert got == BaseCheckpointSaver.get_delta_channel_history(
+                    raw, config=tup.config, channels=CHANNELS
+                )
+            assert counting.calls["get_delta_channel_history"] == 0, tup.config
+        assert cache.stats()["errors"] == 0
+    finally:
+        cache.close()
+        client.close()

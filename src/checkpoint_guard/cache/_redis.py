@@ -98,13 +98,13 @@ def _lua(name: str, *libs: str) -> str:
     return "".join([*parts, folder.joinpath(f"{name}.lua").read_text()])
 
 
-_INDEX = _lua("index", "values", "index")
+_INDEX = _lua("index", "values", "live", "index")
 _VALUES = _lua("values", "values")
-_BEGIN = _lua("begin")
+_BEGIN = _lua("begin", "live")
 _FENCE = _lua("fence", "newer", "drop")
 _UNFENCE = _lua("unfence")
 _DROP = _lua("drop", "drop")
-_EXTEND = _lua("extend", "newer", "index")
+_EXTEND = _lua("extend", "newer", "live", "index")
 
 
 def _digest(*parts: Any) -> str:
@@ -468,6 +468,7 @@ class RedisHistoryCache:
                 seed_field,
                 seed_bytes,
                 uuid.uuid4().hex[:16],
+                "z:" + _digest(ns, step.channel) if seed_field else "",
             ]
         return (_EXTEND, [key], argv), kept
 

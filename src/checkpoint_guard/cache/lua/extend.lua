@@ -1,9 +1,9 @@
 -- KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
 -- ARGV[4] the newest child id of the steps, ARGV[5] R, the number of entries to read
 -- back after the steps, then R groups of 3 (pointer, hint segment, hint known; see
--- index), then one group of 7 per step, oldest first: child pointer, parent pointer
+-- index), then one group of 8 per step, oldest first: child pointer, parent pointer
 -- ('' with a seed), chunk field, chunk bytes, seed field ('' for none), seed bytes,
--- a fresh segment id.
+-- a fresh segment id, the seed list field of the step's namespace and channel.
 -- -> 0 when nothing was applied (the generation changed or a write is fenced) or a
 -- step's parent history is gone (earlier steps stay: each is a correct entry on its
 -- own, under the TTL); else {epoch, index block of each read} ({epoch} alone when a
@@ -12,17 +12,38 @@
 -- step appends at n + 1 when that position is free or already holds its chunk; a
 -- fork (another chunk there) copies positions 1..n into a new segment (O(n), only
 -- on forks), so a turn's extension is O(1) in the thread's length.
+-- Seed values (snapshots) are the large fields: a channel snapshotting every F
+-- updates would keep one per F updates, each the whole state, quadratic in the
+-- thread. At most MAX_SEEDS are kept per namespace and channel (the memory cache
+-- keeps as many seeded segments), oldest stored first out; the segments of a
+-- dropped seed read as misses (held_seed), so a reader falls back to the saver.
+local MAX_SEEDS = 4
 local key = KEYS[1]
 local ttl = tonumber(ARGV[1])
 if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
   return 0
 end
-local function extend(child, parent, cf, chunk, sf, seed, newseg)
+local function keep_seed(sf, zf)
+  local seeds = {}
+  local listed = redis.call('HGET', key, zf)
+  if listed then
+    for name in string.gmatch(listed, '[^,]+') do
+      if name ~= sf then seeds[#seeds + 1] = name end
+    end
+  end
+  seeds[#seeds + 1] = sf
+  while #seeds > MAX_SEEDS do
+    redis.call('HDEL', key, table.remove(seeds, 1))
+  end
+  redis.call('HSET', key, zf, table.concat(seeds, ','))
+end
+local function extend(child, parent, cf, chunk, sf, seed, newseg, zf)
   if parent == '' then
     redis.call('HSETNX', key, 'epoch', newseg)
     local seedref = '-'
     if sf ~= '' then
       redis.call('HSET', key, sf, seed)
+      keep_seed(sf, zf)
       seedref = sf
     end
     redis.call('HSET', key, cf, chunk, 's:' .. newseg, seedref, 'q:' .. newseg .. ':1', cf,
@@ -34,7 +55,7 @@ local function extend(child, parent, cf, chunk, sf, seed, newseg)
   local seg, n = string.match(p, '^(%x+),(%d+)$')
   if not seg then return false end
   n = tonumber(n)
-  local seedref = redis.call('HGET', key, 's:' .. seg)
+  local seedref = held_seed(key, seg)
   if not seedref then return false end
   if n > 0 and redis.call('HEXISTS', key, 'q:' .. seg .. ':' .. n) == 0 then return false end
   local nxt = 'q:' .. seg .. ':' .. (n + 1)
@@ -68,9 +89,9 @@ end
 local reads = tonumber(ARGV[5])
 local first = 6 + 3 * reads
 local applied = 0
-for i = first, #ARGV, 7 do
+for i = first, #ARGV, 8 do
   if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-                ARGV[i + 6]) then
+                ARGV[i + 6], ARGV[i + 7]) then
     break
   end
   applied = applied + 1
@@ -81,7 +102,7 @@ if applied > 0 then
   end
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
-if applied * 7 < #ARGV - first + 1 then return 0 end
+if applied * 8 < #ARGV - first + 1 then return 0 end
 local out = {redis.call('HGET', key, 'epoch')}
 for r = 0, reads - 1 do
   local a = 6 + 3 * r

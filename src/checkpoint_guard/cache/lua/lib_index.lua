@@ -3,14 +3,14 @@
 -- first..n of the segment. The caller already holds positions 1..hint_known of
 -- hint_segment (they never change within an epoch), so first = hint_known + 1 for
 -- that segment and 1 otherwise: a warm read costs O(new chunks), not O(thread).
--- false when the entry is missing or incomplete. Needs nothing else.
+-- false when the entry is missing or incomplete. Needs held_seed (lib_live).
 local function index(key, pointer, hseg, hknown, out)
   local p = redis.call('HGET', key, pointer)
   if not p then return false end
   local seg, n = string.match(p, '^(%x+),(%d+)$')
   if not seg then return false end
   n = tonumber(n)
-  local seedf = redis.call('HGET', key, 's:' .. seg)
+  local seedf = held_seed(key, seg)
   if not seedf then return false end
   local first = 1
   if seg == hseg then first = math.min(hknown, n) + 1 end
