@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.cache._base import (
@@ -32,6 +32,7 @@ from checkpoint_guard.cache._base import (
     keep_seed,
     share_items,
 )
+from tests.support.mutation import mutables, mutate_everything
 
 
 class NotedMessage(AIMessage):
@@ -139,34 +140,6 @@ SHAPES: dict[str, Callable[[], BaseMessage]] = {
 }
 
 
-def _mutables(obj: Any, seen: set[int] | None = None) -> Iterator[Any]:
-    """Every mutable object reachable from ``obj`` (containers, models and the
-    models' own dicts and sets), each once."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen:
-        return
-    if isinstance(obj, BaseModel):
-        seen.add(id(obj))
-        yield obj
-        for part in (
-            obj.__dict__,
-            obj.__pydantic_fields_set__,
-            obj.__pydantic_extra__,
-            obj.__pydantic_private__,
-        ):
-            if part is not None:
-                yield from _mutables(part, seen)
-    elif isinstance(obj, (dict, list, set, bytearray)):
-        seen.add(id(obj))
-        yield obj
-        items = obj.values() if isinstance(obj, dict) else obj
-        for item in items:
-            yield from _mutables(item, seen)
-    elif isinstance(obj, tuple):
-        for item in obj:
-            yield from _mutables(item, seen)
-
-
 def _state(message: Any) -> tuple[Any, ...]:
     """Everything observable of a message, compared by value."""
     return (
@@ -176,22 +149,6 @@ def _state(message: Any) -> tuple[Any, ...]:
         copy.deepcopy(message.__pydantic_extra__),
         copy.deepcopy(message.__pydantic_private__),
     )
-
-
-def _mutate_everything(obj: Any) -> None:
-    """What a careless caller can do: every container changed in place, every
-    field of every model reassigned."""
-    for item in list(_mutables(obj)):
-        if isinstance(item, BaseModel):
-            for name in list(item.__dict__):
-                setattr(item, name, "changed")
-            item.__pydantic_fields_set__.add("changed")
-        elif isinstance(item, dict):
-            item["changed"] = True
-        elif isinstance(item, list):
-            item.append("changed")
-        elif isinstance(item, set):
-            item.add("changed")
 
 
 def _shapes_as_cached() -> list[tuple[str, BaseMessage]]:
@@ -216,9 +173,9 @@ def test_copy_is_equal_and_shares_nothing_mutable(name: str, message: BaseMessag
         assert type(copied) is type(message)
         assert _state(copied) == before
         assert copied == message
-        shared = {id(x) for x in _mutables(copied)} & {id(x) for x in _mutables(message)}
+        shared = {id(x) for x in mutables(copied)} & {id(x) for x in mutables(message)}
         assert not shared, f"{name}: copy shares mutable objects with the original"
-        _mutate_everything(copied)
+        mutate_everything(copied)
         assert _state(message) == before
 
 
@@ -251,12 +208,12 @@ def test_write_lists_chunks_and_seeds_are_copied(
             assert (task, channel) == (task_in, channel_in)
             assert got == original and got is not original
             assert type(got) is type(original)
-            shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(original)}
+            shared = {id(x) for x in mutables(got)} & {id(x) for x in mutables(original)}
             assert not shared, f"{name}: a copied write shares mutable objects"
-            _mutate_everything(got)
+            mutate_everything(got)
             if isinstance(got, list):
                 got.clear()
-    _mutate_everything(history["seed"])
+    mutate_everything(history["seed"])
     history["writes"].clear()
     assert [_state(m) for m in messages] == before
     assert chunk[0][2] is value
@@ -292,8 +249,8 @@ def test_memory_cache_read_is_isolated_for_every_shape() -> None:
         assert got is not None
         assert [w[2][0] for w in got["writes"]] == messages
         for _, _, value in got["writes"]:
-            _mutate_everything(value)
-        _mutate_everything(got["seed"])
+            mutate_everything(value)
+        mutate_everything(got["seed"])
         got["writes"].clear()
         assert [_state(m) for m in messages] == expected
 
@@ -336,9 +293,9 @@ def test_kept_chunk_copies_are_equal_and_share_nothing_mutable(
             got = value[0]
             assert type(got) is type(message) and got == message and got is not message
             assert _state(got) == before
-            shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(message)}
+            shared = {id(x) for x in mutables(got)} & {id(x) for x in mutables(message)}
             assert not shared, f"{name}: a copy of a kept chunk shares mutable objects"
-            _mutate_everything(got)
+            mutate_everything(got)
             value.append("changed")
         assert _state(message) == before
         assert kept[0][2] == [message]
@@ -363,7 +320,7 @@ def test_memory_cache_extended_one_message_at_a_time_is_isolated_for_every_shape
         assert got is not None
         assert [w[2] for w in got["writes"]] == [[m] for m in messages]
         for _, _, value in got["writes"]:
-            _mutate_everything(value)
+            mutate_everything(value)
         got["writes"].clear()
         assert [_state(m) for m in messages] == expected
 
@@ -391,9 +348,9 @@ def test_kept_seeds_copy_like_fresh_and_share_nothing_mutable(wrapper: str) -> N
         if wrapper == "list" or wrapper == "snapshot":
             for a, b in zip(got, original, strict=True):
                 assert type(a) is type(b)
-        shared = {id(x) for x in _mutables(got)} & {id(x) for x in _mutables(original)}
+        shared = {id(x) for x in mutables(got)} & {id(x) for x in mutables(original)}
         assert not shared, "a kept seed's copy shares mutable objects"
-        _mutate_everything(got)
+        mutate_everything(got)
         assert value == before
 
 

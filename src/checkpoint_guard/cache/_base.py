@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import sys
 import threading
 import time
@@ -338,14 +339,7 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     return copier
 
 
-_GROWING_FIELDS = (
-    "additional_kwargs",
-    "response_metadata",
-    "tool_calls",
-    "invalid_tool_calls",
-    "usage_metadata",
-    "artifact",
-)
+_SIZED = frozenset((str, dict, list))
 
 
 def identical(a: Any, b: Any, _depth: int = 0) -> bool:
@@ -356,6 +350,8 @@ def identical(a: Any, b: Any, _depth: int = 0) -> bool:
     cls = type(a)
     if cls is not type(b) or _depth > 32:
         return False
+    if cls is float:  # 0.0 == -0.0, yet they print and divide differently
+        return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
     if cls in _SCALARS:
         return bool(a == b)
     if cls is dict:
@@ -392,9 +388,10 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     if type(items) is not list or not items:
         return seed, approx_size(value)
     held: dict[str, Any] = {}
-    pools: list[Any] = [v for chunk in known for _, _, v in chunk]
-    if also is not None and also.present:
+    pools: list[Any] = []
+    if also is not None and also.present:  # older than the chunks: theirs win an id
         pools.append(also.value.value if type(also.value) is _DeltaSnapshot else also.value)
+    pools += [v for chunk in known for _, _, v in chunk]
     for pool in pools:
         for message in pool if type(pool) is list else (pool,):
             if isinstance(message, BaseMessage) and type(message.id) is str:
@@ -432,14 +429,19 @@ def approx_size(value: Any, _depth: int = 0) -> int:
     if cls not in _MESSAGE_TYPES and isinstance(value, BaseMessage):
         _MESSAGE_TYPES.add(cls)
     if cls in _MESSAGE_TYPES:
-        # Only the fields that grow are measured; the rest (type, id, name,
-        # empty containers) is the constant.
-        fields = value.__dict__
-        size = 512 + approx_size(fields.get("content"), _depth + 1)
-        for name in _GROWING_FIELDS:
-            field = fields.get(name)
-            if field:
-                size += approx_size(field, _depth + 1)
+        # Every field and extra that holds something: a subclass's own fields, a
+        # large extra or name count as much as the content (the constant covers
+        # the object, its dicts and the empty fields).
+        size = 512
+        for field in value.__dict__.values():
+            # None, empty strings and containers are in the constant (no truth test:
+            # an arbitrary object may refuse one)
+            if field is None or (type(field) in _SIZED and not field):
+                continue
+            size += approx_size(field, _depth + 1)
+        extra = value.__pydantic_extra__
+        if extra:
+            size += approx_size(extra, _depth + 1)
         return size
     if isinstance(value, (str, bytes)):
         return sys.getsizeof(value)

@@ -38,7 +38,7 @@ _COUNTER = itertools.count(1)
 
 
 class _Segment:
-    __slots__ = ("chunks", "scope", "seed", "seed_size", "tags")
+    __slots__ = ("chunk_bytes", "chunks", "scope", "seed", "seed_size", "shares", "tags")
 
     def __init__(
         self,
@@ -52,10 +52,18 @@ class _Segment:
         self.seed = seed
         self.chunks = chunks
         self.tags = tags
-        # what the seed adds to the thread's size (its shared messages: a pointer each)
-        self.seed_size = (
-            seed_size if seed_size is not None else approx_size(seed.value) if seed.present else 0
-        )
+        # what the chunks and the seed weigh (``approx_size``), kept current as
+        # chunks are appended; the seed's is measured when first needed, unless
+        # given: then it counts only what the seed does not share (``shares``)
+        self.chunk_bytes = sum(approx_size(c) for c in chunks)
+        self.seed_size = seed_size
+        self.shares = seed_size is not None
+
+    def whole(self) -> int:
+        """The segment's size counted alone, as if it shared nothing."""
+        if self.seed_size is None:
+            self.seed_size = approx_size(self.seed.value) if self.seed.present else 0
+        return 64 + 8 * len(self.chunks) + self.seed_size + self.chunk_bytes
 
 
 class _Thread:
@@ -76,25 +84,28 @@ class _Thread:
         if key[2] > self.top.get(key[0], ""):
             self.top[key[0]] = key[2]
 
-    def add_segment(self, segment: _Segment) -> None:
+    def add_segment(self, segment: _Segment, size: int) -> None:
+        """Keep ``segment``, which adds ``size`` (what it holds that the thread's
+        other segments do not). Past ``MAX_SEGMENTS`` for its channel the oldest is
+        dropped, and the thread is counted again, each segment whole: segments
+        share chunks, seeds and a snapshot's messages, and what the dropped one was
+        counted for may live on in another (over, never under, the bound)."""
         kept = self.segments.setdefault(segment.scope, [])
         kept.append(segment)
-        if len(kept) > MAX_SEGMENTS:
-            old = kept.pop(0)
-            self.pointers = {k: v for k, v in self.pointers.items() if v[0] is not old}
-            self.size -= _segment_size(old)
-            # The seeds left may share messages the dropped segment was counted
-            # for: count them whole from now on (over, never under, the bound).
-            for segment in kept:
-                if segment.seed.present:
-                    whole = approx_size(segment.seed.value)
-                    self.size += whole - segment.seed_size
-                    segment.seed_size = whole
-
-
-def _segment_size(segment: _Segment) -> int:
-    size = 64 + 8 * len(segment.chunks) + segment.seed_size
-    return size + sum(approx_size(c) for c in segment.chunks)
+        if len(kept) <= MAX_SEGMENTS:
+            self.size += size
+            return
+        old = kept.pop(0)
+        self.pointers = {k: v for k, v in self.pointers.items() if v[0] is not old}
+        for segments in self.segments.values():
+            for each in segments:  # a seed counted as shared is counted whole from now on
+                if each.shares:
+                    each.seed_size, each.shares = None, False
+        self.size = (
+            256
+            + 96 * len(self.pointers)
+            + sum(each.whole() for segments in self.segments.values() for each in segments)
+        )
 
 
 class MemoryHistoryCache:
@@ -242,8 +253,7 @@ class MemoryHistoryCache:
                 return False
             entry = self._entry(thread_id)
             segment = _Segment((ns, channel), seed, [chunk], [f"\0whole:{checkpoint_id}"])
-            entry.add_segment(segment)
-            entry.size += _segment_size(segment)
+            entry.add_segment(segment, segment.whole())
             entry.point((ns, channel, checkpoint_id), (segment, 1))
             self._commit(thread_id, entry)
             return True
@@ -259,8 +269,7 @@ class MemoryHistoryCache:
         if seed is not None:
             seed, seed_size = self._seeded(entry, ns, channel, seed)
             segment = _Segment((ns, channel), seed, [chunk], [parent_id], seed_size)
-            entry.add_segment(segment)
-            entry.size += _segment_size(segment)
+            entry.add_segment(segment, segment.whole())
             n = 1
         else:
             pointer = entry.pointers.get((ns, channel, parent_id))
@@ -268,9 +277,11 @@ class MemoryHistoryCache:
                 return False
             segment, n = pointer
             if len(segment.chunks) == n:
+                size = approx_size(chunk)
                 segment.chunks.append(chunk)
                 segment.tags.append(parent_id)
-                entry.size += 8 + approx_size(chunk)
+                segment.chunk_bytes += size
+                entry.size += 8 + size
             elif segment.tags[n] != parent_id:
                 # a sibling already extended this history: fork, sharing chunks
                 segment = _Segment(
@@ -279,8 +290,8 @@ class MemoryHistoryCache:
                     [*segment.chunks[:n], chunk],
                     [*segment.tags[:n], parent_id],
                 )
-                entry.add_segment(segment)
-                entry.size += 64 + 8 * (n + 1) + approx_size(chunk)
+                # its own: the positions and the new chunk (the rest is the origin's)
+                entry.add_segment(segment, 64 + 8 * (n + 1) + approx_size(chunk))
             n += 1
         entry.point((ns, channel, child_id), (segment, n))
         entry.size += 96
