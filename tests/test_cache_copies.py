@@ -24,7 +24,6 @@ from checkpoint_guard.cache._base import (
     approx_size,
     assemble,
     fresh,
-    fresh_chunk,
     fresh_seed,
     fresh_writes,
     identical,
@@ -199,7 +198,7 @@ def test_write_lists_chunks_and_seeds_are_copied(
     messages = [m for _, _, v in chunk for m in (v if isinstance(v, list) else [v])]
     before = [_state(m) for m in messages]
     history = assemble(Seed(True, [fresh(message)]), [chunk, chunk], copy_values=True)
-    copied_chunk = fresh_chunk(chunk)
+    copied_chunk = tuple(fresh_writes([chunk]))
     for writes in (history["writes"], list(copied_chunk)):
         assert len(writes) == (2 * len(chunk) if writes is history["writes"] else len(chunk))
         for (task, channel, got), (task_in, channel_in, original) in zip(

@@ -49,7 +49,6 @@ __all__ = [
     "approx_size",
     "assemble",
     "fresh",
-    "fresh_chunk",
     "fresh_seed",
     "fresh_writes",
     "identical",
@@ -339,9 +338,6 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     return copier
 
 
-_SIZED = frozenset((str, dict, list))
-
-
 def identical(a: Any, b: Any, _depth: int = 0) -> bool:
     """Whether ``a`` and ``b`` are the same value down to every type and order:
     exact types (``1`` is not ``1.0`` nor ``True``), dicts in the same key order,
@@ -378,9 +374,10 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     """``seed`` with each message of its list value (or snapshot of one) replaced
     by an ``identical`` message the cache already holds, in ``known``'s writes or
     ``also``'s value, and the bytes the result adds to a cache (``approx_size``,
-    a pointer for each shared message). A snapshot holds the messages its
-    history's writes hold: sharing them keeps a cache's size linear across
-    snapshots. Only for objects the cache owns and never hands out."""
+    a pointer for each shared message); ``seed`` itself when nothing is shared.
+    A snapshot holds the messages its history's writes hold: sharing them keeps a
+    cache's size linear across snapshots. Only for objects the cache owns and never
+    hands out."""
     value = seed.value
     if not seed.present:
         return seed, 0
@@ -397,19 +394,27 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
             if isinstance(message, BaseMessage) and type(message.id) is str:
                 held[message.id] = message
     out: list[Any] = []
-    size = 88 + 8 * len(items)
+    # approx_size's own arithmetic: a list, inside a snapshot or not
+    wrapped = items is not value
+    size = (88 if wrapped else 56) + 8 * len(items)
+    depth = 2 if wrapped else 1
+    shared = False
     for item in items:
         match = (
             held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
         )
         if match is not None and identical(match, item):
             out.append(match)
+            shared = True
         else:
             out.append(item)
-            size += approx_size(item, 1)
-    if all(a is b for a, b in zip(out, items, strict=True)):
-        return seed, approx_size(value)
-    return Seed(True, _DeltaSnapshot(out) if items is not value else out), size
+            size += approx_size(item, depth)
+    if not shared:
+        return seed, size
+    return Seed(True, _DeltaSnapshot(out) if wrapped else out), size
+
+
+_SIZED = frozenset((str, dict, list))
 
 
 def approx_size(value: Any, _depth: int = 0) -> int:
@@ -488,9 +493,10 @@ class PlainChunk(tuple[PendingWrite, ...]):
     __slots__ = ()
 
 
-# Per message class: the fields whose default is an empty dict or list, or None
-# when the class has no plain copier (a field name that is not an identifier).
-_PLAIN_PLANS: dict[type, tuple[frozenset[str], tuple[tuple[str, type], ...]] | None] = {}
+# Per message class: its field names and, for the fields whose default is an empty
+# dict or list, that type; None when the class has no plain copier (a field name
+# that is not an identifier).
+_PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _PLAIN_TEMPLATE = """
@@ -511,21 +517,21 @@ _PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
 """
 
 
-def _plain_plan(cls: type) -> tuple[frozenset[str], tuple[tuple[str, type], ...]] | None:
+def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
     if cls in _PLAIN_PLANS:
         return _PLAIN_PLANS[cls]
     fields = dict(getattr(cls, "model_fields", {}))
-    plan: tuple[frozenset[str], tuple[tuple[str, type], ...]] | None = None
+    plan: tuple[frozenset[str], dict[str, type]] | None = None
     if fields and all(name.isidentifier() for name in fields):
-        containers = tuple(
-            (name, factory)
+        containers = {
+            name: factory
             for name, info in fields.items()
             if (factory := getattr(info, "default_factory", None)) in (dict, list)
-        )
+        }
         plan = (frozenset(fields), containers)
         body = "".join(
             _PLAIN_FIELD_TEMPLATE.format(key=name, empty="{}" if kind is dict else "[]")
-            for name, kind in containers
+            for name, kind in containers.items()
         )
         namespace: dict[str, Any] = {
             "_cls": cls,
@@ -551,11 +557,10 @@ def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
     plan = _plain_plan(type(message))
     if plan is None:
         return False
-    names, containers = plan
+    names, kinds = plan
     fields = message.__dict__
     if type(fields) is not dict or fields.keys() != names:
         return False
-    kinds = dict(containers)
     for key, value in fields.items():
         kind = kinds.get(key)
         cls = type(value)
@@ -641,14 +646,6 @@ def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
             else:
                 append((task, channel, _fresh_write(value)))
     return writes
-
-
-def fresh_chunk(chunk: Chunk) -> Chunk:
-    """``chunk`` with every value copied by ``fresh``."""
-    if len(chunk) == 1:
-        task, channel, value = chunk[0]
-        return ((task, channel, _fresh_write(value)),)
-    return tuple(fresh_writes((chunk,)))
 
 
 def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> DeltaChannelHistory:

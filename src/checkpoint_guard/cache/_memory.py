@@ -183,16 +183,17 @@ class MemoryHistoryCache:
     def _may_store(self, thread_id: Any, token: Any) -> bool:
         return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
 
-    def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int]:
-        """A snapshot's seed as kept, and what it adds to the size: the messages
-        that the channel's newest segment already holds are shared, not kept twice
-        (a snapshot holds what the writes before it hold)."""
+    def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int | None]:
+        """A snapshot's seed as kept, and what it adds to the size when it shares
+        (None: nothing shared, the segment measures it whole): the messages that
+        the channel's newest segment already holds are not kept twice (a snapshot
+        holds what the writes before it hold)."""
         segments = entry.segments.get((ns, channel))
         if not segments:
-            return self._keep(seed), approx_size(seed.value) if seed.present else 0
+            return self._keep(seed), None  # measured whole by the segment
         newest = segments[-1]
-        seed, size = share_items(seed, newest.chunks, newest.seed)
-        return self._keep(seed), size
+        kept, size = share_items(seed, newest.chunks, newest.seed)
+        return self._keep(kept), (size if kept is not seed else None)
 
     def _keep(self, seed: Seed) -> Seed:
         # Copying readers' seeds carry their items' copiers, chosen once.

@@ -11,8 +11,9 @@ if redis.call('HSETNX', key, 'gen', ARGV[1]) == 1 then
 end
 local out = {redis.call('HGET', key, 'gen'), redis.call('HGET', key, 'epoch'),
              redis.call('HEXISTS', key, ARGV[3])}
+local seen = {}
 for i = 4, #ARGV, 500 do
   local batch = redis.call('HMGET', key, unpack(ARGV, i, math.min(i + 499, #ARGV)))
-  for j = 1, #batch do out[#out + 1] = live(key, batch[j]) and 1 or 0 end
+  for j = 1, #batch do out[#out + 1] = live(key, batch[j], seen) and 1 or 0 end
 end
 return out
