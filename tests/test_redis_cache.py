@@ -620,3 +620,34 @@ async def test_a_channel_keeps_at_most_four_seed_values_and_stays_exact(
     finally:
         cache.close()
         client.close()
+
+
+async def test_a_corrupt_seed_list_deletes_nothing_but_seed_values(redis_prefix: Any) -> None:
+    """The per-channel list of kept seeds is read back from Redis: whatever names it
+    holds besides seed fields (the generation, the epoch, a pointer) are never
+    deleted when the list overflows, and every checkpoint still reads exactly."""
+    import redis
+
+    url, prefix = redis_prefix
+    client = redis.Redis.from_url(url)
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
+    try:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=3)
+        for i in range(4):
+            graph.invoke(human(i), cfg("c"))
+        (key,) = list(client.scan_iter(match=prefix + ":*"))
+        (listed,) = [f for f in client.hkeys(key) if f.startswith(b"z:")]
+        pointer = next(f for f in client.hkeys(key) if f.startswith(b"p:"))
+        client.hset(key, listed, b",".join([b"gen", b"epoch", pointer] * 3))
+        epoch = client.hget(key, "epoch")  # changes only when the thread is dropped
+        for i in range(4, 16):  # enough snapshots to overflow the list several times
+            graph.invoke(human(i), cfg("c"))
+        assert client.hget(key, "epoch") == epoch
+        assert client.hexists(key, "gen") and client.hexists(key, pointer)
+        await assert_every_checkpoint_matches(Driver(False), raw, saver, "c")
+        assert cache.stats()["errors"] == 0
+    finally:
+        cache.close()
+        client.close()

@@ -27,8 +27,10 @@ local function keep_seed(sf, zf)
   local seeds = {}
   local listed = redis.call('HGET', key, zf)
   if listed then
+    -- only seed fields: whatever else a corrupt list names (a fence, the
+    -- generation) is never deleted
     for name in string.gmatch(listed, '[^,]+') do
-      if name ~= sf then seeds[#seeds + 1] = name end
+      if name ~= sf and string.sub(name, 1, 2) == 'e:' then seeds[#seeds + 1] = name end
     end
   end
   seeds[#seeds + 1] = sf
