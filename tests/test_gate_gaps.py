@@ -218,3 +218,47 @@ async def test_a_mode_another_process_changed_admits_no_write(store: Store) -> N
             if store.is_async:
                 await result
         assert rows(store) == before
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"checkpoint_channel_mode": "delta"},
+        {"deerflow_checkpoint_channel_mode": "delta"},
+        {"counters_since_delta_snapshot": {"messages": 3}},
+        {"delta_writes_versioned": True},
+        {},
+        {"checkpoint_channel_mode": "full"},
+    ],
+    ids=["marker", "legacy-marker", "upstream-counters", "js-flag", "none", "full-marker"],
+)
+async def test_the_write_probe_sees_each_kind_of_delta_evidence(
+    store: Store, evidence: dict[str, Any]
+) -> None:
+    """The probe fetches only the metadata keys that are delta evidence (on
+    PostgreSQL), so each key alone must still make a checkpoint delta, and its
+    verdict must equal the whole metadata's; a missing checkpoint is None."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    from checkpoint_guard._modes import metadata_uses_delta
+    from checkpoint_guard.savers._probe import mode_probe
+
+    async with store.open() as raw:
+        probe = mode_probe(raw)
+        assert type(probe) is not ModeProbe
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=-1))
+        metadata: Any = {"source": "loop", "step": 1, **evidence}
+        method = raw.aput if store.is_async else raw.put
+        target: Any = {"configurable": {"thread_id": "p", "checkpoint_ns": ""}}
+        result = method(target, checkpoint, metadata, {})
+        if store.is_async:
+            await result
+        key = ("p", "", checkpoint["id"])
+        found = (await probe.amode(key)) if store.is_async else probe.mode(key)
+        expected = bool(evidence) and evidence.get("checkpoint_channel_mode") != "full"
+        assert found is expected
+        assert found is metadata_uses_delta(metadata)
+        missing = ("p", "", str(uuid6(clock_seq=-1)))
+        assert ((await probe.amode(missing)) if store.is_async else probe.mode(missing)) is None

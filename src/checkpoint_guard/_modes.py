@@ -28,6 +28,13 @@ MODE_METADATA_KEY = "checkpoint_channel_mode"
 LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 _UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"
 _JS_DELTA_KEY = "delta_writes_versioned"
+# Every metadata key ``metadata_uses_delta`` reads: a probe may fetch these alone.
+DELTA_EVIDENCE_KEYS: tuple[str, ...] = (
+    MODE_METADATA_KEY,
+    LEGACY_MODE_METADATA_KEY,
+    _UPSTREAM_COUNTERS_KEY,
+    _JS_DELTA_KEY,
+)
 DEFAULT_SNAPSHOT_FREQUENCY = 10
 
 

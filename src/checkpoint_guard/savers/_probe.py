@@ -8,7 +8,10 @@ reading only the target's metadata (the marker lives there; the other evidence,
 
 * ``InMemorySaver``: the stored metadata bytes, decoded (no channel values);
 * ``SqliteSaver`` / ``AsyncSqliteSaver``: ``SELECT metadata`` by primary key;
-* ``PostgresSaver`` / ``AsyncPostgresSaver``: the same, through the saver's pool;
+* ``PostgresSaver`` / ``AsyncPostgresSaver``: the same, through the saver's pool,
+  fetching only the metadata keys that are delta evidence (``DELTA_EVIDENCE_KEYS``)
+  and prepared as the connection prepares the saver's own statements (this probe
+  precedes every full-mode write: on PostgreSQL it is a round trip);
 * any other saver: ``get_tuple`` (the whole checkpoint: exact, not cheap).
 
 ``mode`` / ``amode`` return True (delta), False (full) or None (no such
@@ -23,7 +26,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._address import Address
-from .._modes import checkpoint_uses_delta, metadata_uses_delta
+from .._modes import DELTA_EVIDENCE_KEYS, checkpoint_uses_delta, metadata_uses_delta
 from ._layer import unwrap
 
 __all__ = ["ModeProbe", "mode_probe"]
@@ -34,7 +37,23 @@ _SQL = (
     " AND checkpoint_id = {p}"
 )
 _SQLITE_SQL = _SQL.format(p="?")
-_POSTGRES_SQL = _SQL.format(p="%s")
+# jsonb: the evidence keys alone, as parameters (one fixed statement text, so the
+# connection can prepare it once)
+_POSTGRES_SQL = (
+    "SELECT "
+    + ", ".join(f"metadata -> %s AS k{i}" for i in range(len(DELTA_EVIDENCE_KEYS)))
+    + " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)
+
+
+def _postgres_params(key: _Key) -> tuple[str, ...]:
+    thread, ns, cid = key
+    return (*DELTA_EVIDENCE_KEYS, str(thread), ns, cid)
+
+
+def _postgres_delta(row: Any) -> bool:
+    # dict rows (the saver's row factory): k0.. in DELTA_EVIDENCE_KEYS' order
+    return _delta({k: row[f"k{i}"] for i, k in enumerate(DELTA_EVIDENCE_KEYS)})
 
 
 def _delta(metadata: Any) -> bool:
@@ -92,20 +111,18 @@ class _AsyncSqliteProbe(ModeProbe):
 
 class _PostgresProbe(ModeProbe):
     def mode(self, key: _Key) -> bool | None:
-        thread, ns, cid = key
         with self.saver._cursor() as cur:  # type: ignore[attr-defined]
-            cur.execute(_POSTGRES_SQL, (str(thread), ns, cid), prepare=False)
+            cur.execute(_POSTGRES_SQL, _postgres_params(key))
             row = cur.fetchone()
-        return None if row is None else _delta(row["metadata"])
+        return None if row is None else _postgres_delta(row)
 
 
 class _AsyncPostgresProbe(ModeProbe):
     async def amode(self, key: _Key) -> bool | None:
-        thread, ns, cid = key
         async with self.saver._cursor() as cur:  # type: ignore[attr-defined]
-            await cur.execute(_POSTGRES_SQL, (str(thread), ns, cid), prepare=False)
+            await cur.execute(_POSTGRES_SQL, _postgres_params(key))
             row = await cur.fetchone()
-        return None if row is None else _delta(row["metadata"])
+        return None if row is None else _postgres_delta(row)
 
 
 def _probes() -> list[tuple[type[Any], type[ModeProbe]]]:
