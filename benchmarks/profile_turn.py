@@ -20,7 +20,9 @@ excludes the time of timed components it calls):
 - ``history layer``: ``CachedHistorySaver``'s own logic;
 - ``other``: the rest (LangGraph's loop, channels, the guard, the bench graph);
 - ``gc during X``: the cyclic garbage collector's pauses while X ran (already
-  included in X's time: the collections the allocations trigger).
+  included in X's time: the collections the allocations trigger); ``gc genN
+  passes``: the same pauses by generation, with their count per operation (a
+  full, gen-2 pass walks every tracked object of the process).
 
 With a Redis stack the server's ``INFO`` deltas (commands, server usec, bytes
 in and out) are reported per turn too: point ``--redis-url`` at a Redis that
@@ -85,7 +87,13 @@ class Timers:
             self._gc_start = time.perf_counter_ns()
         else:
             where = self._names[-1] if self._names else "other"
-            self.gc_ns[f"gc during {where}"] += time.perf_counter_ns() - self._gc_start
+            elapsed = time.perf_counter_ns() - self._gc_start
+            self.gc_ns[f"gc during {where}"] += elapsed
+            # and by generation: a full pass (gen 2) walks every tracked object of
+            # the process, so its count per turn is what the allocations cost
+            generation = f"gc gen{info['generation']} passes"
+            self.gc_ns[generation] += elapsed
+            self.calls[generation] += 1
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         stack = self._stack
