@@ -163,3 +163,172 @@ def test_plaintext_entries_are_refused_under_encryption(monkeypatch: pytest.Monk
     forged = msgpack.packb([blob[0], blob[1][:-1] + bytes([blob[1][-1] ^ 1])])
     with pytest.raises(CodecError):
         sealed.loads_chunk(forged)
+
+
+# -- the generated per-class builders: every check, on real bytes -----------------------
+
+
+def _one_of_each() -> list[Any]:
+    from checkpoint_guard.cache._codec import _MESSAGES
+
+    out = []
+    for name, cls in sorted(_MESSAGES.items()):
+        kwargs: dict[str, Any] = {"content": f"{name} text", "id": f"id-{name}"}
+        if "tool_call_id" in cls.model_fields:
+            kwargs["tool_call_id"] = "call-1"
+        if "role" in cls.model_fields:
+            kwargs["role"] = "critic"
+        if "name" in cls.model_fields and cls.__name__.startswith("Function"):
+            kwargs["name"] = "fn"
+        if cls is RemoveMessage:
+            kwargs = {"id": "gone"}
+        out.append(cls(**kwargs))
+    return out
+
+
+@pytest.mark.parametrize("message", _one_of_each(), ids=lambda m: type(m).__name__)
+def test_every_rebuilt_class_round_trips(message: Any) -> None:
+    codec = ValueCodec()
+    full = type(message)(**message.model_dump())  # fields-set: every field
+    for value in ([message], [full], [message, full]):
+        _same(
+            codec.loads_chunk(codec.dumps_chunk((("t", "messages", value),))),
+            (("t", "messages", value),),
+        )
+        snapshot = codec.loads(codec.dumps(_DeltaSnapshot(value)))
+        _same(snapshot.value, value)
+
+
+def _fields_row(message: Any) -> list[Any]:
+    """The encoded ``[name, fields, fields-set, extra]`` of one message, decoded
+    from the bytes the codec wrote (so a test changes real bytes)."""
+    codec = ValueCodec()
+    blob = codec.dumps_chunk((("t", "messages", [message]),))
+    rows = msgpack.unpackb(msgpack.unpackb(blob)[1], strict_map_key=False)
+    ((_, _, marker, (item,)),) = rows
+    assert marker == 1
+    return list(item)
+
+
+def _ai_item() -> list[Any]:
+    return _fields_row(AIMessage("reply", id="a1", tool_calls=[]))
+
+
+def _malformed_items() -> dict[str, list[Any]]:
+    base = _ai_item()
+    fields = base[1]
+
+    def with_fields(**changes: Any) -> list[Any]:
+        return [base[0], {**fields, **changes}, base[2], base[3]]
+
+    missing = {k: v for k, v in fields.items() if k != "usage_metadata"}
+    swapped = {**missing, "usage_metadatum": None}  # as many keys, one of them wrong
+    swapped_read = {k: v for k, v in fields.items() if k != "content"} | {"contents": "x"}
+    return {
+        "unknown class": ["Nope", fields, 1, None],
+        "class name not a str": [7, fields, 1, None],
+        "subclass name": ["BaseMessage", fields, 1, None],
+        "fields not a dict": [base[0], list(fields.items()), 1, None],
+        "a field missing": [base[0], missing, 1, None],
+        "a field more": with_fields(smuggled=1),
+        "a field renamed": [base[0], swapped, 1, None],
+        "a checked field renamed": [base[0], swapped_read, 1, None],
+        "wrong type literal": with_fields(type="human"),
+        "type literal not a str": with_fields(type=1),
+        "content an int": with_fields(content=5),
+        "content a dict": with_fields(content={"text": "x"}),
+        "content None": with_fields(content=None),
+        "id an int": with_fields(id=1),
+        "id a list": with_fields(id=["a1"]),
+        "name an int": with_fields(name=2),
+        "tool_calls a dict": with_fields(tool_calls={"name": "x"}),
+        "invalid_tool_calls None": with_fields(invalid_tool_calls=None),
+        "additional_kwargs a list": with_fields(additional_kwargs=[]),
+        "response_metadata None": with_fields(response_metadata=None),
+        "extra with int keys": [base[0], fields, 1, {1: "x"}],
+        "extra with some int key": [base[0], fields, 1, {"ok": 1, 2: "x"}],
+        "extra a list": [base[0], fields, 1, ["x"]],
+        "fields-set 2": [base[0], fields, 2, None],
+        "fields-set True": [base[0], fields, True, None],
+        "fields-set a str": [base[0], fields, "content", None],
+        "fields-set a dict": [base[0], fields, {"content": 1}, None],
+        "fields-set an int name": [base[0], fields, ["content", 3], None],
+        "fields-set naming nothing": [base[0], fields, ["content", "ghost"], None],
+        "fields-set naming a missing extra": [base[0], fields, ["ghost"], {"other": 1}],
+        "item too short": [base[0], fields, 1],
+        "item too long": [*base, None],
+    }
+
+
+_MALFORMED = _malformed_items()
+
+
+@pytest.mark.parametrize("name", sorted(_MALFORMED))
+def test_malformed_message_bytes_are_refused_in_every_form(name: str) -> None:
+    from checkpoint_guard.cache._codec import _MESSAGE, _MESSAGE_LIST, _SNAPSHOT
+
+    item = _MALFORMED[name]
+    codec = ValueCodec()
+    good = _ai_item()
+    forms = {
+        "row": envelope([["t", "messages", 1, [item]]]),
+        "row, second message": envelope([["t", "messages", 1, [good, item]]]),
+        "second row": envelope([["t", "messages", 1, [good]], ["t", "messages", 1, [item]]]),
+        "message ext": envelope(
+            [["t", "messages", [msgpack.ExtType(_MESSAGE, msgpack.packb(item))]]]
+        ),
+        "snapshot": envelope(
+            msgpack.ExtType(
+                _SNAPSHOT,
+                msgpack.packb(msgpack.ExtType(_MESSAGE_LIST, msgpack.packb([good, item]))),
+            )
+        ),
+    }
+    for form, blob in forms.items():
+        with pytest.raises(CodecError):
+            if form == "snapshot":
+                codec.loads(blob)
+            else:
+                codec.loads_chunk(blob)
+    # the good item in the same forms decodes (the forms themselves are well made)
+    assert codec.loads_chunk(envelope([["t", "messages", 1, [good]]]))[0][2][0].content == "reply"
+
+
+def test_fields_set_may_name_extra_fields() -> None:
+    message = HumanMessage("extra", id="h1")
+    message.custom = 1  # type: ignore[attr-defined]
+    item = _fields_row(message)
+    assert type(item[2]) is list and "custom" in item[2]
+    (decoded,) = ValueCodec().loads_chunk(envelope([["t", "messages", 1, [item]]]))[0][2]
+    assert decoded.__pydantic_fields_set__ == message.__pydantic_fields_set__
+    assert decoded.__pydantic_extra__ == {"custom": 1}
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [["t", "messages", 2, [["AIMessage", {}, 1, None]]]],  # a 4-row without the marker
+        [["t", "messages", 1, {"AIMessage": 1}]],  # messages not a list
+        [["t", "messages", 1, ["AIMessage"]]],  # a message not a list
+        [["t", "messages"]],
+        [["t", "messages", "v", "w", "x"]],
+        [[None, "messages", "v"]],
+        [["t", b"messages", "v"]],
+        {"t": "messages"},
+        [],  # an empty chunk written the long way: fine, an empty chunk
+    ],
+)
+def test_malformed_rows_are_refused(rows: Any) -> None:
+    codec = ValueCodec()
+    if rows == []:
+        assert codec.loads_chunk(envelope(rows)) == ()
+        return
+    with pytest.raises(CodecError):
+        codec.loads_chunk(envelope(rows))
+
+
+def test_refusals_are_codec_errors_for_any_blob_type() -> None:
+    codec = ValueCodec()
+    for blob in (None, 5, "text", b"", bytearray(b"\x90")):
+        with pytest.raises(CodecError):
+            codec.loads_chunk(blob)  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .._errors import CodecError
-from ._base import _new, _set, _set_extra, _set_fields_set, _set_private
+from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 
 __all__ = ["DECODE_ALLOWLIST", "CodecError", "ValueCodec"]
 
@@ -101,6 +101,8 @@ _METHODS = {("datetime", "datetime", "fromisoformat")}
 # pickling; the envelope (the saver's serde) carries encryption.
 _PLAIN = JsonPlusSerializer(allowed_msgpack_modules=None)
 
+_unpackb = msgpack.unpackb
+
 # Extensions nest through Python recursion (msgpack calls our hook, which unpacks
 # the extension's payload): bytes nesting them deeply would exhaust the C stack
 # and kill the process, so nesting beyond this is refused.
@@ -151,44 +153,154 @@ class _Shape:
         )
 
 
-_SHAPES: dict[type[Any], _Shape] = {cls: _Shape(cls) for cls in _MESSAGES.values()}
 _TEXT = (str, type(None))
+_CONTENT = (str, list)
+_STR_ONLY = frozenset((str,))
+
+# Per message class: a builder generated once from its shape, doing every check
+# of the shape in straight-line code (no loop, no generator; field names enter the
+# source only as repr() string literals), then the unvalidated rebuild.
+_BUILDER_TEMPLATE = """
+def build(fields, fields_set, extra):
+    if type(fields) is not dict or len(fields) != {count}{present}:
+        raise _fields_error(fields)
+    try:
+        wrong = (
+{checks}
+        )
+    except KeyError:  # a field missing, so another one present: not the class's fields
+        raise _fields_error(fields) from None
+    if wrong:
+        raise _CodecError(_wrong_type)
+    if extra is not None and (
+        type(extra) is not dict or (extra and not _str_only.issuperset(map(type, extra)))
+    ):
+        raise _CodecError("cached message has malformed extra fields")
+    if type(fields_set) is int and fields_set == _all_set:
+        names = set(fields)
+    elif type(fields_set) is list and _str_only.issuperset(map(type, fields_set)):
+        names = set(fields_set)
+        rest = names.difference(fields)
+        if rest and (extra is None or not extra.keys() >= rest):
+            raise _CodecError("cached message has a malformed fields-set")
+    else:
+        raise _CodecError("cached message has a malformed fields-set")
+    message = _new(_cls)
+    _set_dict(message, fields)
+    _set_fields_set(message, names)
+    _set_extra(message, extra)
+    _set_private(message, None)
+    return message
+"""
+
+
+def _builder_source(shape: _Shape) -> str:
+    checks = [
+        f"type(fields[{'content'!r}]) not in _content",
+        f"type(fields[{'id'!r}]) not in _text",
+        f"type(fields[{'name'!r}]) not in _text",
+    ]
+    if shape.type_name is not None:
+        checks.insert(0, f"fields[{'type'!r}] != {shape.type_name!r}")
+    checks += [f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in shape.containers]
+    # The field dict holds exactly the class's fields when it has as many keys and
+    # each is present: the checks read most; the others are looked up.
+    read = {"content", "id", "name", *(key for key, _ in shape.containers)}
+    if shape.type_name is not None:
+        read.add("type")
+    present = "".join(f" or {key!r} not in fields" for key in sorted(shape.names - read))
+    lines = [f"            {'or ' if i else ''}{check}" for i, check in enumerate(checks)]
+    return _BUILDER_TEMPLATE.format(
+        count=len(shape.names), present=present, checks="\n".join(lines)
+    )
+
+
+def _builder(cls: type[Any]) -> Any:
+    """The builder of message class ``cls``: ``build(fields, fields_set, extra)``,
+    the message ``_message_fields`` describes once its shape is checked."""
+    shape = _Shape(cls)
+    source = _builder_source(shape)
+    name = cls.__name__
+
+    def fields_error(fields: Any) -> CodecError:
+        if type(fields) is not dict:
+            return CodecError(f"unknown cached message class {name!r}")
+        return CodecError(f"cached {name} has fields {sorted(map(str, fields))}")
+
+    namespace: dict[str, Any] = {
+        "_cls": cls,
+        "_fields_error": fields_error,
+        "_wrong_type": f"cached {name} has a field of the wrong type",
+        "_CodecError": CodecError,
+        "_content": _CONTENT,
+        "_text": _TEXT,
+        "_str_only": _STR_ONLY,
+        "_all_set": _ALL_SET,
+        "_dict": dict,
+        "_list": list,
+        "_new": _new,
+        "_set_dict": _set_dict,
+        "_set_fields_set": _set_fields_set,
+        "_set_extra": _set_extra,
+        "_set_private": _set_private,
+    }
+    exec(compile(source, f"<checkpoint_guard builder for {cls.__qualname__}>", "exec"), namespace)
+    return namespace["build"]
+
+
+_BUILDERS: dict[str, Any] = {name: _builder(cls) for name, cls in _MESSAGES.items()}
+
+
+def _messages(items: list[Any]) -> list[Any]:
+    """The messages of a list of ``_message_fields`` lists (one loop, no call per
+    message but its builder's)."""
+    out: list[Any] = []
+    append = out.append
+    get = _BUILDERS.get
+    for item in items:
+        if type(item) is not list or len(item) != 4:
+            raise CodecError("cached message is malformed")
+        name = item[0]
+        build = get(name) if type(name) is str else None
+        if build is None:
+            raise CodecError(f"unknown cached message class {name!r}")
+        append(build(item[1], item[2], item[3]))
+    return out
 
 
 def _message(name: Any, fields: Any, fields_set: Any, extra: Any) -> Any:
     """The message ``_message_fields`` describes, rebuilt without re-validation
     once its shape is checked."""
-    cls: Any = _MESSAGES.get(name) if type(name) is str else None
-    if cls is None or type(fields) is not dict:
+    build = _BUILDERS.get(name) if type(name) is str else None
+    if build is None:
         raise CodecError(f"unknown cached message class {name!r}")
-    shape = _SHAPES[cls]
-    if fields.keys() != shape.names:
-        raise CodecError(f"cached {name} has fields {sorted(map(str, fields))}")
-    content = fields["content"]
-    if (
-        (shape.type_name is not None and fields["type"] != shape.type_name)
-        or type(content) not in (str, list)
-        or type(fields["id"]) not in _TEXT
-        or type(fields["name"]) not in _TEXT
-        or any(type(fields[key]) is not kind for key, kind in shape.containers)
-    ):
-        raise CodecError(f"cached {name} has a field of the wrong type")
-    if extra is not None and (type(extra) is not dict or not all(type(k) is str for k in extra)):
-        raise CodecError("cached message has malformed extra fields")
-    if fields_set == _ALL_SET:
-        names = set(fields)
-    elif type(fields_set) is list and all(
-        type(f) is str and (f in fields or (extra is not None and f in extra)) for f in fields_set
-    ):
-        names = set(fields_set)
+    return build(fields, fields_set, extra)
+
+
+def _write(row: Any) -> tuple[str, str, Any]:
+    # One row of a chunk (see ``ValueCodec.dumps_chunk``) as its write.
+    if type(row) is not list:
+        raise CodecError("cached chunk is not a list of writes")
+    if len(row) == 4:
+        task, channel, marker, items = row
+        if marker != 1 or type(items) is not list:
+            raise CodecError("cached chunk is not a list of writes")
+        item = items[0] if len(items) == 1 else None
+        if type(item) is list and len(item) == 4 and type(name := item[0]) is str:
+            # the usual write: a list of one message, built without _messages' loop
+            build = _BUILDERS.get(name)
+            if build is None:
+                raise CodecError(f"unknown cached message class {name!r}")
+            value: Any = [build(item[1], item[2], item[3])]
+        else:
+            value = _messages(items)
+    elif len(row) == 3:
+        task, channel, value = row
     else:
-        raise CodecError("cached message has a malformed fields-set")
-    message = _new(cls)
-    _set(message, "__dict__", fields)
-    _set_fields_set(message, names)
-    _set_extra(message, extra)
-    _set_private(message, None)
-    return message
+        raise CodecError("cached chunk is not a list of writes")
+    if type(task) is not str or type(channel) is not str:
+        raise CodecError("cached chunk is not a list of writes")
+    return task, channel, value
 
 
 def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
@@ -219,6 +331,7 @@ class ValueCodec:
         self.serde = serde or JsonPlusSerializer()
         self.allowlist = DECODE_ALLOWLIST | _allowlist_of(self.serde) | allowlist
         self._classes: dict[tuple[str, str], Any] = {}
+        self._hook = self._ext  # bound once, not per value decoded
         self._depth = threading.local()
         # Whether the serde transforms what it wraps (encryption): then only
         # envelopes that went through it are accepted. Probed, not guessed from
@@ -282,24 +395,16 @@ class ValueCodec:
         if blob == self._empty_chunk:
             return ()
         rows = self.loads(blob)
-        if type(rows) is not list:
-            raise CodecError("cached chunk is not a list of writes")
-        chunk = []
         try:
-            for row in rows:
-                if type(row) is not list:
-                    raise CodecError("cached chunk is not a list of writes")
-                if len(row) == 4 and row[2] == 1 and type(row[3]) is list:
-                    task, channel, _, fields = row
-                    value: Any = [_message(*f) for f in fields]
-                else:
-                    task, channel, value = row
-                if type(task) is not str or type(channel) is not str:
-                    raise CodecError("cached chunk is not a list of writes")
-                chunk.append((task, channel, value))
-        except (TypeError, ValueError) as exc:  # a row or message of the wrong shape
-            raise CodecError(f"cached chunk is not a list of writes: {exc}") from None
-        return tuple(chunk)
+            if type(rows) is not list:
+                raise CodecError("cached chunk is not a list of writes")
+            if len(rows) == 1:  # the usual chunk: one node's one write
+                return (_write(rows[0]),)
+            return tuple([_write(row) for row in rows])
+        except CodecError:
+            raise
+        except Exception as exc:  # never another exception for malformed bytes
+            raise CodecError(f"cached chunk is malformed: {type(exc).__name__}") from None
 
     def dumps(self, value: Any) -> bytes:
         """``value`` as bytes: a msgpack payload wrapped by the saver's serde."""
@@ -322,9 +427,9 @@ class ValueCodec:
     def _ext_value(self, code: int, data: bytes) -> Any:
         if code == _MESSAGE_LIST:  # the common case first
             items = self._unpack(data)
-            if type(items) is not list or not all(type(i) is list for i in items):
+            if type(items) is not list:
                 raise CodecError("cached message list is malformed")
-            return [_message(*item) for item in items]
+            return _messages(items)
         if code == _MESSAGE:
             item = self._unpack(data)
             if type(item) is not list:
@@ -345,7 +450,7 @@ class ValueCodec:
         raise CodecError(f"unknown cached value type {code}")
 
     def _unpack(self, data: bytes) -> Any:
-        return msgpack.unpackb(data, ext_hook=self._ext, raw=False, strict_map_key=False)
+        return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
 
     def _serde_loads(self, typ: Any, payload: Any) -> Any:
         """A value LangGraph's serde format encoded, read with the strict hook:
@@ -424,21 +529,22 @@ class ValueCodec:
     def loads(self, blob: bytes) -> Any:
         """The value ``dumps`` encoded; ``CodecError`` for anything else."""
         try:
-            envelope = msgpack.unpackb(blob, raw=False)
+            envelope = _unpackb(blob, raw=False)
             if type(envelope) is not list or len(envelope) != 2:
                 raise CodecError("cached envelope is malformed")
             typ, data = envelope
-            if typ != self._envelope_type or type(data) is not bytes:
+            if type(data) is not bytes or typ != self._envelope_type:
                 raise CodecError(
                     f"cached envelope has type {typ!r}, expected {self._envelope_type!r}"
                     + (" (an unencrypted entry under encryption)" if self._sealed else "")
                 )
             # Only the bytes envelope reaches the serde (decryption, which
             # authenticates); no value inside is ever read by the serde.
-            payload = self.serde.loads_typed((typ, data)) if self._sealed else data
-            if not isinstance(payload, bytes):
-                raise CodecError("cached envelope did not decode to bytes")
-            return self._unpack(payload)
+            if self._sealed:
+                data = self.serde.loads_typed((typ, data))
+                if not isinstance(data, bytes):
+                    raise CodecError("cached envelope did not decode to bytes")
+            return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
         except Exception as exc:

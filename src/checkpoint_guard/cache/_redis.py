@@ -362,18 +362,26 @@ class RedisHistoryCache:
         typically reads a thread once, pays no copy on top of the decoding."""
         if not blobs or len(blobs) != len(fields):
             return None
+        # One loop over many values (a cold read decodes a whole history): the
+        # codec's methods looked up once, not per value.
+        loads_chunk, loads = self.codec.loads_chunk, self.codec.loads
+        decoded: dict[str, Any] = {}
         try:
-            decoded = {f: self._decode(f, b) for f, b in zip(fields, blobs, strict=True)}
+            for field, blob in zip(fields, blobs, strict=True):
+                decoded[field] = loads_chunk(blob) if field[:2] == "c:" else loads(blob)
         except CodecError as exc:
             self._stats.error("decode", exc)
             return None
+        local, isolate = self._local, self.isolate
         with self._lock:
             for field, blob in zip(fields, blobs, strict=True):
-                entry = (
-                    (len(blob), _LENT, blob) if self.isolate else (len(blob), decoded[field], b"")
-                )
-                with contextlib.suppress(ValueError):  # larger than the whole local tier
-                    self._local[(key, epoch, field)] = entry
+                entry = (len(blob), _LENT, blob) if isolate else (len(blob), decoded[field], b"")
+                # (not contextlib.suppress: a context manager per value costs more
+                # than the insertion)
+                try:  # noqa: SIM105
+                    local[(key, epoch, field)] = entry
+                except ValueError:  # larger than the whole local tier
+                    pass
             self._held[key] = epoch
         return decoded
 
