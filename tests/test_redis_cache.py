@@ -651,3 +651,51 @@ async def test_a_corrupt_seed_list_deletes_nothing_but_seed_values(redis_prefix:
     finally:
         cache.close()
         client.close()
+
+
+def test_the_local_tier_evicts_whole_threads_by_bytes_and_stays_exact(
+    redis_prefix: Any,
+) -> None:
+    """The process-local tier holds each thread's values as one group, least
+    recently used first out, within its bound in encoded bytes: a bound that fits
+    one thread keeps the one read last; a bound smaller than any thread holds
+    nothing. Every answer is the saver's own walk, whatever was evicted, and
+    nothing a reader does to an answer reaches the next one."""
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
+        heads: dict[str, Any] = {}
+        expected: dict[str, Any] = {}
+        for thread in ("a", "b"):
+            for i in range(6):
+                graph.invoke(human(i), cfg(thread))
+            graph.get_state(cfg(thread))
+            head = raw.get_tuple(cfg(thread))
+            assert head is not None
+            heads[thread] = head.config["configurable"]["checkpoint_id"]
+            expected[thread] = BaseCheckpointSaver.get_delta_channel_history(
+                raw, config=head.config, channels=CHANNELS
+            )["messages"]
+        sizes = {}
+        for thread in heads:  # what one thread's group weighs in the tier
+            probe = make_cache(redis_prefix)
+            assert probe.read(thread, "", CHANNELS[0], heads[thread]) == expected[thread]
+            sizes[thread] = probe._local._lru.currsize
+            probe.close()
+        assert min(sizes.values()) > 64
+        for bound, fits in ((max(sizes.values()) + 32, True), (16, False)):
+            reader = make_cache(redis_prefix, local_max_bytes=bound)
+            try:
+                for thread in ("a", "b", "b", "a", "a"):
+                    got = reader.read(thread, "", CHANNELS[0], heads[thread])
+                    assert got == expected[thread], (bound, thread)
+                    tamper({"messages": got})
+                    tier = reader._local._lru
+                    assert tier.currsize <= bound
+                    held = {key for key, _ in tier}
+                    assert held == ({reader._key(thread)} if fits else set()), (bound, thread)
+            finally:
+                reader.close()
+    finally:
+        writer.close()

@@ -54,7 +54,7 @@ import hashlib
 import threading
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -85,6 +85,51 @@ from ._codec import CodecError, ValueCodec
 __all__ = ["RedisHistoryCache"]
 
 _LENT: Any = object()  # the decoded objects went to a reader; the tier holds the bytes
+
+_Held = tuple[int, Any, bytes]  # (encoded size, decoded value or _LENT, bytes if _LENT)
+
+
+class _Group:
+    """One thread epoch's values in the local tier and what they weigh encoded."""
+
+    __slots__ = ("fields", "size")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, _Held] = {}
+        self.size = 64
+
+
+class _LocalTier:
+    """The values this process holds, per (thread key, epoch): an LRU over those
+    groups, bounded by their encoded bytes. A read looks its thread's group up
+    once and its fields in a plain dict (a long thread's read names thousands of
+    fields: an LRU step per field cost more than the copies). Not thread-safe: the
+    cache's lock guards it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._lru: LRUCache[tuple[str, str], _Group] = LRUCache(
+            maxsize=max_bytes, getsizeof=lambda group: group.size
+        )
+
+    def fields(self, key: str, epoch: str) -> dict[str, _Held]:
+        """The group's values by field (empty when none are held); marks it used."""
+        group = self._lru.get((key, epoch))
+        return group.fields if group is not None else {}
+
+    def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
+        """Hold ``entries`` in the group, then evict other groups to fit; a group
+        larger than the whole tier is not held at all."""
+        group = self._lru.get((key, epoch)) or _Group()
+        held = group.fields
+        for field, entry in entries:
+            old = held.get(field)
+            group.size += entry[0] - (old[0] if old is not None else 0)
+            held[field] = entry
+        try:  # re-inserting makes cachetools measure the group again
+            self._lru[(key, epoch)] = group
+        except ValueError:  # larger than the whole tier
+            self._lru.pop((key, epoch), None)
+
 
 # (epoch, seed field, chunk fields, fields to fetch, their values if already fetched)
 _ReadPlan = tuple[str, str, list[str], list[str], list[Any] | None]
@@ -164,11 +209,7 @@ class RedisHistoryCache:
         self._lock = threading.Lock()
         self._stats = CacheStats()
         self._scripts: dict[tuple[int, str], tuple[Any, Any]] = {}
-        # (thread key, epoch, field) -> (encoded size, decoded value or _LENT, bytes
-        # kept while the value is _LENT), sized by the encoded bytes
-        self._local: LRUCache[tuple[str, str, str], tuple[int, Any, bytes]] = LRUCache(
-            maxsize=local_max_bytes, getsizeof=lambda item: item[0]
-        )
+        self._local = _LocalTier(local_max_bytes)
         # thread key -> the epoch of the values last decoded into the local tier
         self._held: LRUCache[str, str] = LRUCache(maxsize=100_000)
         # (thread key, epoch, segment) -> its chunk fields at positions 1..len, which
@@ -325,7 +366,8 @@ class RedisHistoryCache:
         if values is not None:
             return epoch, seed_field, fields, wanted, list(values)
         with self._lock:
-            missing = [f for f in wanted if (key, epoch, f) not in self._local]
+            held = self._local.fields(key, epoch)
+            missing = [f for f in wanted if f not in held]
         return epoch, seed_field, fields, missing, None
 
     def _missing(self, key: str, ns: str, channel: str, index: Any) -> _ReadPlan | None:
@@ -372,16 +414,14 @@ class RedisHistoryCache:
         except CodecError as exc:
             self._stats.error("decode", exc)
             return None
-        local, isolate = self._local, self.isolate
+        entries: list[tuple[str, _Held]] = [
+            (field, (len(blob), _LENT, blob))
+            if self.isolate
+            else (field, (len(blob), decoded[field], b""))
+            for field, blob in zip(fields, blobs, strict=True)
+        ]
         with self._lock:
-            for field, blob in zip(fields, blobs, strict=True):
-                entry = (len(blob), _LENT, blob) if isolate else (len(blob), decoded[field], b"")
-                # (not contextlib.suppress: a context manager per value costs more
-                # than the insertion)
-                try:  # noqa: SIM105
-                    local[(key, epoch, field)] = entry
-                except ValueError:  # larger than the whole local tier
-                    pass
+            self._local.put(key, epoch, entries)
             self._held[key] = epoch
         return decoded
 
@@ -390,11 +430,13 @@ class RedisHistoryCache:
     ) -> DeltaChannelHistory | None:
         wanted = ([seed_field] if seed_field != "-" else []) + fields
         with self._lock:
+            group = self._local.fields(key, epoch)
             try:
-                held = {f: self._local[(key, epoch, f)] for f in wanted if f not in own}
+                held = {f: group[f] for f in wanted if f not in own}
             except KeyError:  # evicted locally in between
                 return None
         values: dict[str, Any] = dict(own)
+        taken: list[tuple[str, _Held]] = []
         for field, (size, value, blob) in held.items():
             if value is _LENT:  # read a second time: the tier takes its own objects now
                 try:
@@ -402,9 +444,11 @@ class RedisHistoryCache:
                 except CodecError as exc:
                     self._stats.error("decode", exc)
                     return None
-                with self._lock, contextlib.suppress(ValueError):
-                    self._local[(key, epoch, field)] = (size, value, b"")
+                taken.append((field, (size, value, b"")))
             values[field] = value
+        if taken:
+            with self._lock:
+                self._local.put(key, epoch, taken)
         # The tier's objects are shared between reads: with isolate, copied (the
         # chunks in one pass); this read's own decoded objects are handed out.
         if not self.isolate or not held:
@@ -488,9 +532,7 @@ class RedisHistoryCache:
             return None
         epoch = _text(reply[0])
         with self._lock:
-            for field, size, value in kept:
-                with contextlib.suppress(ValueError):  # larger than the whole local tier
-                    self._local[(key, epoch, field)] = (size, value, b"")
+            self._local.put(key, epoch, [(f, (size, value, b"")) for f, size, value in kept])
             # values of this epoch that other workers stored are fetched when missing
             self._held[key] = epoch
         return epoch
