@@ -24,67 +24,17 @@ import argparse
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+# The same message shapes and timer as the copy measurement (run from benchmarks/,
+# which is then on sys.path).
+from copy_per_message import _TEXT, _best_ns, _roundtrip, _shapes
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpoint_guard.cache._base import Seed, Step
 from checkpoint_guard.cache._codec import ValueCodec
-
-_TEXT = "Checkpoints let an agent resume where it stopped. " * 8
-
-
-def _shapes() -> dict[str, Callable[[int], Any]]:
-    return {
-        "human plain text": lambda i: HumanMessage(f"question {i}", id=f"human-{i}"),
-        "ai plain text (400 B)": lambda i: AIMessage(_TEXT[:400], id=f"ai-{i}"),
-        "ai provider metadata": lambda i: AIMessage(
-            _TEXT[:400],
-            id=f"ai-{i}",
-            response_metadata={"finish_reason": "stop", "model_name": "model-x"},
-            usage_metadata={
-                "input_tokens": 120,
-                "output_tokens": 80,
-                "total_tokens": 200,
-                "input_token_details": {"cache_read": 0},
-            },
-        ),
-        "ai tool_calls (2)": lambda i: AIMessage(
-            "",
-            id=f"ai-{i}",
-            tool_calls=[
-                {"name": "search", "args": {"query": f"q{i}", "limit": 5}, "id": f"c{i}a"},
-                {"name": "fetch", "args": {"url": "https://x", "opts": {"a": [1]}}, "id": f"c{i}b"},
-            ],
-        ),
-        "tool message": lambda i: ToolMessage("result " * 20, tool_call_id=f"c{i}a", name="search"),
-        "content blocks (text + image)": lambda i: HumanMessage(
-            [
-                {"type": "text", "text": f"look at this {i}"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-            ],
-            id=f"human-{i}",
-        ),
-    }
-
-
-def _roundtrip(value: Any) -> Any:
-    serde = JsonPlusSerializer()
-    return serde.loads_typed(serde.dumps_typed(value))
-
-
-def _best_ns(fn: Callable[[], Any], repeat: int) -> int:
-    best = None
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn()
-        elapsed = time.perf_counter_ns() - t0
-        best = elapsed if best is None else min(best, elapsed)
-    assert best is not None
-    return best
 
 
 def measure(n: int, repeat: int) -> dict[str, float]:
