@@ -248,6 +248,11 @@ def _malformed_items() -> dict[str, list[Any]]:
         "extra with int keys": [base[0], fields, 1, {1: "x"}],
         "extra with some int key": [base[0], fields, 1, {"ok": 1, 2: "x"}],
         "extra a list": [base[0], fields, 1, ["x"]],
+        # pydantic never keeps a field's name among the extras: one there shadows
+        # the field in model_dump (what the saver stores next) behind every check
+        "extra shadowing content": [base[0], fields, 1, {"content": "EVIL"}],
+        "extra shadowing the type literal": [base[0], fields, 1, {"type": "human"}],
+        "extra shadowing a container": [base[0], fields, 1, {"tool_calls": 5}],
         "fields-set 2": [base[0], fields, 2, None],
         "fields-set True": [base[0], fields, True, None],
         "fields-set a str": [base[0], fields, "content", None],
@@ -325,6 +330,22 @@ def test_malformed_rows_are_refused(rows: Any) -> None:
         return
     with pytest.raises(CodecError):
         codec.loads_chunk(envelope(rows))
+
+
+def test_a_decoded_message_dumps_as_its_fields_say() -> None:
+    """What a rebuilt message's attributes say is what model_dump (and so the
+    saver's serde, when the graph stores it again) says: no extra can shadow a
+    field."""
+    item = _ai_item()
+    forged = [item[0], item[1], 1, {"type": "human", "content": "EVIL"}]
+    with pytest.raises(CodecError, match="extra"):
+        ValueCodec().loads_chunk(envelope([["t", "messages", 1, [forged]]]))
+    for message in _one_of_each():
+        (decoded,) = ValueCodec().loads_chunk(
+            ValueCodec().dumps_chunk((("t", "messages", [message]),))
+        )[0][2]
+        dumped = decoded.model_dump()
+        assert {k: dumped[k] for k in decoded.__dict__} == decoded.__dict__
 
 
 def test_refusals_are_codec_errors_for_any_blob_type() -> None:

@@ -262,3 +262,50 @@ async def test_the_write_probe_sees_each_kind_of_delta_evidence(
         assert found is metadata_uses_delta(metadata)
         missing = ("p", "", str(uuid6(clock_seq=-1)))
         assert ((await probe.amode(missing)) if store.is_async else probe.mode(missing)) is None
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"checkpoint_channel_mode": None},
+        {"checkpoint_channel_mode": False},
+        {"checkpoint_channel_mode": "DELTA"},
+        {"checkpoint_channel_mode": {"mode": "full"}},
+        {"checkpoint_channel_mode": ["full"]},
+        {"deerflow_checkpoint_channel_mode": 0},
+        {"counters_since_delta_snapshot": {}},
+        {"counters_since_delta_snapshot": None},
+        {"counters_since_delta_snapshot": {"nested": {"deep": [None]}}},
+        {"delta_writes_versioned": False},
+        {"delta_writes_versioned": "false"},
+        {"delta_writes_versioned": 0},
+        {"delta_writes_versioned": []},
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("thread", ["p%s'\";--\\ü", "50"])
+async def test_the_write_probe_reads_odd_evidence_as_the_whole_metadata_does(
+    store: Store, evidence: dict[str, Any], thread: str
+) -> None:
+    """Evidence keys holding odd JSON (null, false, a wrong-cased marker, nested
+    values, empty containers), under a thread id and namespace with quoting and
+    placeholder characters: the probe's verdict is the whole metadata's."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    from checkpoint_guard._modes import metadata_uses_delta
+    from checkpoint_guard.savers._probe import mode_probe
+
+    async with store.open() as raw:
+        probe = mode_probe(raw)
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=-1))
+        metadata: Any = {"source": "loop", "step": 1, **evidence}
+        ns = "sub:%(x)s|?"
+        target: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        result = (raw.aput if store.is_async else raw.put)(target, checkpoint, metadata, {})
+        if store.is_async:
+            await result
+        key = (thread, ns, checkpoint["id"])
+        found = (await probe.amode(key)) if store.is_async else probe.mode(key)
+        assert found is metadata_uses_delta(metadata)

@@ -699,3 +699,75 @@ def test_the_local_tier_evicts_whole_threads_by_bytes_and_stays_exact(
                 reader.close()
     finally:
         writer.close()
+
+
+def test_threads_sharing_a_small_local_tier_read_exactly_while_another_worker_writes(
+    redis_prefix: Any,
+) -> None:
+    """Reader threads on one cache whose local tier fits about one thread read
+    old checkpoints of two threads (evicting each other's groups between ``_plan``
+    and ``_assemble``, decoding lent values twice at once) and mutate every
+    answer, while another worker (its own cache: another process) keeps
+    appending turns to both threads: every answer is the saver's own walk."""
+    import random
+    import threading
+    import time
+
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    reader = make_cache(redis_prefix, local_max_bytes=6_000)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=4)
+        expected: list[tuple[str, str, Any]] = []
+        for thread in ("x", "y"):
+            for i in range(8):
+                graph.invoke(human(i), cfg(thread))
+            for tup in raw.list(cfg(thread)):
+                cid = tup.config["configurable"]["checkpoint_id"]
+                walk = BaseCheckpointSaver.get_delta_channel_history(
+                    raw, config=tup.config, channels=CHANNELS
+                )
+                expected.append((thread, cid, walk))
+        stack = wrap(raw, mode="delta", cache=reader)
+        stop = time.monotonic() + 3.0
+        failures: list[Any] = []
+
+        def read() -> None:
+            rng = random.Random(threading.get_ident())
+            while time.monotonic() < stop and not failures:
+                thread, cid, walk = rng.choice(expected)
+                config = {
+                    "configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cid}
+                }
+                try:
+                    got = stack.get_delta_channel_history(config=config, channels=CHANNELS)
+                    if got != walk:
+                        failures.append((thread, cid, got, walk))
+                    seed = got["messages"].get("seed")
+                    items = getattr(seed, "value", seed)
+                    for message in items if isinstance(items, list) else ():
+                        message.content = "tampered"
+                        message.additional_kwargs["tampered"] = True
+                    tamper(dict(got))
+                except Exception as exc:  # pragma: no cover - a failure to report
+                    failures.append(exc)
+
+        def write() -> None:
+            other = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=4)
+            i = 100
+            while time.monotonic() < stop and not failures:
+                other.invoke(human(i), cfg("x" if i % 2 else "y"))
+                i += 1
+
+        workers = [threading.Thread(target=read) for _ in range(3)]
+        workers.append(threading.Thread(target=write))
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert failures == []
+        assert reader.stats()["hits"] > 0, reader.stats()
+        assert reader._local._lru.currsize <= 6_000
+    finally:
+        reader.close()
+        writer.close()

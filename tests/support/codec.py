@@ -80,6 +80,18 @@ HOSTILE = {
         [["t", "messages", 1, [["AIMessage", {**AIMessage("x").__dict__, "evil": 1}, 1, None]]]]
     ),
     "huge-length": msgpack.packb(["bytes", b"\xdd\xff\xff\xff\xff"]),
+    # extras named like fields: the attributes pass every check, but model_dump
+    # (and so the next checkpoint the saver stores) says type "human", content "EVIL"
+    "extra-shadowing-fields": envelope(
+        [
+            [
+                "t",
+                "messages",
+                1,
+                [["AIMessage", AIMessage("x").__dict__, 1, {"type": "human", "content": "EVIL"}]],
+            ]
+        ]
+    ),
 }
 
 

@@ -20,7 +20,7 @@ hash wrote them). Decoding therefore:
   permissive one;
 * rebuilds a message only after checking its shape (exact field names, the
   ``type`` literal, ``content`` a string or list, containers where the class has
-  containers);
+  containers, extras named unlike any field);
 * with an encrypting serde, accepts only envelopes that went through the cipher
   (which authenticates them): a plaintext entry is refused, not served.
 
@@ -173,8 +173,11 @@ def build(fields, fields_set, extra):
     if wrong:
         raise _CodecError(_wrong_type)
     if extra is not None and (
-        type(extra) is not dict or (extra and not _str_only.issuperset(map(type, extra)))
+        type(extra) is not dict
+        or (extra and (not _str_only.issuperset(map(type, extra)) or not _names.isdisjoint(extra)))
     ):
+        # an extra named like a field would shadow it in model_dump (and so in
+        # what the saver stores next): pydantic never produces one
         raise _CodecError("cached message has malformed extra fields")
     if type(fields_set) is int and fields_set == _all_set:
         names = set(fields)
@@ -235,6 +238,7 @@ def _builder(cls: type[Any]) -> Any:
         "_content": _CONTENT,
         "_text": _TEXT,
         "_str_only": _STR_ONLY,
+        "_names": shape.names,
         "_all_set": _ALL_SET,
         "_dict": dict,
         "_list": list,
