@@ -18,7 +18,10 @@ excludes the time of timed components it calls):
 - ``redis``: client round trips (``execute_command``: sockets plus server time);
   ``decode`` / ``encode``: the Redis value codec;
 - ``history layer``: ``CachedHistorySaver``'s own logic;
-- ``other``: the rest (LangGraph's loop, channels, the guard, the bench graph);
+- ``other``: the rest of the calling thread's time (LangGraph's loop, channels,
+  the guard, the bench graph, and waiting for the background threads);
+- ``bg X``: component X on LangGraph's background threads (the turn's ``put``
+  and ``put_writes``), overlapping the rows above;
 - ``gc during X``: the cyclic garbage collector's pauses while X ran (already
   included in X's time: the collections the allocations trigger); ``gc genN
   passes``: the same pauses by generation, with their count per operation (a
@@ -45,6 +48,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,18 +71,29 @@ THREAD = "profile"
 
 
 class Timers:
-    """Exclusive wall time and call counts per component."""
+    """Exclusive wall time and call counts per component, per thread: LangGraph
+    runs a turn's ``put`` and ``put_writes`` on background threads, so each thread
+    keeps its own stack of timed calls. The main thread's components (``ns``) add
+    up to the operation's wall time; the background threads' (``bg_ns``, reported
+    as ``bg X``) overlap it."""
 
     def __init__(self) -> None:
         self.ns: Counter[str] = Counter()
+        self.bg_ns: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
-        self._stack: list[int] = []
-        self._names: list[str] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self.enabled = False
         # cyclic GC pauses, by the component they interrupted (included in its time)
         self.gc_ns: Counter[str] = Counter()
         self._gc_start = 0
         gc.callbacks.append(self._on_gc)
+
+    def _frames(self) -> tuple[list[int], list[str]]:
+        local = self._local
+        if not hasattr(local, "stack"):
+            local.stack, local.names = [], []
+        return local.stack, local.names
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if not self.enabled:
@@ -86,33 +101,42 @@ class Timers:
         if phase == "start":
             self._gc_start = time.perf_counter_ns()
         else:
-            where = self._names[-1] if self._names else "other"
+            names = self._frames()[1]
+            where = names[-1] if names else "other"
+            if threading.current_thread() is not threading.main_thread():
+                where = "bg " + where
             elapsed = time.perf_counter_ns() - self._gc_start
-            self.gc_ns[f"gc during {where}"] += elapsed
-            # and by generation: a full pass (gen 2) walks every tracked object of
-            # the process, so its count per turn is what the allocations cost
-            generation = f"gc gen{info['generation']} passes"
-            self.gc_ns[generation] += elapsed
-            self.calls[generation] += 1
+            with self._lock:
+                self.gc_ns[f"gc during {where}"] += elapsed
+                # and by generation: a full pass (gen 2) walks every tracked object
+                # of the process, so its count per turn is what the allocations cost
+                generation = f"gc gen{info['generation']} passes"
+                self.gc_ns[generation] += elapsed
+                self.calls[generation] += 1
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        stack = self._stack
-
         def timed(*args: Any, **kwargs: Any) -> Any:
             if not self.enabled:
                 return fn(*args, **kwargs)
+            stack, names = self._frames()
             stack.append(0)
-            self._names.append(name)
+            names.append(name)
             t0 = time.perf_counter_ns()
             try:
                 return fn(*args, **kwargs)
             finally:
                 elapsed = time.perf_counter_ns() - t0
-                self._names.pop()
-                self.ns[name] += elapsed - stack.pop()
-                self.calls[name] += 1
+                names.pop()
+                own = elapsed - stack.pop()
                 if stack:
                     stack[-1] += elapsed
+                main = threading.current_thread() is threading.main_thread()
+                with self._lock:
+                    if main:
+                        self.ns[name] += own
+                    else:
+                        self.bg_ns["bg " + name] += own
+                    self.calls[name if main else "bg " + name] += 1
 
         return timed
 
@@ -121,6 +145,7 @@ class Timers:
 
     def reset(self) -> None:
         self.ns.clear()
+        self.bg_ns.clear()
         self.calls.clear()
         self.gc_ns.clear()
 
@@ -290,6 +315,7 @@ def _sample(
         parts["other"] = total - sum(parts.values())
         parts["total"] = total
         parts.update(TIMERS.gc_ns)  # already inside the components above
+        parts.update(TIMERS.bg_ns)  # on other threads: overlapping the above
         per_op[variant].append(parts)
         calls[variant].update(TIMERS.calls)
     _use("current")
@@ -383,7 +409,9 @@ def main() -> None:
                     f"  {what} [{variant} copies]: {med['total']:.2f} ms median "
                     f"({mean['total']:.2f} mean)"
                 )
-                for name in sorted(med, key=lambda k: (k.startswith("gc "), -med[k])):
+                for name in sorted(
+                    med, key=lambda k: (k.startswith("gc "), k.startswith("bg "), -med[k])
+                ):
                     if name == "total":
                         continue
                     calls = r["calls_per_op"].get(name)
