@@ -289,15 +289,7 @@ def _write(row: Any) -> tuple[str, str, Any]:
         task, channel, marker, items = row
         if marker != 1 or type(items) is not list:
             raise CodecError("cached chunk is not a list of writes")
-        item = items[0] if len(items) == 1 else None
-        if type(item) is list and len(item) == 4 and type(name := item[0]) is str:
-            # the usual write: a list of one message, built without _messages' loop
-            build = _BUILDERS.get(name)
-            if build is None:
-                raise CodecError(f"unknown cached message class {name!r}")
-            value: Any = [build(item[1], item[2], item[3])]
-        else:
-            value = _messages(items)
+        value: Any = _messages(items)
     elif len(row) == 3:
         task, channel, value = row
     else:

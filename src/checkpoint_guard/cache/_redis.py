@@ -404,13 +404,10 @@ class RedisHistoryCache:
         typically reads a thread once, pays no copy on top of the decoding."""
         if not blobs or len(blobs) != len(fields):
             return None
-        # One loop over many values (a cold read decodes a whole history): the
-        # codec's methods looked up once, not per value.
-        loads_chunk, loads = self.codec.loads_chunk, self.codec.loads
         decoded: dict[str, Any] = {}
         try:
             for field, blob in zip(fields, blobs, strict=True):
-                decoded[field] = loads_chunk(blob) if field[:2] == "c:" else loads(blob)
+                decoded[field] = self._decode(field, blob)
         except CodecError as exc:
             self._stats.error("decode", exc)
             return None
