@@ -32,6 +32,7 @@ RENAMES = {
     "asynccontextmanager": "contextmanager",
     "AsyncExitStack": "ExitStack",
     "AsyncConnection": "Connection",  # psycopg
+    "AsyncWrite": "Write",  # savers/_probe.py
 }
 
 # "path:scope.name" (the sync name) -> why the twins legitimately differ

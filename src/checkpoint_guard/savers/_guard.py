@@ -11,7 +11,8 @@ returned. Writes need the target's mode *now*: another process may migrate a
 thread to delta between this process's read and its write, so what the layer
 remembers only decides which probe to use. A target never seen is read whole
 (``get_tuple``); one remembered as full is probed for its metadata alone
-(``_probe``: one primary-key lookup), and refused once the storage shows delta.
+(``_probe``: one primary-key lookup; on PostgreSQL a check that rides on the
+write's own round trip), and refused once the storage shows delta.
 
 One ordering detail of LangGraph's loop shapes the write gate: it submits a new
 checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
@@ -28,7 +29,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
@@ -43,7 +44,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .._address import Address, mode_mismatch, thread_config
-from .._errors import ConfigError
+from .._errors import CheckpointModeMismatchError, ConfigError
 from .._modes import (
     MODE_METADATA_KEY,
     ChannelMode,
@@ -52,11 +53,12 @@ from .._modes import (
     parse_mode,
 )
 from ._layer import SaverLayer
-from ._probe import mode_probe
+from ._probe import AsyncWrite, DeltaTarget, Write, mode_probe
 
 __all__ = ["GuardedSaver"]
 
 _Key = tuple[Any, str, str]
+_T = TypeVar("_T")
 _ABSENT: Any = object()
 
 
@@ -211,8 +213,7 @@ class GuardedSaver(SaverLayer):
     ) -> CheckpointMetadata:
         """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
-        conf = config.get("configurable") or {}
-        target: RunnableConfig = {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
+        target = self._next(config, checkpoint)
         thread_id = Address.from_config(config).thread_id
         if not self._full:
             messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
@@ -282,11 +283,6 @@ class GuardedSaver(SaverLayer):
                 "its put was refused (the graph was compiled without the delta schema)"
             )
 
-    def _check_probe(self, config: RunnableConfig, found: bool | None) -> None:
-        if found:
-            self._remember(_key(config), True)
-            raise mode_mismatch(config, action="write onto")
-
     def _check_parent(self, config: RunnableConfig, parent: CheckpointTuple | None) -> None:
         is_delta = parent is not None and checkpoint_uses_delta(parent)
         self._remember(_key(config), is_delta)
@@ -298,21 +294,42 @@ class GuardedSaver(SaverLayer):
         if self._full:
             self._remember((*_thread_key(config), checkpoint["id"]), False)
 
+    def _probe_target(self, config: RunnableConfig, known: bool | None) -> _Key | None:
+        """After the remembered mode: the key whose mode in storage decides the
+        write (remembered or presumed full: another process may have migrated it
+        since), or None when nothing is left to check."""
+        if known:
+            raise mode_mismatch(config, action="write onto")
+        return _key(config)
+
+    def _delta_target(self, config: RunnableConfig, key: _Key) -> CheckpointModeMismatchError:
+        self._remember(key, True)
+        return mode_mismatch(config, action="write onto")
+
+    def _next(self, config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+        """The config addressing ``checkpoint``, put under ``config``."""
+        conf = config.get("configurable") or {}
+        return {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
+
     # -- sync ---------------------------------------------------------------------------
 
-    def _gate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
+    def _gate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> _Key | None:
+        """Refuse a write onto the checkpoint ``config`` names if it is delta as far
+        as this process knows; the key the storage must still confirm, if any
+        (``_write_onto``)."""
         if not self._full:
-            return
-        key = _key(config)
-        known = self._recall(key, allow_new=allow_new)
+            return None
+        known = self._recall(_key(config), allow_new=allow_new)
         if known is None:
             self._check_parent(config, self.inner.get_tuple(config))
-        elif known:
-            raise mode_mismatch(config, action="write onto")
-        elif key is not None:
-            # Remembered (or presumed) full: another process may have migrated it
-            # since, so the storage decides (its metadata only).
-            self._check_probe(config, self._probe.mode(key))
+            return None
+        return self._probe_target(config, known)
+
+    def _write_onto(self, config: RunnableConfig, key: _Key, write: Write[_T]) -> _T:
+        try:
+            return self._probe.write_onto(key, write)
+        except DeltaTarget:
+            raise self._delta_target(config, key) from None
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._admit(self.inner.get_tuple(config), config)
@@ -338,15 +355,31 @@ class GuardedSaver(SaverLayer):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         key, verdict = self._start_put(config, checkpoint)
-        refused = True
+        refused, target = True, None
         try:
             stamped = self._stamp(checkpoint, metadata, config)
-            self._gate_write_target(config)
+            target = self._gate_write_target(config)
             self._storing(config, checkpoint)
             refused = False
         finally:
+            if refused or target is None:
+                self._end_put(key, verdict, refused=refused)
+        if target is None:
+            return self.inner.put(config, checkpoint, stamped, new_versions)
+        # The storage decides with the write: put_writes onto this checkpoint wait
+        # for the verdict, so a refused checkpoint gets no writes either.
+        refused = True
+        try:
+            written = self._write_onto(
+                config, target, lambda: self.inner.put(config, checkpoint, stamped, new_versions)
+            )
+            refused = False
+            return written
+        except CheckpointModeMismatchError:
+            self._refuse(self._next(config, checkpoint))
+            raise
+        finally:
             self._end_put(key, verdict, refused=refused)
-        return self.inner.put(config, checkpoint, stamped, new_versions)
 
     def put_writes(
         self,
@@ -359,8 +392,13 @@ class GuardedSaver(SaverLayer):
         if pending is not None:
             pending.event.wait()
         self._gate_refused(config)
-        self._gate_write_target(config, allow_new=True)
-        self.inner.put_writes(config, writes, task_id, task_path)
+        target = self._gate_write_target(config, allow_new=True)
+        if target is None:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        else:
+            self._write_onto(
+                config, target, lambda: self.inner.put_writes(config, writes, task_id, task_path)
+            )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -397,17 +435,22 @@ class GuardedSaver(SaverLayer):
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
-    async def _agate_write_target(self, config: RunnableConfig, *, allow_new: bool = False) -> None:
+    async def _agate_write_target(
+        self, config: RunnableConfig, *, allow_new: bool = False
+    ) -> _Key | None:
         if not self._full:
-            return
-        key = _key(config)
-        known = self._recall(key, allow_new=allow_new)
+            return None
+        known = self._recall(_key(config), allow_new=allow_new)
         if known is None:
             self._check_parent(config, await self.inner.aget_tuple(config))
-        elif known:
-            raise mode_mismatch(config, action="write onto")
-        elif key is not None:
-            self._check_probe(config, await self._probe.amode(key))
+            return None
+        return self._probe_target(config, known)
+
+    async def _awrite_onto(self, config: RunnableConfig, key: _Key, write: AsyncWrite[_T]) -> _T:
+        try:
+            return await self._probe.awrite_onto(key, write)
+        except DeltaTarget:
+            raise self._delta_target(config, key) from None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._admit(await self.inner.aget_tuple(config), config)
@@ -433,15 +476,29 @@ class GuardedSaver(SaverLayer):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         key, verdict = self._start_put(config, checkpoint)
-        refused = True
+        refused, target = True, None
         try:
             stamped = self._stamp(checkpoint, metadata, config)
-            await self._agate_write_target(config)
+            target = await self._agate_write_target(config)
             self._storing(config, checkpoint)
             refused = False
         finally:
+            if refused or target is None:
+                self._end_put(key, verdict, refused=refused)
+        if target is None:
+            return await self.inner.aput(config, checkpoint, stamped, new_versions)
+        refused = True
+        try:
+            written = await self._awrite_onto(
+                config, target, lambda: self.inner.aput(config, checkpoint, stamped, new_versions)
+            )
+            refused = False
+            return written
+        except CheckpointModeMismatchError:
+            self._refuse(self._next(config, checkpoint))
+            raise
+        finally:
             self._end_put(key, verdict, refused=refused)
-        return await self.inner.aput(config, checkpoint, stamped, new_versions)
 
     async def aput_writes(
         self,
@@ -457,8 +514,13 @@ class GuardedSaver(SaverLayer):
             else:  # a put from another thread
                 await asyncio.to_thread(pending.event.wait)
         self._gate_refused(config)
-        await self._agate_write_target(config, allow_new=True)
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        target = await self._agate_write_target(config, allow_new=True)
+        if target is None:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+        else:
+            await self._awrite_onto(
+                config, target, lambda: self.inner.aput_writes(config, writes, task_id, task_path)
+            )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

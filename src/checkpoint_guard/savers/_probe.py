@@ -8,28 +8,70 @@ reading only the target's metadata (the marker lives there; the other evidence,
 
 * ``InMemorySaver``: the stored metadata bytes, decoded (no channel values);
 * ``SqliteSaver`` / ``AsyncSqliteSaver``: ``SELECT metadata`` by primary key;
-* ``PostgresSaver`` / ``AsyncPostgresSaver``: the same, through the saver's pool,
-  fetching only the metadata keys that are delta evidence (``DELTA_EVIDENCE_KEYS``)
-  and prepared as the connection prepares the saver's own statements (this probe
-  precedes every full-mode write: on PostgreSQL it is a round trip);
+* ``PostgresSaver`` / ``AsyncPostgresSaver``: no probe of its own. The check rides
+  on the write (``write_onto``): the first statement of the write's own pipeline
+  locks the target row ``FOR SHARE`` and fails when its metadata is delta
+  evidence, and the server then skips the write's statements (see "The riding
+  check" below);
 * any other saver: ``get_tuple`` (the whole checkpoint: exact, not cheap).
 
 ``mode`` / ``amode`` return True (delta), False (full) or None (no such
 checkpoint: one this process is creating, whose ``put`` has not landed).
+``write_onto`` / ``awrite_onto`` run a write unless the target is delta now, and
+raise ``DeltaTarget`` with nothing written when it is.
+
+The riding check (PostgreSQL). ``PostgresSaver.put`` and ``put_writes`` send their
+statements in one pipeline (one round trip, one implicit transaction up to the
+pipeline's sync). The probe installs itself once around the saver's ``_cursor``:
+while a guarded write runs (a context variable names its target, so only that
+write's cursors carry it) the cursor's first statement is the check. When the
+target is delta the check's cast fails, and PostgreSQL skips every later
+statement of the same pipeline and rolls back the implicit transaction: nothing
+is written, and ``DeltaTarget`` is raised from the check's own error text. The
+row lock orders the write against a migration's re-put of the target: one of the
+two commits first and the other sees it (a check that only read would leave the
+window between its read and the write). Without pipeline support the saver
+runs the same statements in a transaction, which the failed check aborts. A
+saver built on a shared ``pipe`` (other callers' statements share its sync
+groups) gets the probe before the write instead. The check's verdict is the same
+function of the evidence keys as ``metadata_uses_delta``, written in SQL
+(``test_gate_gaps.py`` compares the two on odd JSON).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._address import Address
-from .._modes import DELTA_EVIDENCE_KEYS, checkpoint_uses_delta, metadata_uses_delta
+from .._modes import (
+    DELTA_EVIDENCE_KEYS,
+    DELTA_FLAG_KEYS,
+    DELTA_MARKER_KEYS,
+    checkpoint_uses_delta,
+    metadata_uses_delta,
+)
 from ._layer import unwrap
 
-__all__ = ["ModeProbe", "mode_probe"]
+__all__ = ["AsyncWrite", "DeltaTarget", "ModeProbe", "Write", "mode_probe"]
+
+_T = TypeVar("_T")
+# a write onto a checkpoint, sync and async (the twins' one difference)
+Write = Callable[[], _T]
+AsyncWrite = Callable[[], Awaitable[_T]]
+logger = logging.getLogger(__name__)
+
+
+class DeltaTarget(Exception):
+    """The checkpoint a write targets is delta in storage now; nothing was written."""
+
 
 _Key = tuple[Any, str, str]
 _SQL = (
@@ -43,6 +85,41 @@ _POSTGRES_SQL = (
     "SELECT "
     + ", ".join(f"metadata -> %s AS k{i}" for i in range(len(DELTA_EVIDENCE_KEYS)))
     + " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)
+
+
+# The riding check's SQL verdict: metadata_uses_delta over the evidence keys (the
+# key names are our constants, checked to be plain words, so they are literals)
+assert all(re.fullmatch("[a-z_]+", k) for k in DELTA_EVIDENCE_KEYS)
+
+
+def _marker_sql(key: str) -> str:
+    # present and not exactly "full" (JSON null reads as absent, as in Python)
+    return f"coalesce((metadata -> '{key}') NOT IN ('null'::jsonb, '\"full\"'::jsonb), false)"
+
+
+def _flag_sql(key: str) -> str:
+    # Python truthiness of the decoded JSON value
+    v = f"(metadata -> '{key}')"
+    return (
+        f"coalesce(CASE jsonb_typeof({v}) WHEN 'object' THEN {v} <> '{{}}'::jsonb"
+        f" WHEN 'array' THEN {v} <> '[]'::jsonb WHEN 'string' THEN {v} <> '\"\"'::jsonb"
+        f" WHEN 'number' THEN {v}::numeric <> 0 WHEN 'boolean' THEN {v} = 'true'::jsonb"
+        " ELSE false END, false)"
+    )
+
+
+_DELTA_SQL = " OR ".join(
+    [_marker_sql(k) for k in DELTA_MARKER_KEYS] + [_flag_sql(k) for k in DELTA_FLAG_KEYS]
+)
+# The cast fails only for a delta target, with our text in the error; the text is
+# concatenated with a column so the planner cannot fold the cast into a failure of
+# every execution. FOR SHARE: see "The riding check".
+_REFUSAL = "checkpoint_guard: delta write target "
+_POSTGRES_CHECK_SQL = (
+    f"SELECT (CASE WHEN {_DELTA_SQL} THEN %s || checkpoint_id ELSE '0' END)::int"
+    " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+    " FOR SHARE"
 )
 
 
@@ -65,6 +142,20 @@ class ModeProbe:
 
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
+
+    def write_onto(self, key: _Key, write: Write[_T]) -> _T:
+        """``write()`` (a write onto checkpoint ``key``) unless the storage holds
+        ``key`` as delta now: then ``DeltaTarget``, with nothing written. Here the
+        probe precedes the write."""
+        if self.mode(key):
+            raise DeltaTarget
+        return write()
+
+    async def awrite_onto(self, key: _Key, write: AsyncWrite[_T]) -> _T:
+        """Async ``write_onto``."""
+        if await self.amode(key):
+            raise DeltaTarget
+        return await write()
 
     def mode(self, key: _Key) -> bool | None:
         """True (delta), False (full) or None (not stored)."""
@@ -109,20 +200,143 @@ class _AsyncSqliteProbe(ModeProbe):
         return None if row is None else _delta(json.loads(row[0]) if row[0] else {})
 
 
-class _PostgresProbe(ModeProbe):
+class _Check:
+    """One guarded write's pending check: its parameters, and whether a cursor of
+    the write carried it."""
+
+    __slots__ = ("attached", "params")
+
+    def __init__(self, key: _Key) -> None:
+        thread, ns, cid = key
+        self.params = (_REFUSAL, str(thread), ns, cid)
+        self.attached = False
+
+
+# The guarded write running in this thread or task, if any: only its cursors carry
+# the check (the saver is shared by every thread and task of the process).
+_RIDING: ContextVar[_Check | None] = ContextVar("checkpoint_guard_riding_check", default=None)
+_HOOKED = "__checkpoint_guard_riding__"
+
+
+def _riding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
+    @contextmanager
+    def _cursor(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        check = _RIDING.get()
+        with original(*args, **kwargs) as cur:
+            if check is not None:
+                check.attached = True
+                cur.execute(_POSTGRES_CHECK_SQL, check.params)
+            yield cur
+
+    setattr(_cursor, _HOOKED, True)
+    return _cursor
+
+
+def _ariding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
+    @asynccontextmanager
+    async def _cursor(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        check = _RIDING.get()
+        async with original(*args, **kwargs) as cur:
+            if check is not None:
+                check.attached = True
+                await cur.execute(_POSTGRES_CHECK_SQL, check.params)
+            yield cur
+
+    setattr(_cursor, _HOOKED, True)
+    return _cursor
+
+
+def _refused(exc: BaseException) -> bool:
+    from psycopg import errors
+
+    return isinstance(exc, errors.InvalidTextRepresentation) and _REFUSAL in str(exc)
+
+
+class _RidingProbe(ModeProbe):
+    """What the PostgreSQL probes share: the hook on the saver's ``_cursor``."""
+
+    _hook: Callable[[Callable[..., Any]], Callable[..., Any]]
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(saver)
+        self._rides = True
+
+    def _ride(self) -> bool:
+        # Installed once per saver instance (several guards may share one), on
+        # first use; a shared pipeline's sync groups hold other callers' statements.
+        saver: Any = self.saver
+        if not self._rides or getattr(saver, "pipe", None) is not None:
+            return False
+        if not getattr(saver._cursor, _HOOKED, False):
+            saver._cursor = type(self)._hook(saver._cursor)
+        return True
+
+    def _unridden(self, check: _Check) -> bool:
+        # The write reached storage without opening a hooked cursor (a saver
+        # version that writes another way): later writes probe first, and this
+        # one is probed now, late.
+        if check.attached:
+            return False
+        self._rides = False
+        logger.warning(
+            "checkpoint_guard: the write check did not reach %s; probing before each write instead",
+            type(self.saver).__name__,
+        )
+        return True
+
+
+class _PostgresProbe(_RidingProbe):
+    _hook = staticmethod(_riding_cursor)
+
     def mode(self, key: _Key) -> bool | None:
         with self.saver._cursor() as cur:  # type: ignore[attr-defined]
             cur.execute(_POSTGRES_SQL, _postgres_params(key))
             row = cur.fetchone()
         return None if row is None else _postgres_delta(row)
 
+    def write_onto(self, key: _Key, write: Write[_T]) -> _T:
+        if not self._ride():
+            return super().write_onto(key, write)
+        check = _Check(key)
+        token = _RIDING.set(check)
+        try:
+            result = write()
+        except Exception as exc:
+            if _refused(exc):
+                raise DeltaTarget from None
+            raise
+        finally:
+            _RIDING.reset(token)
+        if self._unridden(check) and self.mode(key):
+            raise DeltaTarget
+        return result
 
-class _AsyncPostgresProbe(ModeProbe):
+
+class _AsyncPostgresProbe(_RidingProbe):
+    _hook = staticmethod(_ariding_cursor)
+
     async def amode(self, key: _Key) -> bool | None:
         async with self.saver._cursor() as cur:  # type: ignore[attr-defined]
             await cur.execute(_POSTGRES_SQL, _postgres_params(key))
             row = await cur.fetchone()
         return None if row is None else _postgres_delta(row)
+
+    async def awrite_onto(self, key: _Key, write: AsyncWrite[_T]) -> _T:
+        if not self._ride():
+            return await super().awrite_onto(key, write)
+        check = _Check(key)
+        token = _RIDING.set(check)
+        try:
+            result = await write()
+        except Exception as exc:
+            if _refused(exc):
+                raise DeltaTarget from None
+            raise
+        finally:
+            _RIDING.reset(token)
+        if self._unridden(check) and await self.amode(key):
+            raise DeltaTarget
+        return result
 
 
 def _probes() -> list[tuple[type[Any], type[ModeProbe]]]:
