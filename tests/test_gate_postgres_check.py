@@ -11,9 +11,7 @@ concurrently (a check that only read would admit the write).
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +19,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
@@ -34,7 +34,7 @@ from checkpoint_guard import (
 )
 from checkpoint_guard._modes import metadata_uses_delta
 from checkpoint_guard.savers import _probe
-from tests.support.helpers import Driver, cfg, chat_graph, run_turns
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store, make_store
 
 WRITES = [("messages", [AIMessage("late", id="late")])]
@@ -257,77 +257,161 @@ def _blocked_on_a_lock(url: str) -> bool:
     return bool(row and row[0])
 
 
-@pytest.mark.parametrize("commit", [True, False], ids=["migration-commits", "migration-rolls-back"])
-async def test_a_migration_committing_during_the_write_is_ordered_by_the_row_lock(
-    pg_store: Store, commit: bool
+def test_a_write_onto_a_row_another_transaction_holds_does_not_wait(
+    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another session stamps the target's marker and holds its transaction open;
-    the guarded write waits on the target row instead of reading the old version.
-    When that session commits, the write is refused and stores nothing; when it
-    rolls back, the write lands. (Without the lock the write would be admitted on
-    the version committed before, and the migration would stamp a checkpoint
-    whose new writes a full-mode process made.)"""
-    drv = Driver(pg_store.is_async)
-    assert pg_store.pg is not None
-    url, schema = pg_store.pg
-    async with pg_store.open() as raw:
-        full = GuardedSaver(raw, mode="full")
-        await run_turns(drv, chat_graph(full, "full"), "r", range(1))
-        head = await drv.get_tuple(full, cfg("r"))
+    """A migration in progress holds the target's row (its marker stamped, not yet
+    committed). The saver holds its process-wide lock while a write runs, so a
+    check that waited for the row would stall every thread of the process: the
+    check fails at once (NOWAIT), nothing is written by that attempt, and the
+    write is done behind a probe, which reads the committed version (full). The
+    write lands while the other transaction is still open, and a read of another
+    thread is served meanwhile; once the migration commits, writes are refused."""
+    url, schema = pg_schema
+    made, probes = _count_checks(monkeypatch)
+    config = {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "full"}
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "full")
+        for thread in ("a", "b"):
+            graph.invoke(human(0), cfg(thread))
+        head = saver.get_tuple(cfg("a"))
         assert head is not None
         cid = head.config["configurable"]["checkpoint_id"]
-        before = _writes_of(pg_store, cid)
         migration = psycopg.connect(url, options=f"-c search_path={schema}")
         try:
             migration.execute(
                 "UPDATE checkpoints SET metadata = metadata ||"
                 ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
-                " WHERE thread_id = 'r' AND checkpoint_id = %s",
+                " WHERE thread_id = 'a' AND checkpoint_id = %s",
                 (cid,),
             )
             outcome: list[BaseException | None] = []
-            deadline = time.monotonic() + 30  # progress deadline, not a timing assertion
-            if pg_store.is_async:
 
-                async def write() -> None:
-                    try:
-                        await full.aput_writes(head.config, WRITES, "task-r")
-                        outcome.append(None)
-                    except BaseException as exc:
-                        outcome.append(exc)
+            def write() -> None:
+                try:
+                    saver.put_writes(head.config, WRITES, "task-a")
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
 
-                task = asyncio.create_task(write())
-                while not outcome and not _blocked_on_a_lock(url) and time.monotonic() < deadline:
-                    await asyncio.sleep(0.01)
-                blocked = not outcome
-                (migration.commit if commit else migration.rollback)()
-                await task
-            else:
-
-                def run() -> None:
-                    try:
-                        full.put_writes(head.config, WRITES, "task-r")
-                        outcome.append(None)
-                    except BaseException as exc:
-                        outcome.append(exc)
-
-                worker = threading.Thread(target=run)
-                worker.start()
-                while not outcome and not _blocked_on_a_lock(url) and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                blocked = not outcome
-                (migration.commit if commit else migration.rollback)()
-                worker.join(30)
+            worker = threading.Thread(target=write)
+            worker.start()
+            worker.join(20)  # a progress deadline, not a timing assertion
+            assert outcome == [None], f"the write waited for or failed on the row: {outcome}"
+            assert saver.get_tuple(cfg("b")) is not None
+            before = probes[0]
+            migration.commit()
         finally:
             migration.close()
-        assert blocked, f"the write did not wait for the migration's row lock: {outcome}"
-        assert len(outcome) == 1
-        if commit:
-            assert isinstance(outcome[0], CheckpointModeMismatchError)
-            assert _writes_of(pg_store, cid) == before
-        else:
-            assert outcome[0] is None
-            assert _writes_of(pg_store, cid) == before + len(WRITES)
+        assert before == 1  # the contended write went behind a probe
+        with pytest.raises(CheckpointModeMismatchError):
+            saver.put_writes(head.config, WRITES, "task-b")
+    assert made and all(check.attached for check in made)
+
+
+async def test_a_genuine_error_quoting_the_check_text_is_not_a_refusal(
+    pg_store: Store,
+) -> None:
+    """The check is recognised by its own error's primary message only: a write
+    that fails on its own data (NaN is not JSON) with the check's text in the
+    data (quoted in the error's context) raises its own error, and the target is
+    not remembered as delta: the next valid write onto it is admitted."""
+    drv = Driver(pg_store.is_async)
+    async with pg_store.open() as raw:
+        full = GuardedSaver(raw, mode="full")
+        head = await drv.put(full, cfg("g", checkpoint_ns=""), _empty(), {}, {})
+        assert await drv.get_tuple(full, head) is not None
+        text = _probe._REFUSAL + head["configurable"]["checkpoint_id"]
+        bad = _empty()
+        bad["channel_values"] = {"note": text, "x": float("nan")}
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            await drv.put(full, head, bad, {"source": "loop", "step": 1}, {})
+        await drv.put(full, head, _empty(), {"source": "loop", "step": 1}, {})
+
+
+def _empty() -> Any:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=-1))
+    return checkpoint
+
+
+def test_a_write_replaced_on_the_instance_is_probed_before_it_runs(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Riding needs the write to open the saver's cursor: a ``put_writes``
+    replaced on the instance (writing its own way) gets the probe first, so a
+    delta target is refused with nothing written."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    url, schema = pg_schema
+    with psycopg.connect(
+        url,
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-c search_path={schema}",
+    ) as conn:
+        raw = PostgresSaver(conn)
+        raw.setup()
+        full = GuardedSaver(raw, mode="full")
+        head = full.put(cfg("u", checkpoint_ns=""), _empty(), {}, {})
+        assert full.get_tuple(head) is not None
+        conn.execute(
+            "UPDATE checkpoints SET metadata = metadata ||"
+            " '{\"checkpoint_channel_mode\": \"delta\"}'::jsonb WHERE thread_id = 'u'"
+        )
+
+        def put_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+            c = config["configurable"]
+            rows = raw._dump_writes(
+                c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"], task_id, task_path, writes
+            )
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(raw.UPSERT_CHECKPOINT_WRITES_SQL, rows)
+
+        raw.put_writes = put_writes  # type: ignore[method-assign]
+        with pytest.raises(CheckpointModeMismatchError):
+            full.put_writes(head, WRITES, "task")
+        row = conn.execute("SELECT count(*) AS n FROM checkpoint_writes").fetchone()
+        assert row is not None and row["n"] == 0
+
+
+def test_the_cursor_hook_is_installed_once_under_concurrent_first_writes(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Guards sharing a fresh saver, their first writes at once: the saver's
+    cursor is wrapped once (a second wrap would run every check twice)."""
+    import sys
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    url, schema = pg_schema
+    with psycopg.connect(
+        url, autocommit=True, row_factory=dict_row, options=f"-c search_path={schema}"
+    ) as conn:
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for _ in range(200):
+                raw = PostgresSaver(conn)
+                probes = [_probe.mode_probe(raw) for _ in range(8)]
+                barrier = threading.Barrier(len(probes))
+
+                def ride(probe: Any, b: threading.Barrier = barrier) -> None:
+                    b.wait()
+                    probe._ride()
+
+                threads = [threading.Thread(target=ride, args=(p,)) for p in probes]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                original = getattr(raw._cursor, _probe._HOOKED)
+                assert not getattr(original, _probe._HOOKED, False), "wrapped twice"
+        finally:
+            sys.setswitchinterval(old)
 
 
 def test_a_thread_id_reaches_the_check_as_a_parameter() -> None:
@@ -336,3 +420,61 @@ def test_a_thread_id_reaches_the_check_as_a_parameter() -> None:
     check = _probe._Check(key)
     assert check.params[1:] == key
     assert key[0] not in _probe._POSTGRES_CHECK_SQL
+
+
+# jsonb refuses NUL and lone surrogates outright (the write fails): not a verdict
+_chars = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0.0, -0.0, 1e-320, 5e-324, -5e-324, 1e308])
+    | st.text(_chars, max_size=6)
+    | st.sampled_from(["full", "Full", "full\u200b", "\uff46\uff55\uff4c\uff4c", "delta", ""]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(_chars, max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def test_the_check_decides_as_the_whole_metadata_does_on_any_json(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Any JSON in any of the evidence keys, stored through the saver's own put:
+    the check's SQL verdict is ``metadata_uses_delta``'s, on the metadata as read
+    back and as written."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    url, schema = pg_schema
+    with psycopg.connect(
+        url,
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-c search_path={schema}",
+    ) as conn:
+        raw = PostgresSaver(conn)
+        raw.setup()
+
+        @given(st.dictionaries(st.sampled_from(_probe.DELTA_EVIDENCE_KEYS), _json, max_size=4))
+        def check(evidence: dict[str, Any]) -> None:
+            checkpoint = _empty()
+            target: Any = {"configurable": {"thread_id": "h", "checkpoint_ns": ""}}
+            config = raw.put(target, checkpoint, {"source": "loop", **evidence}, {})
+            stored = raw.get_tuple(config)
+            assert stored is not None
+            probe_check = _probe._Check(("h", "", checkpoint["id"]))
+            try:
+                conn.execute(_probe._POSTGRES_CHECK_SQL, probe_check.params)
+                delta = False
+            except psycopg.errors.InvalidTextRepresentation as exc:
+                assert _probe._refused(exc, probe_check)
+                delta = True
+            assert delta is metadata_uses_delta(stored.metadata), (evidence, stored.metadata)
+            assert delta is metadata_uses_delta({"source": "loop", **evidence})
+
+        check()

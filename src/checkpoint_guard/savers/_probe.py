@@ -27,22 +27,37 @@ while a guarded write runs (a context variable names its target, so only that
 write's cursors carry it) the cursor's first statement is the check. When the
 target is delta the check's cast fails, and PostgreSQL skips every later
 statement of the same pipeline and rolls back the implicit transaction: nothing
-is written, and ``DeltaTarget`` is raised from the check's own error text. The
-row lock orders the write against a migration's re-put of the target: one of the
-two commits first and the other sees it (a check that only read would leave the
-window between its read and the write). Without pipeline support the saver
-runs the same statements in a transaction, which the failed check aborts. A
-saver built on a shared ``pipe`` (other callers' statements share its sync
-groups) gets the probe before the write instead. The check's verdict is the same
-function of the evidence keys as ``metadata_uses_delta``, written in SQL
-(``test_gate_gaps.py`` compares the two on odd JSON).
+is written, and ``DeltaTarget`` is raised, recognised by the check's own text (a
+per-process nonce and the target's id, in the error's primary message only).
+The check locks the target row ``FOR SHARE NOWAIT``: held until the write
+commits, so a migration cannot stamp the target between the check and the write
+(its update waits for the lock). ``NOWAIT``: when another transaction holds the
+row (a migration or prune in progress) the check fails at once rather than
+waiting, because the saver holds its process-wide lock around the cursor and a
+wait would stall every thread of the process; the skipped write is then done as
+elsewhere, a probe and then the write. Without pipeline support the saver runs
+the same statements in a transaction, which the failed check aborts.
+
+Riding is used only when the write goes through ``_cursor``: the saver class's
+own ``put``/``put_writes`` (or async twins), whose source opens
+``self._cursor(pipeline=True)``, not replaced on the instance, and no shared
+``pipe`` (other callers' statements share its sync groups); otherwise the probe
+precedes each write. Should a write still reach storage without the check (a
+cursor never opened), that is seen afterwards: the write is probed late (a
+delta target is then reported although the write landed) and every later write
+is probed first. The check's verdict is the same function of the evidence keys
+as ``metadata_uses_delta``, written in SQL (``tests/test_gate_postgres_check.py``
+compares the two on odd JSON).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
+import secrets
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -114,12 +129,14 @@ _DELTA_SQL = " OR ".join(
 )
 # The cast fails only for a delta target, with our text in the error; the text is
 # concatenated with a column so the planner cannot fold the cast into a failure of
-# every execution. FOR SHARE: see "The riding check".
-_REFUSAL = "checkpoint_guard: delta write target "
+# every execution. The text carries a per-process nonce, and only the error's
+# primary message is compared (never its context, which may quote user data).
+# FOR SHARE NOWAIT: see "The riding check".
+_REFUSAL = f"checkpoint_guard {secrets.token_hex(8)}: delta write target "
 _POSTGRES_CHECK_SQL = (
     f"SELECT (CASE WHEN {_DELTA_SQL} THEN %s || checkpoint_id ELSE '0' END)::int"
     " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-    " FOR SHARE"
+    " FOR SHARE NOWAIT"
 )
 
 
@@ -204,11 +221,12 @@ class _Check:
     """One guarded write's pending check: its parameters, and whether a cursor of
     the write carried it."""
 
-    __slots__ = ("attached", "params")
+    __slots__ = ("attached", "params", "refusal")
 
     def __init__(self, key: _Key) -> None:
         thread, ns, cid = key
         self.params = (_REFUSAL, str(thread), ns, cid)
+        self.refusal = _REFUSAL + cid
         self.attached = False
 
 
@@ -228,7 +246,7 @@ def _riding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
                 cur.execute(_POSTGRES_CHECK_SQL, check.params)
             yield cur
 
-    setattr(_cursor, _HOOKED, True)
+    setattr(_cursor, _HOOKED, original)
     return _cursor
 
 
@@ -242,14 +260,49 @@ def _ariding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
                 await cur.execute(_POSTGRES_CHECK_SQL, check.params)
             yield cur
 
-    setattr(_cursor, _HOOKED, True)
+    setattr(_cursor, _HOOKED, original)
     return _cursor
 
 
-def _refused(exc: BaseException) -> bool:
+def _refused(exc: BaseException, check: _Check) -> bool:
+    # This check's own failure: the cast error whose primary message quotes this
+    # check's text (a genuine error of the write's own statements is not one)
     from psycopg import errors
 
-    return isinstance(exc, errors.InvalidTextRepresentation) and _REFUSAL in str(exc)
+    if not isinstance(exc, errors.InvalidTextRepresentation):
+        return False
+    return check.refusal in (exc.diag.message_primary or "")
+
+
+def _contended(exc: BaseException) -> bool:
+    # NOWAIT met a row lock (a migration or prune transaction in progress): the
+    # pipeline was skipped, nothing written; the write is retried behind a probe
+    from psycopg import errors
+
+    return isinstance(exc, errors.LockNotAvailable)
+
+
+_INSTALL = threading.Lock()
+
+
+def _writes_through_cursor(saver: Any) -> bool:
+    # Riding needs put and put_writes to write through the saver's _cursor: the
+    # class's own methods (no per-instance replacement), whose source opens it.
+    for name in ("put", "put_writes", "aput", "aput_writes"):
+        if name in vars(saver):
+            return False
+    names = (
+        ("aput", "aput_writes")
+        if type(saver).__name__.startswith("Async")
+        else ("put", "put_writes")
+    )
+    try:
+        return all(
+            "self._cursor(pipeline=True)" in inspect.getsource(getattr(type(saver), n))
+            for n in names
+        )
+    except (OSError, TypeError):  # no source to read: do not assume
+        return False
 
 
 class _RidingProbe(ModeProbe):
@@ -267,8 +320,12 @@ class _RidingProbe(ModeProbe):
         saver: Any = self.saver
         if not self._rides or getattr(saver, "pipe", None) is not None:
             return False
-        if not getattr(saver._cursor, _HOOKED, False):
-            saver._cursor = type(self)._hook(saver._cursor)
+        with _INSTALL:
+            if not getattr(saver._cursor, _HOOKED, False):
+                if not _writes_through_cursor(saver):
+                    self._rides = False
+                    return False
+                saver._cursor = type(self)._hook(saver._cursor)
         return True
 
     def _unridden(self, check: _Check) -> bool:
@@ -302,11 +359,17 @@ class _PostgresProbe(_RidingProbe):
         try:
             result = write()
         except Exception as exc:
-            if _refused(exc):
+            if _refused(exc, check):
                 raise DeltaTarget from None
-            raise
+            if not (check.attached and _contended(exc)):
+                raise
+            contended = True
+        else:
+            contended = False
         finally:
             _RIDING.reset(token)
+        if contended:  # nothing was written: the probe, then the write
+            return super().write_onto(key, write)
         if self._unridden(check) and self.mode(key):
             raise DeltaTarget
         return result
@@ -329,11 +392,17 @@ class _AsyncPostgresProbe(_RidingProbe):
         try:
             result = await write()
         except Exception as exc:
-            if _refused(exc):
+            if _refused(exc, check):
                 raise DeltaTarget from None
-            raise
+            if not (check.attached and _contended(exc)):
+                raise
+            contended = True
+        else:
+            contended = False
         finally:
             _RIDING.reset(token)
+        if contended:  # nothing was written: the probe, then the write
+            return await super().awrite_onto(key, write)
         if self._unridden(check) and await self.amode(key):
             raise DeltaTarget
         return result
