@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -335,12 +336,9 @@ def _empty() -> Any:
     return checkpoint
 
 
-def test_a_write_replaced_on_the_instance_is_probed_before_it_runs(
-    pg_schema: tuple[str, str],
-) -> None:
-    """Riding needs the write to open the saver's cursor: a ``put_writes``
-    replaced on the instance (writing its own way) gets the probe first, so a
-    delta target is refused with nothing written."""
+@contextmanager
+def _connection(pg_schema: tuple[str, str]) -> Iterator[Any]:
+    """One connection into the test's schema, set up as PostgresSaver wants it."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
@@ -352,8 +350,20 @@ def test_a_write_replaced_on_the_instance_is_probed_before_it_runs(
         row_factory=dict_row,
         options=f"-c search_path={schema}",
     ) as conn:
+        PostgresSaver(conn).setup()
+        yield conn
+
+
+def test_a_write_replaced_on_the_instance_is_probed_before_it_runs(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Riding needs the write to open the saver's cursor: a ``put_writes``
+    replaced on the instance (writing its own way) gets the probe first, so a
+    delta target is refused with nothing written."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with _connection(pg_schema) as conn:
         raw = PostgresSaver(conn)
-        raw.setup()
         full = GuardedSaver(raw, mode="full")
         head = full.put(cfg("u", checkpoint_ns=""), _empty(), {}, {})
         assert full.get_tuple(head) is not None
@@ -385,12 +395,8 @@ def test_the_cursor_hook_is_installed_once_under_concurrent_first_writes(
     import sys
 
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
 
-    url, schema = pg_schema
-    with psycopg.connect(
-        url, autocommit=True, row_factory=dict_row, options=f"-c search_path={schema}"
-    ) as conn:
+    with _connection(pg_schema) as conn:
         old = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)
         try:
@@ -447,18 +453,9 @@ def test_the_check_decides_as_the_whole_metadata_does_on_any_json(
     the check's SQL verdict is ``metadata_uses_delta``'s, on the metadata as read
     back and as written."""
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
 
-    url, schema = pg_schema
-    with psycopg.connect(
-        url,
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options=f"-c search_path={schema}",
-    ) as conn:
+    with _connection(pg_schema) as conn:
         raw = PostgresSaver(conn)
-        raw.setup()
 
         @given(st.dictionaries(st.sampled_from(_probe.DELTA_EVIDENCE_KEYS), _json, max_size=4))
         def check(evidence: dict[str, Any]) -> None:
