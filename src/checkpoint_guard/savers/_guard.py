@@ -213,14 +213,13 @@ class GuardedSaver(SaverLayer):
     ) -> CheckpointMetadata:
         """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
         that itself carries delta evidence (a delta-schema graph on a full saver)."""
-        target = self._next(config, checkpoint)
-        thread_id = Address.from_config(config).thread_id
         if not self._full:
             messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
             if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
                 # A graph compiled without the delta schema stores the whole list:
                 # the marker would label full data as delta.
-                self._refuse(target)
+                self._refuse(self._next(config, checkpoint))
+                thread_id = Address.from_config(config).thread_id
                 raise _schema_refusal(
                     f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
                     f"{thread_id!r}: its 'messages' channel holds a plain "
@@ -231,6 +230,7 @@ class GuardedSaver(SaverLayer):
             stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
             return stamped  # type: ignore[return-value]
         if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
+            target = self._next(config, checkpoint)
             self._refuse(target)
             raise mode_mismatch(target, action="write")
         return metadata
