@@ -11,7 +11,10 @@ concurrently (a check that only read would admit the write).
 
 from __future__ import annotations
 
+import asyncio
+import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -258,16 +261,17 @@ def _blocked_on_a_lock(url: str) -> bool:
     return bool(row and row[0])
 
 
-def test_a_write_onto_a_row_another_transaction_holds_does_not_wait(
-    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("commit", [True, False], ids=["migration-commits", "migration-rolls-back"])
+def test_a_write_onto_a_row_another_transaction_holds_waits_without_stalling_the_process(
+    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch, commit: bool
 ) -> None:
-    """A migration in progress holds the target's row (its marker stamped, not yet
-    committed). The saver holds its process-wide lock while a write runs, so a
-    check that waited for the row would stall every thread of the process: the
-    check fails at once (NOWAIT), nothing is written by that attempt, and the
-    write is done behind a probe, which reads the committed version (full). The
-    write lands while the other transaction is still open, and a read of another
-    thread is served meanwhile; once the migration commits, writes are refused."""
+    """A migration in progress holds the target's row, its marker stamped but not
+    committed. The saver holds one lock for the whole process while a write runs,
+    so the check does not wait for the row there (NOWAIT): the write is tried
+    again, with the check, after pauses outside that lock. It stays pending while
+    the migration's transaction is open, reads of other threads are served
+    meanwhile, and it never goes ahead unchecked: when the migration commits the
+    write is refused with nothing stored; when it rolls back the write lands."""
     url, schema = pg_schema
     made, probes = _count_checks(monkeypatch)
     config = {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "full"}
@@ -278,7 +282,9 @@ def test_a_write_onto_a_row_another_transaction_holds_does_not_wait(
         head = saver.get_tuple(cfg("a"))
         assert head is not None
         cid = head.config["configurable"]["checkpoint_id"]
+        before = _writes_of_pool(url, schema, cid)
         migration = psycopg.connect(url, options=f"-c search_path={schema}")
+        outcome: list[BaseException | None] = []
         try:
             migration.execute(
                 "UPDATE checkpoints SET metadata = metadata ||"
@@ -286,7 +292,6 @@ def test_a_write_onto_a_row_another_transaction_holds_does_not_wait(
                 " WHERE thread_id = 'a' AND checkpoint_id = %s",
                 (cid,),
             )
-            outcome: list[BaseException | None] = []
 
             def write() -> None:
                 try:
@@ -297,17 +302,67 @@ def test_a_write_onto_a_row_another_transaction_holds_does_not_wait(
 
             worker = threading.Thread(target=write)
             worker.start()
-            worker.join(20)  # a progress deadline, not a timing assertion
-            assert outcome == [None], f"the write waited for or failed on the row: {outcome}"
-            assert saver.get_tuple(cfg("b")) is not None
-            before = probes[0]
+            # the other thread's reads go through while the write waits for the row
+            for _ in range(20):
+                assert saver.get_tuple(cfg("b")) is not None
+            assert outcome == [], f"the write went ahead while the row was held: {outcome}"
+            (migration.commit if commit else migration.rollback)()
+            worker.join(60)  # a progress deadline, not a timing assertion
+        finally:
+            migration.close()
+        assert len(outcome) == 1
+        if commit:
+            assert isinstance(outcome[0], CheckpointModeMismatchError)
+            assert _writes_of_pool(url, schema, cid) == before
+        else:
+            assert outcome[0] is None
+            assert _writes_of_pool(url, schema, cid) == before + len(WRITES)
+    assert probes[0] == 0  # every attempt carried the check; none went behind a probe
+    assert made and all(check.attached for check in made)
+
+
+def _writes_of_pool(url: str, schema: str, checkpoint_id: str) -> int:
+    with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM checkpoint_writes WHERE checkpoint_id = %s", (checkpoint_id,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_an_async_write_onto_a_held_row_waits_and_is_refused_after_the_commit(
+    pg_schema: tuple[str, str],
+) -> None:
+    """The async twin: the task waits (other tasks run meanwhile), then is refused
+    once the migration commits, nothing stored."""
+    url, schema = pg_schema
+    config = {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "full"}
+    async with aopen_checkpointer(config, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "full")
+        await graph.ainvoke(human(0), cfg("a"))
+        head = await saver.aget_tuple(cfg("a"))
+        assert head is not None
+        cid = head.config["configurable"]["checkpoint_id"]
+        before = _writes_of_pool(url, schema, cid)
+        migration = psycopg.connect(url, options=f"-c search_path={schema}")
+        try:
+            migration.execute(
+                "UPDATE checkpoints SET metadata = metadata ||"
+                ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
+                " WHERE thread_id = 'a' AND checkpoint_id = %s",
+                (cid,),
+            )
+            task = asyncio.ensure_future(saver.aput_writes(head.config, WRITES, "task-a"))
+            for _ in range(20):
+                assert await saver.aget_tuple(cfg("a")) is not None
+                await asyncio.sleep(0)
+            assert not task.done(), "the write went ahead while the row was held"
             migration.commit()
         finally:
             migration.close()
-        assert before == 1  # the contended write went behind a probe
         with pytest.raises(CheckpointModeMismatchError):
-            saver.put_writes(head.config, WRITES, "task-b")
-    assert made and all(check.attached for check in made)
+            await asyncio.wait_for(task, 60)  # a progress deadline
+        assert _writes_of_pool(url, schema, cid) == before
 
 
 async def test_a_genuine_error_quoting_the_check_text_is_not_a_refusal(
@@ -475,3 +530,168 @@ def test_the_check_decides_as_the_whole_metadata_does_on_any_json(
             assert delta is metadata_uses_delta({"source": "loop", **evidence})
 
         check()
+
+
+_STAMP = (
+    "UPDATE checkpoints SET metadata = metadata ||"
+    ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
+    " WHERE thread_id = %s AND checkpoint_id = %s"
+)
+
+_DETECTOR = """
+CREATE TABLE violations (kind text, thread_id text, checkpoint_id text, task text);
+CREATE FUNCTION cg_detect_w() RETURNS trigger AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = NEW.thread_id
+       AND c.checkpoint_ns = NEW.checkpoint_ns AND c.checkpoint_id = NEW.checkpoint_id
+       AND c.metadata->>'checkpoint_channel_mode' = 'delta') THEN
+    INSERT INTO violations VALUES ('put_writes', NEW.thread_id, NEW.checkpoint_id, NEW.task_id);
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER cg_detect_w BEFORE INSERT ON checkpoint_writes
+  FOR EACH ROW EXECUTE FUNCTION cg_detect_w();
+CREATE FUNCTION cg_detect_c() RETURNS trigger AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = NEW.thread_id
+       AND c.checkpoint_ns = NEW.checkpoint_ns AND c.checkpoint_id = NEW.parent_checkpoint_id
+       AND c.metadata->>'checkpoint_channel_mode' = 'delta') THEN
+    INSERT INTO violations
+      VALUES ('put', NEW.thread_id, NEW.parent_checkpoint_id, NEW.checkpoint_id);
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER cg_detect_c BEFORE INSERT ON checkpoints
+  FOR EACH ROW EXECUTE FUNCTION cg_detect_c();
+"""
+
+
+def test_concurrent_writes_under_repeated_row_locks_and_migrations(
+    pg_schema: tuple[str, str],
+) -> None:
+    """No monkeypatching. Background threads put (a child of the head) and
+    put_writes (onto the head) on a pool, while a maintenance session keeps taking
+    FOR UPDATE on the rows and, now and then, stamps a head delta inside such a
+    transaction and commits. A trigger records every write whose statement saw a
+    committed-delta target (a READ COMMITTED statement snapshot: the stamp had
+    committed before the write's own INSERT ran). Expect: none recorded, every call
+    ends in success or CheckpointModeMismatchError, no hang."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    url, schema = pg_schema
+    config = {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "full"}
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "full")
+        threads_ids = [f"a{i}" for i in range(12)]
+        heads: dict[str, Any] = {}
+        for t in threads_ids:
+            graph.invoke(human(0), cfg(t))
+            tup = saver.get_tuple(cfg(t))
+            assert tup is not None
+            heads[t] = tup.config
+        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as c:
+            c.execute(_DETECTOR)
+        stop = threading.Event()
+        current = {"i": 0}
+        errors: list[BaseException] = []
+
+        def maint() -> None:
+            with psycopg.connect(url, options=f"-c search_path={schema}") as c:
+                n = 0
+                while not stop.is_set() and current["i"] < len(threads_ids):
+                    t = threads_ids[current["i"]]
+                    c.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s FOR UPDATE", (t,))
+                    time.sleep(random.random() * 0.004)
+                    n += 1
+                    if n % 60 == 0:
+                        c.execute(_STAMP, (t, heads[t]["configurable"]["checkpoint_id"]))
+                        time.sleep(random.random() * 0.004)
+                        c.commit()
+                        current["i"] += 1
+                    else:
+                        c.commit()
+                    time.sleep(random.random() * 0.001)
+
+        def writer(i: int) -> None:
+            k = 0
+            while not stop.is_set():
+                j = current["i"]
+                if j >= len(threads_ids):
+                    return
+                head = heads[threads_ids[j]]
+                k += 1
+                try:
+                    if k % 2:
+                        saver.put_writes(head, WRITES, f"w{i}-{k}")
+                    else:
+                        cp = empty_checkpoint()
+                        cp["id"] = str(uuid6(clock_seq=-1))
+                        saver.put(head, cp, {"source": "loop", "step": 9}, {})
+                except CheckpointModeMismatchError:
+                    pass
+                except BaseException as exc:
+                    errors.append(exc)
+
+        workers = [threading.Thread(target=maint)] + [
+            threading.Thread(target=writer, args=(i,)) for i in range(6)
+        ]
+        for w in workers:
+            w.start()
+        deadline = time.monotonic() + 60
+        while current["i"] < len(threads_ids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        for w in workers:
+            w.join(20)
+        assert not any(w.is_alive() for w in workers), "hang"
+        assert not errors, errors[:3]
+        with psycopg.connect(url, options=f"-c search_path={schema}") as c:
+            bad = c.execute("SELECT kind, thread_id, task FROM violations").fetchall()
+        assert not bad, f"{len(bad)} writes landed onto a committed-delta target: {bad[:5]}"
+
+
+def test_a_lock_timeout_of_the_writes_own_statement_stays_the_savers_error(
+    pg_schema: tuple[str, str],
+) -> None:
+    """``lock_timeout`` on the saver's connection, and the write's own INSERT (not
+    the check) waits on a row another transaction is inserting: that lock conflict
+    is the saver's own error, raised as unguarded, not taken for a held target
+    row and retried; nothing is written."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    url, schema = pg_schema
+    with psycopg.connect(
+        url, autocommit=True, options=f"-c search_path={schema} -c lock_timeout=300"
+    ) as conn:
+        raw = PostgresSaver(conn)
+        raw.setup()
+        cp = _empty()
+        head = raw.put(cfg("a", checkpoint_ns=""), cp, {"source": "loop", "step": 1}, {})
+        probe = _probe.mode_probe(raw)
+        attempts = [0]
+        original = raw.put_writes
+
+        def counted(*args: Any) -> None:
+            attempts[0] += 1
+            original(*args)
+
+        other = psycopg.connect(url, options=f"-c search_path={schema}")
+        try:
+            # the same (thread, ns, checkpoint, task, idx) row, uncommitted
+            other.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+                " task_path, idx, channel, type, blob) VALUES ('a', '', %s, 'task-1', '', -1,"
+                " '__error__', 'null', '')",
+                (cp["id"],),
+            )
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                probe.write_onto(
+                    ("a", "", cp["id"]), lambda: counted(head, [("__error__", "boom")], "task-1")
+                )
+        finally:
+            other.rollback()
+            other.close()
+        assert attempts[0] == 1
+        row = conn.execute("SELECT count(*) FROM checkpoint_writes").fetchone()
+        assert row is not None and row[0] == 0

@@ -34,8 +34,11 @@ commits, so a migration cannot stamp the target between the check and the write
 (its update waits for the lock). ``NOWAIT``: when another transaction holds the
 row (a migration or prune in progress) the check fails at once rather than
 waiting, because the saver holds its process-wide lock around the cursor and a
-wait would stall every thread of the process; the skipped write is then done as
-elsewhere, a probe and then the write. Without pipeline support the saver runs
+wait there would stall every thread of the process. The skipped write is tried
+again, with the check, after a pause outside the saver's lock (``_Backoff``):
+the write waits for the other transaction, the process's other threads do not,
+and no write is ever made without the check (after ``CONTENDED_MAX_S`` the lock
+conflict is raised, nothing written). Without pipeline support the saver runs
 the same statements in a transaction, which the failed check aborts.
 
 Riding is used only when the write goes through ``_cursor``: the saver class's
@@ -52,12 +55,14 @@ compares the two on odd JSON).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
 import re
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -276,12 +281,38 @@ def _refused(exc: BaseException, check: _Check) -> bool:
 
 def _contended(exc: BaseException) -> bool:
     # NOWAIT met a row lock (a migration or prune transaction in progress): the
-    # pipeline was skipped, nothing written; the write is retried behind a probe
+    # pipeline was skipped, nothing written; the write is tried again (_Backoff).
+    # A lock_timeout of the write's own statements (raised where PostgreSQL
+    # handles interrupts) is the saver's own error and stays one.
     from psycopg import errors
 
-    return isinstance(exc, errors.LockNotAvailable)
+    return (
+        isinstance(exc, errors.LockNotAvailable) and exc.diag.source_function != "ProcessInterrupts"
+    )
 
 
+class _Backoff:
+    """The pauses between attempts of a write whose target row another
+    transaction holds: doubling from 1 ms to 100 ms, for at most ``CONTENDED_MAX_S``
+    in all (then the lock conflict is raised, nothing written)."""
+
+    __slots__ = ("_deadline", "_pause")
+
+    def __init__(self) -> None:
+        self._pause = 0.001
+        self._deadline = time.monotonic() + CONTENDED_MAX_S
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self._deadline
+
+    def next(self) -> float:
+        pause, self._pause = self._pause, min(self._pause * 2, 0.1)
+        return pause
+
+
+# How long a write waits (between attempts, not holding the saver) for a row that
+# a migration, prune or copy transaction holds.
+CONTENDED_MAX_S = 60.0
 _INSTALL = threading.Lock()
 
 
@@ -354,25 +385,26 @@ class _PostgresProbe(_RidingProbe):
     def write_onto(self, key: _Key, write: Write[_T]) -> _T:
         if not self._ride():
             return super().write_onto(key, write)
-        check = _Check(key)
-        token = _RIDING.set(check)
-        try:
-            result = write()
-        except Exception as exc:
-            if _refused(exc, check):
-                raise DeltaTarget from None
-            if not (check.attached and _contended(exc)):
-                raise
-            contended = True
-        else:
-            contended = False
-        finally:
-            _RIDING.reset(token)
-        if contended:  # nothing was written: the probe, then the write
-            return super().write_onto(key, write)
-        if self._unridden(check) and self.mode(key):
-            raise DeltaTarget
-        return result
+        pause = _Backoff()
+        while True:
+            check = _Check(key)
+            token = _RIDING.set(check)
+            try:
+                result = write()
+            except Exception as exc:
+                if _refused(exc, check):
+                    raise DeltaTarget from None
+                if not (check.attached and _contended(exc)) or pause.spent():
+                    raise
+                # nothing was written; the saver's lock is released: wait, then
+                # the same write with the check again
+                time.sleep(pause.next())
+                continue
+            finally:
+                _RIDING.reset(token)
+            if self._unridden(check) and self.mode(key):
+                raise DeltaTarget
+            return result
 
 
 class _AsyncPostgresProbe(_RidingProbe):
@@ -387,25 +419,26 @@ class _AsyncPostgresProbe(_RidingProbe):
     async def awrite_onto(self, key: _Key, write: AsyncWrite[_T]) -> _T:
         if not self._ride():
             return await super().awrite_onto(key, write)
-        check = _Check(key)
-        token = _RIDING.set(check)
-        try:
-            result = await write()
-        except Exception as exc:
-            if _refused(exc, check):
-                raise DeltaTarget from None
-            if not (check.attached and _contended(exc)):
-                raise
-            contended = True
-        else:
-            contended = False
-        finally:
-            _RIDING.reset(token)
-        if contended:  # nothing was written: the probe, then the write
-            return await super().awrite_onto(key, write)
-        if self._unridden(check) and await self.amode(key):
-            raise DeltaTarget
-        return result
+        pause = _Backoff()
+        while True:
+            check = _Check(key)
+            token = _RIDING.set(check)
+            try:
+                result = await write()
+            except Exception as exc:
+                if _refused(exc, check):
+                    raise DeltaTarget from None
+                if not (check.attached and _contended(exc)) or pause.spent():
+                    raise
+                # nothing was written; the saver's lock is released: wait, then
+                # the same write with the check again
+                await asyncio.sleep(pause.next())
+                continue
+            finally:
+                _RIDING.reset(token)
+            if self._unridden(check) and await self.amode(key):
+                raise DeltaTarget
+            return result
 
 
 def _probes() -> list[tuple[type[Any], type[ModeProbe]]]:
