@@ -42,6 +42,12 @@ from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store, make_store
 
 WRITES = [("messages", [AIMessage("late", id="late")])]
+# another session stamps a checkpoint delta (a migration, as a statement)
+_STAMP = (
+    "UPDATE checkpoints SET metadata = metadata ||"
+    ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
+    " WHERE thread_id = %s AND checkpoint_id = %s"
+)
 
 EVIDENCE: list[dict[str, Any]] = [
     {"checkpoint_channel_mode": "delta"},
@@ -82,9 +88,11 @@ def pg_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return make_store(kind, is_async, request, tmp_path)
 
 
-def _writes_of(store: Store, checkpoint_id: str) -> int:
-    assert store.pg is not None
-    url, schema = store.pg
+def _writes_of(where: Store | tuple[str, str], checkpoint_id: str) -> int:
+    """How many write rows point to ``checkpoint_id`` (a store, or (url, schema))."""
+    pg = where.pg if isinstance(where, Store) else where
+    assert pg is not None
+    url, schema = pg
     with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
         row = conn.execute(
             "SELECT count(*) FROM checkpoint_writes WHERE checkpoint_id = %s", (checkpoint_id,)
@@ -282,16 +290,11 @@ def test_a_write_onto_a_row_another_transaction_holds_waits_without_stalling_the
         head = saver.get_tuple(cfg("a"))
         assert head is not None
         cid = head.config["configurable"]["checkpoint_id"]
-        before = _writes_of_pool(url, schema, cid)
+        before = _writes_of((url, schema), cid)
         migration = psycopg.connect(url, options=f"-c search_path={schema}")
         outcome: list[BaseException | None] = []
         try:
-            migration.execute(
-                "UPDATE checkpoints SET metadata = metadata ||"
-                ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
-                " WHERE thread_id = 'a' AND checkpoint_id = %s",
-                (cid,),
-            )
+            migration.execute(_STAMP, ("a", cid))
 
             def write() -> None:
                 try:
@@ -313,21 +316,12 @@ def test_a_write_onto_a_row_another_transaction_holds_waits_without_stalling_the
         assert len(outcome) == 1
         if commit:
             assert isinstance(outcome[0], CheckpointModeMismatchError)
-            assert _writes_of_pool(url, schema, cid) == before
+            assert _writes_of((url, schema), cid) == before
         else:
             assert outcome[0] is None
-            assert _writes_of_pool(url, schema, cid) == before + len(WRITES)
+            assert _writes_of((url, schema), cid) == before + len(WRITES)
     assert probes[0] == 0  # every attempt carried the check; none went behind a probe
     assert made and all(check.attached for check in made)
-
-
-def _writes_of_pool(url: str, schema: str, checkpoint_id: str) -> int:
-    with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM checkpoint_writes WHERE checkpoint_id = %s", (checkpoint_id,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def test_an_async_write_onto_a_held_row_waits_and_is_refused_after_the_commit(
@@ -343,15 +337,10 @@ async def test_an_async_write_onto_a_held_row_waits_and_is_refused_after_the_com
         head = await saver.aget_tuple(cfg("a"))
         assert head is not None
         cid = head.config["configurable"]["checkpoint_id"]
-        before = _writes_of_pool(url, schema, cid)
+        before = _writes_of((url, schema), cid)
         migration = psycopg.connect(url, options=f"-c search_path={schema}")
         try:
-            migration.execute(
-                "UPDATE checkpoints SET metadata = metadata ||"
-                ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
-                " WHERE thread_id = 'a' AND checkpoint_id = %s",
-                (cid,),
-            )
+            migration.execute(_STAMP, ("a", cid))
             task = asyncio.ensure_future(saver.aput_writes(head.config, WRITES, "task-a"))
             for _ in range(20):
                 assert await saver.aget_tuple(cfg("a")) is not None
@@ -362,7 +351,7 @@ async def test_an_async_write_onto_a_held_row_waits_and_is_refused_after_the_com
             migration.close()
         with pytest.raises(CheckpointModeMismatchError):
             await asyncio.wait_for(task, 60)  # a progress deadline
-        assert _writes_of_pool(url, schema, cid) == before
+        assert _writes_of((url, schema), cid) == before
 
 
 async def test_a_genuine_error_quoting_the_check_text_is_not_a_refusal(
@@ -531,12 +520,6 @@ def test_the_check_decides_as_the_whole_metadata_does_on_any_json(
 
         check()
 
-
-_STAMP = (
-    "UPDATE checkpoints SET metadata = metadata ||"
-    ' \'{"checkpoint_channel_mode": "delta"}\'::jsonb'
-    " WHERE thread_id = %s AND checkpoint_id = %s"
-)
 
 _DETECTOR = """
 CREATE TABLE violations (kind text, thread_id text, checkpoint_id text, task text);
