@@ -294,14 +294,6 @@ class GuardedSaver(SaverLayer):
         if self._full:
             self._remember((*_thread_key(config), checkpoint["id"]), False)
 
-    def _probe_target(self, config: RunnableConfig, known: bool | None) -> _Key | None:
-        """After the remembered mode: the key whose mode in storage decides the
-        write (remembered or presumed full: another process may have migrated it
-        since), or None when nothing is left to check."""
-        if known:
-            raise mode_mismatch(config, action="write onto")
-        return _key(config)
-
     def _delta_target(self, config: RunnableConfig, key: _Key) -> CheckpointModeMismatchError:
         self._remember(key, True)
         return mode_mismatch(config, action="write onto")
@@ -319,11 +311,16 @@ class GuardedSaver(SaverLayer):
         (``_write_onto``)."""
         if not self._full:
             return None
-        known = self._recall(_key(config), allow_new=allow_new)
+        key = _key(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, self.inner.get_tuple(config))
             return None
-        return self._probe_target(config, known)
+        if known:
+            raise mode_mismatch(config, action="write onto")
+        # remembered (or presumed) full: another process may have migrated it
+        # since, so the storage decides, with the write (None: no id to check)
+        return key
 
     def _write_onto(self, config: RunnableConfig, key: _Key, write: Write[_T]) -> _T:
         try:
@@ -440,11 +437,16 @@ class GuardedSaver(SaverLayer):
     ) -> _Key | None:
         if not self._full:
             return None
-        known = self._recall(_key(config), allow_new=allow_new)
+        key = _key(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, await self.inner.aget_tuple(config))
             return None
-        return self._probe_target(config, known)
+        if known:
+            raise mode_mismatch(config, action="write onto")
+        # remembered (or presumed) full: another process may have migrated it
+        # since, so the storage decides, with the write (None: no id to check)
+        return key
 
     async def _awrite_onto(self, config: RunnableConfig, key: _Key, write: AsyncWrite[_T]) -> _T:
         try:

@@ -10,7 +10,7 @@ reading only the target's metadata (the marker lives there; the other evidence,
 * ``SqliteSaver`` / ``AsyncSqliteSaver``: ``SELECT metadata`` by primary key;
 * ``PostgresSaver`` / ``AsyncPostgresSaver``: no probe of its own. The check rides
   on the write (``write_onto``): the first statement of the write's own pipeline
-  locks the target row ``FOR SHARE`` and fails when its metadata is delta
+  locks the target row ``FOR SHARE NOWAIT`` and fails when its metadata is delta
   evidence, and the server then skips the write's statements (see "The riding
   check" below);
 * any other saver: ``get_tuple`` (the whole checkpoint: exact, not cheap).
@@ -316,17 +316,11 @@ CONTENDED_MAX_S = 60.0
 _INSTALL = threading.Lock()
 
 
-def _writes_through_cursor(saver: Any) -> bool:
-    # Riding needs put and put_writes to write through the saver's _cursor: the
-    # class's own methods (no per-instance replacement), whose source opens it.
-    for name in ("put", "put_writes", "aput", "aput_writes"):
-        if name in vars(saver):
-            return False
-    names = (
-        ("aput", "aput_writes")
-        if type(saver).__name__.startswith("Async")
-        else ("put", "put_writes")
-    )
+def _writes_through_cursor(saver: Any, names: tuple[str, ...]) -> bool:
+    # Riding needs the write methods ``names`` to write through the saver's
+    # _cursor: the class's own (not replaced on the instance), whose source opens it.
+    if any(name in vars(saver) for name in names):
+        return False
     try:
         return all(
             "self._cursor(pipeline=True)" in inspect.getsource(getattr(type(saver), n))
@@ -340,6 +334,7 @@ class _RidingProbe(ModeProbe):
     """What the PostgreSQL probes share: the hook on the saver's ``_cursor``."""
 
     _hook: Callable[[Callable[..., Any]], Callable[..., Any]]
+    _writes: tuple[str, ...]  # the saver's write methods the check rides on
 
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         super().__init__(saver)
@@ -353,7 +348,7 @@ class _RidingProbe(ModeProbe):
             return False
         with _INSTALL:
             if not getattr(saver._cursor, _HOOKED, False):
-                if not _writes_through_cursor(saver):
+                if not _writes_through_cursor(saver, self._writes):
                     self._rides = False
                     return False
                 saver._cursor = type(self)._hook(saver._cursor)
@@ -375,6 +370,7 @@ class _RidingProbe(ModeProbe):
 
 class _PostgresProbe(_RidingProbe):
     _hook = staticmethod(_riding_cursor)
+    _writes = ("put", "put_writes")
 
     def mode(self, key: _Key) -> bool | None:
         with self.saver._cursor() as cur:  # type: ignore[attr-defined]
@@ -385,7 +381,7 @@ class _PostgresProbe(_RidingProbe):
     def write_onto(self, key: _Key, write: Write[_T]) -> _T:
         if not self._ride():
             return super().write_onto(key, write)
-        pause = _Backoff()
+        pause: _Backoff | None = None  # made on the first contention only
         while True:
             check = _Check(key)
             token = _RIDING.set(check)
@@ -394,7 +390,10 @@ class _PostgresProbe(_RidingProbe):
             except Exception as exc:
                 if _refused(exc, check):
                     raise DeltaTarget from None
-                if not (check.attached and _contended(exc)) or pause.spent():
+                if not (check.attached and _contended(exc)):
+                    raise
+                pause = pause or _Backoff()
+                if pause.spent():
                     raise
                 # nothing was written; the saver's lock is released: wait, then
                 # the same write with the check again
@@ -409,6 +408,7 @@ class _PostgresProbe(_RidingProbe):
 
 class _AsyncPostgresProbe(_RidingProbe):
     _hook = staticmethod(_ariding_cursor)
+    _writes = ("aput", "aput_writes")
 
     async def amode(self, key: _Key) -> bool | None:
         async with self.saver._cursor() as cur:  # type: ignore[attr-defined]
@@ -419,7 +419,7 @@ class _AsyncPostgresProbe(_RidingProbe):
     async def awrite_onto(self, key: _Key, write: AsyncWrite[_T]) -> _T:
         if not self._ride():
             return await super().awrite_onto(key, write)
-        pause = _Backoff()
+        pause: _Backoff | None = None  # made on the first contention only
         while True:
             check = _Check(key)
             token = _RIDING.set(check)
@@ -428,7 +428,10 @@ class _AsyncPostgresProbe(_RidingProbe):
             except Exception as exc:
                 if _refused(exc, check):
                     raise DeltaTarget from None
-                if not (check.attached and _contended(exc)) or pause.spent():
+                if not (check.attached and _contended(exc)):
+                    raise
+                pause = pause or _Backoff()
+                if pause.spent():
                     raise
                 # nothing was written; the saver's lock is released: wait, then
                 # the same write with the check again
