@@ -220,6 +220,8 @@ def test_end_to_end_run_summary_plots_and_readme(
         assert r["inner_calls"]["put"] > 0
         if r["backend"] != "memory" and r["kind"] == "thread":
             assert r["head_cold_ms"] is not None and r["storage"]["file_bytes"] > 0
+        if r["kind"] == "thread":
+            assert r["cpu_ms_p50"] > 0
         if r["stack"] in ("memory", "redis"):
             assert set(r["cache"]["stats"]) >= {"hits", "misses", "evictions", "errors"}
         if r["stack"] == "reference-lru":
@@ -243,6 +245,7 @@ def test_end_to_end_run_summary_plots_and_readme(
     assert main(["summarize", str(out), "--plots", str(plots), "--readme", str(readme)]) == 0
     printed = capsys.readouterr().out
     assert "delta / full" in printed and "wrapped / raw" in printed
+    assert "| group | ratio | p50 | cpu | last |" in printed  # the wrapped / raw table
     assert "| sqlite/6t/400B | raw delta F=3 / raw full |" in printed
     pngs = sorted(p.name for p in plots.glob("*.png"))
     assert pngs == ["latency_vs_turns.png", "reads_cold_warm.png", "storage_vs_turns.png"]

@@ -95,6 +95,7 @@ METRICS: dict[str, Callable[[Row], float | None]] = {
     "p50": _lat("p50"),
     "p95": _lat("p95"),
     "p99": _lat("p99"),
+    "cpu": lambda r: r.get("cpu_ms_p50"),
     "first": _lat("first"),
     "middle": _lat("middle"),
     "last": _lat("last"),
@@ -657,7 +658,7 @@ def summarize(rows: Sequence[Row]) -> Summary:
     wrapped_raw = _paired(
         _wrapped_pairs(ok),
         lambda raw, w: f"{w['group']} | {_name(w)} / {_name(raw)}",
-        ["p50", "last", "head_warm", "head_cold", "calls_per_turn"],
+        ["p50", "cpu", "last", "head_warm", "head_cold", "calls_per_turn"],
     )
     two_process = _paired(
         _alternating_pairs(ok),
@@ -844,7 +845,7 @@ def render_markdown(
     lines += _ratio_table(
         "wrapped / raw (same mode and cadence)",
         summary.wrapped_raw,
-        ["p50", "last", "head_warm", "head_cold", "calls_per_turn"],
+        ["p50", "cpu", "last", "head_warm", "head_cold", "calls_per_turn"],
     )
     lines += _ratio_table(
         "two processes", summary.two_process, ["p50", "first", "last", "head_cold"]
