@@ -398,3 +398,29 @@ async def test_async_writes_onto_a_put_in_flight_in_another_thread_wait_too() ->
     await asyncio.to_thread(putter.join, 30)
     assert len(put_errors) == 1
     assert not any(writes for writes in inner.writes.values())
+
+
+async def test_writes_onto_an_aput_in_flight_on_another_loop_wait_too() -> None:
+    # One guard shared by two event loops (two threads, each with its own loop):
+    # the aput's verdict future belongs to its loop; a write from the other loop
+    # waits without awaiting a foreign future (which raised).
+    inner, guard, (parent, child), child_cfg = _held_delta_parent()
+    put_errors: list[Any] = []
+
+    async def aput() -> None:
+        try:
+            await guard.aput(parent, child, {"source": "loop", "step": 1}, {})
+        except CheckpointModeMismatchError as exc:
+            put_errors.append(exc)
+
+    putter = threading.Thread(target=asyncio.run, args=(aput(),))
+    putter.start()
+    assert await asyncio.to_thread(inner.reading.wait, 30)
+    writer = asyncio.ensure_future(guard.aput_writes(child_cfg, [("messages", "x")], "task-1"))
+    await asyncio.wait({writer}, timeout=1.0)  # a grace period, as above
+    inner.release.set()
+    with pytest.raises(CheckpointModeMismatchError):
+        await writer
+    await asyncio.to_thread(putter.join, 30)
+    assert len(put_errors) == 1
+    assert not any(writes for writes in inner.writes.values())

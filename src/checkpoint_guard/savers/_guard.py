@@ -68,24 +68,27 @@ class _Verdict:
 
     __slots__ = ("_latch", "future", "refused")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         # A held lock as a one-shot latch: made on every put, and a
         # threading.Event costs 5 µs to build, a lock 0.2.
         self._latch = threading.Lock()
         self._latch.acquire()
-        self.future: asyncio.Future[None] | None = None
+        # an aput's loop: its own tasks await the future instead of a thread
+        self.future: asyncio.Future[None] | None = None if loop is None else loop.create_future()
         self.refused = False
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no running loop: a sync put
-            pass
-        else:
-            self.future = loop.create_future()
 
     def wait(self) -> None:
         """Block the calling thread until ``decide`` has run."""
         with self._latch:
             pass
+
+    async def await_decided(self) -> None:
+        """Wait until ``decide`` has run, without blocking the running loop."""
+        future = self.future
+        if future is not None and future.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(future)
+        else:  # a sync put, or an aput on another loop
+            await asyncio.to_thread(self.wait)
 
     def decide(self, refused: bool) -> None:
         """Record the verdict and wake every waiter; called once per put."""
@@ -141,7 +144,8 @@ class GuardedSaver(SaverLayer):
 
     def __init__(self, inner: BaseCheckpointSaver[Any], *, mode: ChannelMode | str) -> None:
         super().__init__(inner)
-        self.mode = parse_mode(mode, key="mode")
+        self._mode = parse_mode(mode, key="mode")
+        self._full = self._mode is ChannelMode.FULL  # fixed: read on every call
         self._known: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_MODES_MAX)
         self._frontier: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
         self._known_lock = threading.Lock()
@@ -159,8 +163,9 @@ class GuardedSaver(SaverLayer):
     # -- shared logic (no I/O) -------------------------------------------------------
 
     @property
-    def _full(self) -> bool:
-        return self.mode is ChannelMode.FULL
+    def mode(self) -> ChannelMode:
+        """The mode this guard was built with (fixed for its lifetime)."""
+        return self._mode
 
     def _remember(self, key: _Key | None, is_delta: bool) -> None:
         if key is None:
@@ -252,12 +257,23 @@ class GuardedSaver(SaverLayer):
                 # the next checkpoint id, whose put never comes
                 self._poisoned[key[:2]] = key[2]
 
-    def _start_put(self, thread: tuple[Any, str], checkpoint: Checkpoint) -> tuple[_Key, _Verdict]:
+    def _start_put(
+        self,
+        thread: tuple[Any, str],
+        checkpoint: Checkpoint,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> tuple[_Key, _Verdict]:
         key = (*thread, checkpoint["id"])
-        verdict = _Verdict()
+        verdict = _Verdict(loop)
         with self._known_lock:
             self._inflight[key] = verdict
         return key, verdict
+
+    async def _astart_put(
+        self, thread: tuple[Any, str], checkpoint: Checkpoint
+    ) -> tuple[_Key, _Verdict]:
+        # an aput's verdict carries a future of its loop (``_Verdict``)
+        return self._start_put(thread, checkpoint, asyncio.get_running_loop())
 
     def _end_put(self, key: _Key, verdict: _Verdict, *, refused: bool) -> None:
         with self._known_lock:
@@ -274,6 +290,8 @@ class GuardedSaver(SaverLayer):
     def _gate_refused(self, config: RunnableConfig, key: _Key | None) -> None:
         """A put_writes onto a checkpoint whose put was refused is refused too:
         nothing of a refused checkpoint reaches the saver. ``key`` is ``config``'s."""
+        if not self._refused:  # none yet (the common case): skip the lookups
+            return
         with self._known_lock:
             poisoned = self._poisoned.get(key[:2]) if key is not None else None
             refused = key is not None and (
@@ -493,7 +511,7 @@ class GuardedSaver(SaverLayer):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         address = Address.from_config(config)
-        key, verdict = self._start_put(address.thread, checkpoint)
+        key, verdict = await self._astart_put(address.thread, checkpoint)
         refused, target = True, None
         try:
             stamped = self._stamp(checkpoint, metadata, config)
@@ -533,10 +551,7 @@ class GuardedSaver(SaverLayer):
         key = Address.from_config(config).key
         pending = self._pending(key)
         if pending is not None:
-            if pending.future is not None:
-                await asyncio.shield(pending.future)
-            else:  # a put from another thread
-                await asyncio.to_thread(pending.wait)
+            await pending.await_decided()
         self._gate_refused(config, key)
         target = await self._agate_write_target(config, key, allow_new=True)
         if target is None:
