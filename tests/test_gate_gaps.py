@@ -384,10 +384,11 @@ def test_writes_onto_a_put_in_flight_wait_for_its_refusal() -> None:
     assert not any(writes for writes in inner.writes.values())
 
 
-async def test_async_writes_onto_a_put_in_flight_in_another_thread_wait_too() -> None:
-    inner, guard, (parent, child), child_cfg = _held_delta_parent()
-    put_errors: list[Any] = []
-    putter = threading.Thread(target=_refused_put, args=(guard, parent, child, put_errors))
+async def _aput_writes_wait_for_the_refusal(
+    inner: _HeldReads, guard: GuardedSaver, child_cfg: Any, putter: threading.Thread
+) -> None:
+    """``putter`` runs a put that ``inner`` holds in its gate read; an aput_writes
+    onto its new checkpoint waits, is refused, and nothing is written."""
     putter.start()
     assert await asyncio.to_thread(inner.reading.wait, 30)
     writer = asyncio.ensure_future(guard.aput_writes(child_cfg, [("messages", "x")], "task-1"))
@@ -396,8 +397,15 @@ async def test_async_writes_onto_a_put_in_flight_in_another_thread_wait_too() ->
     with pytest.raises(CheckpointModeMismatchError):
         await writer
     await asyncio.to_thread(putter.join, 30)
-    assert len(put_errors) == 1
     assert not any(writes for writes in inner.writes.values())
+
+
+async def test_async_writes_onto_a_put_in_flight_in_another_thread_wait_too() -> None:
+    inner, guard, (parent, child), child_cfg = _held_delta_parent()
+    put_errors: list[Any] = []
+    putter = threading.Thread(target=_refused_put, args=(guard, parent, child, put_errors))
+    await _aput_writes_wait_for_the_refusal(inner, guard, child_cfg, putter)
+    assert len(put_errors) == 1
 
 
 async def test_writes_onto_an_aput_in_flight_on_another_loop_wait_too() -> None:
@@ -414,13 +422,5 @@ async def test_writes_onto_an_aput_in_flight_on_another_loop_wait_too() -> None:
             put_errors.append(exc)
 
     putter = threading.Thread(target=asyncio.run, args=(aput(),))
-    putter.start()
-    assert await asyncio.to_thread(inner.reading.wait, 30)
-    writer = asyncio.ensure_future(guard.aput_writes(child_cfg, [("messages", "x")], "task-1"))
-    await asyncio.wait({writer}, timeout=1.0)  # a grace period, as above
-    inner.release.set()
-    with pytest.raises(CheckpointModeMismatchError):
-        await writer
-    await asyncio.to_thread(putter.join, 30)
+    await _aput_writes_wait_for_the_refusal(inner, guard, child_cfg, putter)
     assert len(put_errors) == 1
-    assert not any(writes for writes in inner.writes.values())
