@@ -424,3 +424,30 @@ async def test_writes_onto_an_aput_in_flight_on_another_loop_wait_too() -> None:
     putter = threading.Thread(target=asyncio.run, args=(aput(),))
     await _aput_writes_wait_for_the_refusal(inner, guard, child_cfg, putter)
     assert len(put_errors) == 1
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_namespace_given_as_none_is_read_whole(is_async: bool) -> None:
+    # InMemorySaver keys storage by checkpoint_ns as given; the guard keys what it
+    # remembers and probes by "" for None. A put_writes with checkpoint_ns=None onto
+    # a delta checkpoint stored under None was presumed full (the thread's frontier),
+    # probed under "" (not stored) and admitted (helper-12's attack).
+    raw = InMemorySaver()
+    full = GuardedSaver(raw, mode="full")
+    assert full.get_tuple(cfg("t")) is None  # the thread is empty: its frontier is ""
+    checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
+    raw.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": None}},
+        checkpoint,
+        {"source": "loop", "step": 0, MODE_METADATA_KEY: "delta"},
+        {},
+    )
+    target = {
+        "configurable": {"thread_id": "t", "checkpoint_ns": None, "checkpoint_id": checkpoint["id"]}
+    }
+    with pytest.raises(CheckpointModeMismatchError):
+        if is_async:
+            await full.aput_writes(target, [("turns", 1)], "task-x")
+        else:
+            full.put_writes(target, [("turns", 1)], "task-x")
+    assert not any(writes for writes in raw.writes.values())

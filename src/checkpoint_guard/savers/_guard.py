@@ -121,6 +121,13 @@ def _key(config: RunnableConfig) -> _Key | None:
     return Address.from_config(config).key
 
 
+def _plain_ns(config: RunnableConfig) -> bool:
+    # What the guard remembers, and its probes, key a namespace as ``Address``
+    # folds it (``None`` -> ``""``); a saver may store a non-str value as given
+    # (InMemorySaver under ``None``, SQL as NULL): such a target is read whole.
+    return type((config.get("configurable") or {}).get("checkpoint_ns", "")) is str
+
+
 def _schema_refusal(detail: str) -> ConfigError:
     """A delta-mode write of a graph compiled without the delta schema."""
     return ConfigError(
@@ -339,7 +346,7 @@ class GuardedSaver(SaverLayer):
         confirm, if any (``_write_onto``)."""
         if not self._full:
             return None
-        known = self._recall(key, allow_new=allow_new)
+        known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
         if known is None:
             self._check_parent(config, key, self.inner.get_tuple(config))
             return None
@@ -471,7 +478,7 @@ class GuardedSaver(SaverLayer):
     ) -> _Key | None:
         if not self._full:
             return None
-        known = self._recall(key, allow_new=allow_new)
+        known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
         if known is None:
             self._check_parent(config, key, await self.inner.aget_tuple(config))
             return None
