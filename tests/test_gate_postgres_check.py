@@ -678,3 +678,44 @@ def test_a_lock_timeout_of_the_writes_own_statement_stays_the_savers_error(
         assert attempts[0] == 1
         row = conn.execute("SELECT count(*) FROM checkpoint_writes").fetchone()
         assert row is not None and row[0] == 0
+
+
+async def test_a_target_read_whole_is_checked_again_with_its_write(pg_store: Store) -> None:
+    """A target the guard has never seen is read whole; another process stamps it
+    delta after that read, before the write: the check riding on the write refuses
+    it, with nothing written (the read alone admitted it; helper-12)."""
+    drv = Driver(pg_store.is_async)
+    assert pg_store.pg is not None
+    url, schema = pg_store.pg
+    async with pg_store.open() as raw:
+        cid = await _stored_checkpoint(drv, raw, "t", "", {})
+        config: Any = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}
+        }
+        name = "aget_tuple" if pg_store.is_async else "get_tuple"
+        read = getattr(raw, name)
+
+        def stamp() -> None:
+            with psycopg.connect(url, options=f"-c search_path={schema}", autocommit=True) as c:
+                c.execute(_STAMP, ("t", cid))
+
+        if pg_store.is_async:
+
+            async def read_then_stamp(cfg: Any) -> Any:
+                tup = await read(cfg)
+                await asyncio.to_thread(stamp)
+                return tup
+
+            setattr(raw, name, read_then_stamp)
+        else:
+
+            def read_then_stamp_sync(cfg: Any) -> Any:
+                tup = read(cfg)
+                stamp()
+                return tup
+
+            setattr(raw, name, read_then_stamp_sync)
+        guard = GuardedSaver(raw, mode="full")
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.put_writes(guard, config, WRITES, "task-1")
+        assert _writes_of(pg_store, cid) == 0

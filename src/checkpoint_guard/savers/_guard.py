@@ -349,7 +349,9 @@ class GuardedSaver(SaverLayer):
         known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
         if known is None:
             self._check_parent(config, key, self.inner.get_tuple(config))
-            return None
+            # read whole and full; a migration may stamp it before the write
+            # lands: where the check rides on the write, it costs nothing to ask
+            return key if self._probe.rides and _plain_ns(config) else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it
@@ -481,7 +483,9 @@ class GuardedSaver(SaverLayer):
         known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
         if known is None:
             self._check_parent(config, key, await self.inner.aget_tuple(config))
-            return None
+            # read whole and full; a migration may stamp it before the write
+            # lands: where the check rides on the write, it costs nothing to ask
+            return key if self._probe.rides and _plain_ns(config) else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it

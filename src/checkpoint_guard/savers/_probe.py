@@ -162,6 +162,11 @@ def _delta(metadata: Any) -> bool:
 class ModeProbe:
     """The fallback: the saver's own ``get_tuple`` (every saver has one)."""
 
+    @property
+    def rides(self) -> bool:
+        """Whether the check rides on the write itself (no round trip of its own)."""
+        return False
+
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
 
@@ -339,6 +344,11 @@ class _RidingProbe(ModeProbe):
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         super().__init__(saver)
         self._rides = True
+
+    @property
+    def rides(self) -> bool:
+        """False once a write showed the check cannot ride (``_ride``)."""
+        return self._rides
 
     def _ride(self) -> bool:
         # Installed once per saver instance (several guards may share one), on
