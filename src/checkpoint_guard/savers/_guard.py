@@ -10,9 +10,11 @@ write onto one. Reads cost nothing extra: the gate inspects what the inner saver
 returned. Writes need the target's mode *now*: another process may migrate a
 thread to delta between this process's read and its write, so what the layer
 remembers only decides which probe to use. A target never seen is read whole
-(``get_tuple``); one remembered as full is probed for its metadata alone
-(``_probe``: one primary-key lookup; on PostgreSQL a check that rides on the
-write's own round trip), and refused once the storage shows delta.
+(``get_tuple``; on PostgreSQL its write carries the riding check too, free there);
+one remembered as full is probed for its metadata alone (``_probe``: one
+primary-key lookup; on PostgreSQL a check that rides on the write's own round
+trip), and refused once the storage shows delta. A target whose ``checkpoint_ns``
+is not a str is always read whole (``_plain_ns``).
 
 One ordering detail of LangGraph's loop shapes the write gate: it submits a new
 checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
