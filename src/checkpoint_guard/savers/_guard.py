@@ -68,7 +68,7 @@ class _Verdict:
     LangGraph sends for the same checkpoint concurrently: they reach the saver
     only once the checkpoint is admitted, so a refusal leaves no rows."""
 
-    __slots__ = ("_latch", "future", "refused")
+    __slots__ = ("_latch", "future")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         # A held lock as a one-shot latch: made on every put, and a
@@ -77,7 +77,6 @@ class _Verdict:
         self._latch.acquire()
         # an aput's loop: its own tasks await the future instead of a thread
         self.future: asyncio.Future[None] | None = None if loop is None else loop.create_future()
-        self.refused = False
 
     def wait(self) -> None:
         """Block the calling thread until ``decide`` has run."""
@@ -92,9 +91,9 @@ class _Verdict:
         else:  # a sync put, or an aput on another loop
             await asyncio.to_thread(self.wait)
 
-    def decide(self, refused: bool) -> None:
-        """Record the verdict and wake every waiter; called once per put."""
-        self.refused = refused
+    def decide(self) -> None:
+        """Wake every waiter; called once per put, after a refusal was recorded
+        (``GuardedSaver._refuse``), so waiters see it."""
         self._latch.release()
         if self.future is not None and not self.future.done():
             loop = self.future.get_loop()
@@ -252,9 +251,8 @@ class GuardedSaver(SaverLayer):
             stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
             return stamped  # type: ignore[return-value]
         if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
-            target = self._next(config, checkpoint)
-            self._refuse(target)
-            raise mode_mismatch(target, action="write")
+            # the put refuses its checkpoint (``put``'s handler)
+            raise mode_mismatch(self._next(config, checkpoint), action="write")
         return metadata
 
     def _refuse(self, target: RunnableConfig) -> None:
@@ -290,7 +288,7 @@ class GuardedSaver(SaverLayer):
                 del self._inflight[key]
             if not refused:
                 self._poisoned.pop(key[:2], None)
-        verdict.decide(refused)
+        verdict.decide()
 
     def _pending(self, key: _Key | None) -> _Verdict | None:
         with self._known_lock:
@@ -348,12 +346,13 @@ class GuardedSaver(SaverLayer):
         confirm, if any (``_write_onto``)."""
         if not self._full:
             return None
-        known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
+        plain = _plain_ns(config)
+        known = self._recall(key, allow_new=allow_new) if plain else None
         if known is None:
             self._check_parent(config, key, self.inner.get_tuple(config))
             # read whole and full; a migration may stamp it before the write
             # lands: where the check rides on the write, it costs nothing to ask
-            return key if self._probe.rides and _plain_ns(config) else None
+            return key if plain and self._probe.rides else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it
@@ -482,12 +481,13 @@ class GuardedSaver(SaverLayer):
     ) -> _Key | None:
         if not self._full:
             return None
-        known = self._recall(key, allow_new=allow_new) if _plain_ns(config) else None
+        plain = _plain_ns(config)
+        known = self._recall(key, allow_new=allow_new) if plain else None
         if known is None:
             self._check_parent(config, key, await self.inner.aget_tuple(config))
             # read whole and full; a migration may stamp it before the write
             # lands: where the check rides on the write, it costs nothing to ask
-            return key if self._probe.rides and _plain_ns(config) else None
+            return key if plain and self._probe.rides else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it
