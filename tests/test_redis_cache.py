@@ -771,3 +771,48 @@ def test_threads_sharing_a_small_local_tier_read_exactly_while_another_worker_wr
     finally:
         reader.close()
         writer.close()
+
+
+def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_whole_entry(
+    redis_prefix: Any,
+) -> None:
+    """Two threads of one process read entries of the same segment: the first asks
+    for positions past the k it knows, and before its reply is parsed the second
+    read teaches the process more positions, but fewer than the first entry needs.
+    The first read must still get every chunk of its entry (it got a truncated
+    list: writes silently missing from a history). The interleaving is laid out
+    step by step on a real Redis, as two threads can run it."""
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    reader = make_cache(redis_prefix)
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
+        for i in range(6):
+            graph.invoke(human(i), cfg("t"))
+        ids = [
+            t.config["configurable"]["checkpoint_id"]
+            for t in reversed(list(raw.list(cfg("t"))))
+            if writer.contains("t", "", "messages", t.config["configurable"]["checkpoint_id"])
+        ]
+        assert len(ids) >= 4, ids
+        near, middle, far = ids[1], ids[len(ids) // 2], ids[-1]
+
+        def walk(cid: str) -> Any:
+            config = cfg("t", checkpoint_ns="", checkpoint_id=cid)
+            return BaseCheckpointSaver.get_delta_channel_history(
+                raw, config=config, channels=CHANNELS
+            )
+
+        key = reader._key("t")
+        # the reader learns the segment's first positions
+        assert reader.read("t", "", "messages", near) == walk(near)["messages"]
+        # read 1 sends its index request for the far entry (it knows k positions) ...
+        index = reader._run(*reader._index_args(key, "", "messages", far))
+        # ... read 2 runs whole meanwhile and teaches the process a few more ...
+        assert reader.read("t", "", "messages", middle) == walk(middle)["messages"]
+        # ... then read 1 parses its reply and assembles its entry
+        got = reader._serve(key, reader._missing(key, "", "messages", index))
+        assert got == walk(far)["messages"]
+    finally:
+        writer.close()
+        reader.close()

@@ -344,10 +344,14 @@ class RedisHistoryCache:
             if first > 1:  # positions 1..first-1 came from what this process knows
                 if known is None or len(known) < first - 1:
                     return None, len(reply)
-                if len(known) == first - 1 and tail:
-                    known.extend(tail)
+                # Built from this reply's own tail, never from what ``known`` holds
+                # past first-1: another read may have lengthened it meanwhile, by
+                # fewer positions than this entry has (a position's field never
+                # changes within an epoch, so either source names the same chunk).
+                fields = known[: first - 1] + tail
+                if len(fields) > len(known):
+                    known.extend(fields[len(known) :])
                     self._segs[slot] = known  # re-sized
-                fields = known[:n]
             else:
                 fields = tail
                 if known is None or len(known) < len(tail):
