@@ -318,3 +318,67 @@ def test_maintenance_run_directly_on_a_stack_fences_the_thread_while_it_rewrites
         client.close()
         cache.close()
         other.close()
+
+
+class _PausingWrites(SaverLayer):
+    """A layer directly over the raw saver that runs ``hook`` once, right before a
+    ``put_writes`` reaches the storage (the writer has fenced the thread by then)."""
+
+    hook: Callable[[], None] | None = None
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        self.inner.put_writes(config, writes, task_id, task_path)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("lose", ["del", "flushdb"])
+def test_a_fence_lost_with_the_hash_while_the_write_runs_leaves_no_stale_entry(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any, lose: str
+) -> None:
+    """The thread's hash is lost (an eviction, TTL expiry, FLUSHDB) between a
+    writer's fence and its write, and the fence with it; another worker then reads
+    a descendant of the write's target, finds the thread cold and stores the
+    saver's answer, which lacks the write. The writer's unfence, finding its fence
+    gone, must drop that entry (it stayed a hit for every worker until the TTL)."""
+    import redis
+
+    from tests.support.redis_server import PrivateRedis
+
+    server = None
+    if lose == "flushdb":  # never flush the shared server
+        server = PrivateRedis()
+        server.start()
+        redis_prefix = (server.url, "cg")
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        raw = sqlite_raw()
+        pausing = _PausingWrites(raw)
+        writer = wrap(pausing, mode="delta", cache=redis_cache(redis_prefix))
+        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("t"))
+        head, old = _old_checkpoint(raw, "t", back=0), _old_checkpoint(raw, "t", back=3)
+        reader = wrap(raw, mode="delta", cache=redis_cache(redis_prefix))
+        key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
+
+        def lost_then_read() -> None:
+            assert client.exists(key)
+            if lose == "del":
+                client.delete(key)
+            else:
+                client.flushdb()
+            reader.get_delta_channel_history(config=head, channels=CHANNELS)
+
+        pausing.hook = lost_then_read
+        writer.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
+        assert pausing.hook is None, "the interleaving did not happen"
+        third = wrap(raw, mode="delta", cache=redis_cache(redis_prefix))
+        assert assert_exact(raw, third, "t") > 10
+        assert assert_exact(raw, reader, "t") > 10
+    finally:
+        client.close()
+        if server is not None:
+            server.stop()

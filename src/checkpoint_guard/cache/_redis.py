@@ -23,7 +23,10 @@ can name, match or purge another thread's key, and deleting a thread is one
   reader took before reading the saver and is refused once it changed.
 * ``fence`` -> how many writes onto the thread are in flight (one ``f:{writer}``
   field each, so fencing and unfencing are idempotent): every store is refused
-  while it is non-zero. A drop keeps them.
+  while it is non-zero. A drop keeps them. A writer whose ``f:`` field is gone when
+  it unfences lost its fence with the hash (eviction, expiry, FLUSHDB) while its
+  write ran, so a reader may have stored an entry that predates the write: that
+  unfence drops the thread.
 * ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
 
 Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
@@ -147,7 +150,7 @@ _INDEX = _lua("index", "values", "live", "index")
 _VALUES = _lua("values", "values")
 _BEGIN = _lua("begin", "live")
 _FENCE = _lua("fence", "newer", "drop")
-_UNFENCE = _lua("unfence")
+_UNFENCE = _lua("unfence", "drop")
 _DROP = _lua("drop", "drop")
 _EXTEND = _lua("extend", "newer", "live", "index")
 
