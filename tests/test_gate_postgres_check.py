@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoint_guard import (
     CheckpointModeMismatchError,
@@ -35,6 +36,7 @@ from checkpoint_guard import (
     ModeFreeze,
     aopen_checkpointer,
     open_checkpointer,
+    unwrap,
 )
 from checkpoint_guard._modes import metadata_uses_delta
 from checkpoint_guard.savers import _probe
@@ -42,6 +44,7 @@ from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store, make_store
 
 WRITES = [("messages", [AIMessage("late", id="late")])]
+META: Any = {"source": "loop", "step": 1}
 # another session stamps a checkpoint delta (a migration, as a statement)
 _STAMP = (
     "UPDATE checkpoints SET metadata = metadata ||"
@@ -719,3 +722,39 @@ async def test_a_target_read_whole_is_checked_again_with_its_write(pg_store: Sto
         with pytest.raises(CheckpointModeMismatchError):
             await drv.put_writes(guard, config, WRITES, "task-1")
         assert _writes_of(pg_store, cid) == 0
+
+
+@pytest.mark.parametrize("op", ["put_writes", "put"])
+async def test_a_guard_rebuilt_by_with_allowlist_checks_on_its_own_saver(
+    pg_store: Store, op: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``StateGraph.compile`` rebuilds the checkpointer with ``with_allowlist``
+    under ``LANGGRAPH_STRICT_MSGPACK=true``; PostgresSaver's answer is a copy of
+    itself. The rebuilt guard's writes go through the copy: its check must ride on
+    the copy's cursor (it kept the original's probe, so a write onto a checkpoint
+    another session stamped delta landed, and riding was switched off)."""
+    drv = Driver(pg_store.is_async)
+    async with pg_store.open() as raw:
+        # a strict serde, as LANGGRAPH_STRICT_MSGPACK=true makes: with_allowlist copies
+        raw.serde = JsonPlusSerializer(allowed_msgpack_modules=None)
+        guard = GuardedSaver(raw, mode="full")
+        saver = guard.with_allowlist([("tests.support.helpers", "ChatState")])
+        assert saver is not guard and unwrap(saver) is not raw
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=-1))
+        config = await drv.put(saver, cfg("t", checkpoint_ns=""), checkpoint, META, {})
+        assert pg_store.pg is not None
+        url, schema = pg_store.pg
+        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as other:
+            other.execute(_STAMP, ("t", checkpoint["id"]))
+        child = empty_checkpoint()
+        child["id"] = str(uuid6(clock_seq=-1))
+        before = _dump(url, schema)
+        with pytest.raises(CheckpointModeMismatchError):
+            if op == "put_writes":
+                await drv.put_writes(saver, config, WRITES, "task-1")
+            else:
+                await drv.put(saver, config, child, META, {})
+        assert _dump(url, schema) == before
+        assert saver._probe.rides and guard._probe.rides  # type: ignore[attr-defined]
+        assert "did not reach" not in caplog.text

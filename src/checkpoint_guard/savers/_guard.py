@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
@@ -167,6 +167,15 @@ class GuardedSaver(SaverLayer):
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
+
+    def _rebuild(self, new_inner: BaseCheckpointSaver[Any]) -> Self:
+        # The copy writes through new_inner (with_allowlist: a copy of the saver),
+        # so its probe must check there: the original's hook sits on the original
+        # instance's cursor, which the copy's writes never open. What the guard
+        # remembers is about the storage they share, so it stays shared.
+        clone = super()._rebuild(new_inner)
+        clone._probe = mode_probe(new_inner)
+        return clone
 
     # -- shared logic (no I/O) -------------------------------------------------------
 
