@@ -426,28 +426,39 @@ async def test_writes_onto_an_aput_in_flight_on_another_loop_wait_too() -> None:
     assert len(put_errors) == 1
 
 
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-async def test_a_namespace_given_as_none_is_read_whole(is_async: bool) -> None:
-    # InMemorySaver keys storage by checkpoint_ns as given; the guard keys what it
-    # remembers and probes by "" for None. A put_writes with checkpoint_ns=None onto
-    # a delta checkpoint stored under None was presumed full (the thread's frontier),
-    # probed under "" (not stored) and admitted (helper-12's attack).
-    raw = InMemorySaver()
-    full = GuardedSaver(raw, mode="full")
-    assert full.get_tuple(cfg("t")) is None  # the thread is empty: its frontier is ""
-    checkpoint = {**empty_checkpoint(), "id": str(uuid6())}
-    raw.put(
-        {"configurable": {"thread_id": "t", "checkpoint_ns": None}},
-        checkpoint,
-        {"source": "loop", "step": 0, MODE_METADATA_KEY: "delta"},
-        {},
-    )
-    target = {
-        "configurable": {"thread_id": "t", "checkpoint_ns": None, "checkpoint_id": checkpoint["id"]}
-    }
-    with pytest.raises(CheckpointModeMismatchError):
-        if is_async:
-            await full.aput_writes(target, [("turns", 1)], "task-x")
-        else:
-            full.put_writes(target, [("turns", 1)], "task-x")
-    assert not any(writes for writes in raw.writes.values())
+@pytest.mark.parametrize(
+    "odd",
+    [{"checkpoint_ns": None}, {"checkpoint_ns": 0}, {"thread_id": True}, {"thread_id": 1.5}],
+    ids=["ns-None", "ns-0", "thread-True", "thread-1.5"],
+)
+async def test_a_write_whose_address_savers_store_their_own_way_is_refused(
+    store: Store, odd: dict[str, Any]
+) -> None:
+    """A full-mode write whose thread id is not a str or an int, or whose namespace
+    is not a str, is refused with ``ConfigError`` before any I/O, storage unchanged.
+    Savers store those each their own way (InMemorySaver keys ``None`` as given,
+    SQLite reads it as NULL and writes it as '' or 'None', PostgreSQL stores True
+    as 'true'), so the gate's lookup missed a delta checkpoint stored under them
+    and admitted the write (helper-12's and a later attack)."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        parent = await _stored_checkpoint(drv, raw, {MODE_METADATA_KEY: "delta"})
+        full = GuardedSaver(raw, mode="full")
+        target: Any = {"configurable": {**parent["configurable"], **odd}}
+        child = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        before = store.dump()
+        with pytest.raises(ConfigError, match=next(iter(odd))):
+            await drv.put_writes(full, target, [("turns", 1)], "task-x")
+        with pytest.raises(ConfigError, match=next(iter(odd))):
+            await drv.put(full, target, child, {"source": "loop", "step": 1}, {})
+        with pytest.raises(ConfigError, match=next(iter(odd))):  # a root put too
+            root = {"configurable": {"thread_id": "t", "checkpoint_ns": "", **odd}}
+            await drv.put(full, root, child, {"source": "loop", "step": 1}, {})
+        assert store.dump() == before
+
+
+async def _stored_checkpoint(drv: Driver, raw: Any, meta: dict[str, Any]) -> Any:
+    """The config of a root checkpoint put straight into ``raw`` with ``meta``."""
+    checkpoint = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+    root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    return await drv.put(raw, root, checkpoint, {"source": "loop", "step": 0, **meta}, {})

@@ -13,8 +13,9 @@ remembers only decides which probe to use. A target never seen is read whole
 (``get_tuple``; on PostgreSQL its write carries the riding check too, free there);
 one remembered as full is probed for its metadata alone (``_probe``: one
 primary-key lookup; on PostgreSQL a check that rides on the write's own round
-trip), and refused once the storage shows delta. A target whose ``checkpoint_ns``
-is not a str is always read whole (``_plain_ns``).
+trip), and refused once the storage shows delta. A write whose thread id is not a
+str or an int, or whose ``checkpoint_ns`` is not a str, is refused with
+``ConfigError`` (``_check_address``): savers store those each their own way.
 
 One ordering detail of LangGraph's loop shapes the write gate: it submits a new
 checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
@@ -122,11 +123,30 @@ def _key(config: RunnableConfig) -> _Key | None:
     return Address.from_config(config).key
 
 
-def _plain_ns(config: RunnableConfig) -> bool:
-    # What the guard remembers, and its probes, key a namespace as ``Address``
-    # folds it (``None`` -> ``""``); a saver may store a non-str value as given
-    # (InMemorySaver under ``None``, SQL as NULL): such a target is read whole.
-    return type((config.get("configurable") or {}).get("checkpoint_ns", "")) is str
+_ADDRESS_TYPES = {"thread_id": (str, int), "checkpoint_ns": (str,)}
+_ADDRESS_ACCEPTED = {
+    "thread_id": "a str or an int",
+    "checkpoint_ns": "a str ('' for the root graph, as LangGraph passes it), or no key",
+}
+
+
+def _check_address(config: RunnableConfig) -> None:
+    """Refuse, with ``ConfigError`` and before any I/O, a full-mode write whose
+    target the gate cannot find as the saver stores it. Savers store other types
+    each their own way: a ``None`` namespace under ``None`` (InMemorySaver), as
+    NULL or as ``"None"`` (SQLite's put and put_writes differ), and PostgreSQL
+    casts a thread id to text its own way (``True`` -> ``'true'``), so a check
+    keyed by Python's ``str()`` would miss the stored row and admit the write."""
+    conf = config.get("configurable") or {}
+    for name, kinds in _ADDRESS_TYPES.items():
+        value = conf.get(name, "")
+        if type(value) not in kinds:
+            raise ConfigError(
+                f"configurable.{name}",
+                value,
+                _ADDRESS_ACCEPTED[name],
+                detail="a full-mode write must address its target as every saver stores it",
+            )
 
 
 def _schema_refusal(detail: str) -> ConfigError:
@@ -355,13 +375,13 @@ class GuardedSaver(SaverLayer):
         confirm, if any (``_write_onto``)."""
         if not self._full:
             return None
-        plain = _plain_ns(config)
-        known = self._recall(key, allow_new=allow_new) if plain else None
+        _check_address(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, key, self.inner.get_tuple(config))
             # read whole and full; a migration may stamp it before the write
             # lands: where the check rides on the write, it costs nothing to ask
-            return key if plain and self._probe.rides else None
+            return key if self._probe.rides else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it
@@ -490,13 +510,13 @@ class GuardedSaver(SaverLayer):
     ) -> _Key | None:
         if not self._full:
             return None
-        plain = _plain_ns(config)
-        known = self._recall(key, allow_new=allow_new) if plain else None
+        _check_address(config)
+        known = self._recall(key, allow_new=allow_new)
         if known is None:
             self._check_parent(config, key, await self.inner.aget_tuple(config))
             # read whole and full; a migration may stamp it before the write
             # lands: where the check rides on the write, it costs nothing to ask
-            return key if plain and self._probe.rides else None
+            return key if self._probe.rides else None
         if known:
             raise mode_mismatch(config, action="write onto")
         # remembered (or presumed) full: another process may have migrated it
