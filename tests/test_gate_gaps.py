@@ -462,3 +462,35 @@ async def _stored_checkpoint(drv: Driver, raw: Any, meta: dict[str, Any]) -> Any
     checkpoint = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
     root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     return await drv.put(raw, root, checkpoint, {"source": "loop", "step": 0, **meta}, {})
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen-thread", "seen-thread"])
+async def test_a_put_reusing_the_id_of_a_delta_checkpoint_is_refused(
+    store: Store, seen: bool
+) -> None:
+    """Every saver upserts a put's checkpoint: a full-mode put whose id is already
+    a delta checkpoint's would overwrite it with full data (its children left under
+    a checkpoint with no evidence). The gate refuses it, storage unchanged, whether
+    or not this process has seen the thread; a put with a fresh id is admitted."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        delta = await _stored_checkpoint(drv, raw, {MODE_METADATA_KEY: "delta"})
+        full = GuardedSaver(raw, mode="full")
+        root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        if seen:  # the guard read the thread (the delta head is refused)
+            with pytest.raises(CheckpointModeMismatchError):
+                await drv.get_tuple(full, root)
+        reuse = {**empty_checkpoint(), "id": delta["configurable"]["checkpoint_id"]}
+        before = store.dump()
+        with pytest.raises(CheckpointModeMismatchError, match="overwrite"):
+            await drv.put(full, root, reuse, {"source": "update", "step": 1}, {})
+        assert store.dump() == before
+        fresh = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        await drv.put(
+            full,
+            {**root, "configurable": {**root["configurable"], "thread_id": "u"}},
+            fresh,
+            {"source": "loop"},
+            {},
+        )
+        assert store.dump() != before

@@ -240,6 +240,19 @@ class GuardedSaver(SaverLayer):
                     return False
             return known
 
+    def _reused(self, key: _Key) -> bool | None:
+        """For a full-mode put of ``key``: None when its id is provably new (newer
+        than the thread's frontier: a uuid6 this process's caller just made),
+        else whether this process knows it as delta (False: not known as delta, so
+        the storage must say whether the id is already a delta checkpoint, which
+        the put would overwrite)."""
+        with self._known_lock:
+            known = self._known.get(key)
+            frontier = self._frontier.get(key[:2])
+        if known is None and frontier is not None and key[2] > frontier:
+            return None
+        return bool(known)
+
     def _admit(
         self, tup: CheckpointTuple | None, config: RunnableConfig | None = None
     ) -> CheckpointTuple | None:
@@ -388,6 +401,16 @@ class GuardedSaver(SaverLayer):
         # since, so the storage decides, with the write (None: no id to check)
         return key
 
+    def _gate_new_id(self, config: RunnableConfig, checkpoint: Checkpoint, key: _Key) -> None:
+        """Refuse a full-mode put whose id is already a delta checkpoint (every saver
+        upserts: the put would overwrite it with full data under its children).
+        Asks the storage only for an id that is not provably new (``_reused``)."""
+        if not self._full:
+            return
+        reused = self._reused(key)
+        if reused or (reused is not None and self._probe.mode(key)):
+            raise mode_mismatch(self._next(config, checkpoint), action="overwrite")
+
     def _write_onto(self, config: RunnableConfig, key: _Key, write: Write[_T]) -> _T:
         try:
             return self._probe.write_onto(key, write)
@@ -423,6 +446,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
             target = self._gate_write_target(config, address.key)
+            self._gate_new_id(config, checkpoint, key)
             self._storing(key)
             refused = False
         except CheckpointModeMismatchError:
@@ -523,6 +547,15 @@ class GuardedSaver(SaverLayer):
         # since, so the storage decides, with the write (None: no id to check)
         return key
 
+    async def _agate_new_id(
+        self, config: RunnableConfig, checkpoint: Checkpoint, key: _Key
+    ) -> None:
+        if not self._full:
+            return
+        reused = self._reused(key)
+        if reused or (reused is not None and await self._probe.amode(key)):
+            raise mode_mismatch(self._next(config, checkpoint), action="overwrite")
+
     async def _awrite_onto(self, config: RunnableConfig, key: _Key, write: AsyncWrite[_T]) -> _T:
         try:
             return await self._probe.awrite_onto(key, write)
@@ -558,6 +591,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
             target = await self._agate_write_target(config, address.key)
+            await self._agate_new_id(config, checkpoint, key)
             self._storing(key)
             refused = False
         except CheckpointModeMismatchError:
