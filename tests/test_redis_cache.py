@@ -816,3 +816,25 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_hash_from_another_server_run_is_deleted_and_one_without_a_run_is_adopted(
+    redis_prefix: Any,
+) -> None:
+    """The ``boot`` field names the Redis run that wrote a thread's hash: a hash of
+    another run (restored from a snapshot, a promoted replica) is deleted by the
+    first script that meets it, so its entries miss; a hash with no ``boot`` (as an
+    earlier version wrote it) keeps its entries and is stamped."""
+    with _cached_thread(redis_prefix, "t", turns=3) as cached:
+        run = cached.client.hget(cached.key, "boot")
+        assert run is not None and run == cached.client.info("server")["run_id"].encode()
+        cached.client.hdel(cached.key, "boot")
+        values, other = cached.read_fresh(redis_prefix, "t")
+        assert values == cached.expected and other.stats()["hits"] >= 1
+        assert cached.client.hget(cached.key, "boot") == run
+        other.close()
+        cached.client.hset(cached.key, "boot", "0" * 40)
+        values, other = cached.read_fresh(redis_prefix, "t")
+        assert values == cached.expected and other.stats()["hits"] == 0
+        assert cached.client.hget(cached.key, "boot") in (None, run)
+        other.close()

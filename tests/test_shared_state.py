@@ -382,3 +382,47 @@ def test_a_fence_lost_with_the_hash_while_the_write_runs_leaves_no_stale_entry(
         client.close()
         if server is not None:
             server.stop()
+
+
+@pytest.mark.redis
+def test_a_redis_restarted_from_an_older_snapshot_serves_no_entry_a_write_had_dropped(
+    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path
+) -> None:
+    """Redis saves a snapshot (RDB: the default configuration does it periodically;
+    the AOF and a lagging replica promoted on failover are the same case), a write
+    onto an old checkpoint then drops the thread's entries, and Redis restarts from
+    the snapshot: the entries come back. They were written by another server run,
+    so the first script that meets the hash deletes it; every worker reads exactly."""
+    import redis
+
+    from tests.support.redis_server import PrivateRedis
+
+    server = PrivateRedis(folder=tmp_path)
+    server.start()
+    try:
+        raw = sqlite_raw()
+        prefix = (server.url, "cg")
+        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
+        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("t"))
+        assert assert_exact(raw, writer, "t") > 10  # every entry cached
+        client = redis.Redis.from_url(server.url)
+        client.save()
+        client.close()
+        old = _old_checkpoint(raw, "t", back=3)
+        writer.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
+        assert writer.inner.cache.stats()["invalidations"] == 1  # type: ignore[attr-defined]
+        server.stop()
+        server.start()  # loads the snapshot: the dropped entries are back
+        other = wrap(raw, mode="delta", cache=redis_cache(prefix))
+        assert assert_exact(raw, other, "t") > 10
+        assert assert_exact(raw, writer, "t") > 10
+        assert (
+            graph.get_state(cfg("t")).values
+            == chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+            .get_state(cfg("t"))
+            .values
+        )
+    finally:
+        server.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 
 def _free_port() -> int:
@@ -17,8 +18,10 @@ def _free_port() -> int:
 class PrivateRedis:
     """A redis-server of this test's own, on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
         self.port = _free_port()
+        # where SAVE writes its snapshot, which a restart then loads (None: the cwd)
+        self.folder = folder
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -39,6 +42,7 @@ class PrivateRedis:
                 "no",
                 "--enable-debug-command",
                 "local",
+                *(["--dir", str(self.folder)] if self.folder is not None else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -19,6 +19,7 @@
 -- dropped seed read as misses (held_seed), so a reader falls back to the saver.
 local MAX_SEEDS = 4
 local key = KEYS[1]
+booted(key)
 local ttl = tonumber(ARGV[1])
 if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
   return 0

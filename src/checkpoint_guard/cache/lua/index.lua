@@ -4,6 +4,7 @@
 -- this epoch, by the values of the seed and of every chunk field: a cold reader gets
 -- everything in one round trip.
 local key = KEYS[1]
+booted(key)
 local epoch = redis.call('HGET', key, 'epoch')
 if not epoch then return nil end
 local cold = epoch ~= ARGV[2]
