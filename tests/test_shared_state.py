@@ -392,7 +392,7 @@ def test_a_redis_restarted_from_an_older_snapshot_serves_no_entry_a_write_had_dr
     the AOF and a lagging replica promoted on failover are the same case), a write
     onto an old checkpoint then drops the thread's entries, and Redis restarts from
     the snapshot: the entries come back. They were written by another server run,
-    so the first script that meets the hash deletes it; every worker reads exactly."""
+    so the first read that meets the hash deletes it; every worker reads exactly."""
     import redis
 
     from tests.support.redis_server import PrivateRedis

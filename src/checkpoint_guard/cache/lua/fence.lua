@@ -3,7 +3,6 @@
 -- dropped, else 0. Fences the thread (no store until unfenced) and drops it when an
 -- entry of a newer checkpoint exists (only those can include the checkpoint's writes).
 local key = KEYS[1]
-booted(key)
 local ttl = tonumber(ARGV[2])
 local dropped = 0
 local top = redis.call('HGET', key, ARGV[3])
@@ -16,6 +15,5 @@ if redis.call('HSETNX', key, ARGV[5], 1) == 1 then
 end
 redis.call('HSETNX', key, 'epoch', ARGV[1])
 redis.call('HSETNX', key, 'gen', ARGV[1])
-redis.call('HSET', key, 'boot', RUN)
 if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 return dropped

@@ -15,6 +15,6 @@ local function drop(key, fresh, ttl)
   end
   redis.call('DEL', key)
   if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
-  redis.call('HSET', key, 'epoch', fresh, 'gen', fresh, 'boot', RUN)
+  redis.call('HSET', key, 'epoch', fresh, 'gen', fresh)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end

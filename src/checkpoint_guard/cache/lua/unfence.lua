@@ -3,7 +3,6 @@
 -- the old one fail); when its fence is already gone (the hash was lost while the write
 -- ran: eviction, expiry, FLUSHDB), the thread is dropped too. -> the fences left.
 local key = KEYS[1]
-booted(key)
 local left = 0
 if redis.call('HDEL', key, ARGV[3]) == 1 then
   left = redis.call('HINCRBY', key, 'fence', -1)
@@ -13,7 +12,7 @@ else
   -- an entry computed before the write landed: drop it (speed, never correctness)
   drop(key, ARGV[1], tonumber(ARGV[2]))
 end
-redis.call('HSET', key, 'gen', ARGV[1], 'boot', RUN)
+redis.call('HSET', key, 'gen', ARGV[1])
 redis.call('HSETNX', key, 'epoch', ARGV[1])
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
