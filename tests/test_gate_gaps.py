@@ -494,3 +494,79 @@ async def test_a_put_reusing_the_id_of_a_delta_checkpoint_is_refused(
             {},
         )
         assert store.dump() != before
+
+
+@pytest.mark.parametrize("op", ["put_writes", "put"])
+def test_sqlite_a_migration_cannot_commit_between_the_check_and_the_write(
+    tmp_path: Any, op: str
+) -> None:
+    """SQLite, full mode: at the moment the gate reads the target's metadata,
+    another connection (a migration in another process) tries to stamp the target
+    delta. Either its commit comes first and the write is refused, or it waits for
+    the write's commit: never a write landing on a target stamped after the check
+    (the probe ran before the saver's transaction, and the stamp committed in
+    between; helper's attack). Here the stamp meets the write's lock."""
+    import json
+    import sqlite3
+
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = str(tmp_path / "c.sqlite")
+    conn = sqlite3.connect(path, check_same_thread=False)
+    other = sqlite3.connect(path, timeout=0)  # the migration's connection
+    try:
+        raw = SqliteSaver(conn)
+        raw.setup()
+        full = GuardedSaver(raw, mode="full")
+        target = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        config = full.put(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+            target,
+            {"source": "loop", "step": 1},
+            {},
+        )
+        assert full.get_tuple(config) is not None  # remembered full: checked on write
+        stamp: list[Any] = []
+
+        def stamp_now(sql: str) -> None:
+            if stamp or not sql.startswith("SELECT metadata FROM checkpoints"):
+                return
+            (meta,) = other.execute(
+                "SELECT metadata FROM checkpoints WHERE checkpoint_id = ?", (target["id"],)
+            ).fetchone()
+            stamped = json.dumps({**json.loads(meta), MODE_METADATA_KEY: "delta"}).encode()
+            try:
+                other.execute(
+                    "UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?",
+                    (stamped, target["id"]),
+                )
+                other.commit()
+                stamp.append("committed")
+            except sqlite3.OperationalError as exc:
+                other.rollback()
+                stamp.append(str(exc))
+
+        conn.set_trace_callback(stamp_now)
+        child = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        if op == "put_writes":
+            full.put_writes(config, [("messages", [AIMessage("x", id="x")])], "task")
+        else:
+            full.put(config, child, {"source": "loop", "step": 2}, {})
+        conn.set_trace_callback(None)
+        assert stamp == ["database is locked"]
+        landed = other.execute(
+            "SELECT (SELECT count(*) FROM writes) + "
+            "(SELECT count(*) FROM checkpoints WHERE checkpoint_id = ?)",
+            (child["id"],),
+        ).fetchone()[0]
+        assert landed == 1
+        # the migration goes through after the write; the next write is refused
+        stamp.clear()
+        stamp_now("SELECT metadata FROM checkpoints")
+        assert stamp == ["committed"]
+        with pytest.raises(CheckpointModeMismatchError):
+            full.put_writes(config, [("messages", [AIMessage("y", id="y")])], "task-2")
+    finally:
+        other.close()
+        conn.close()

@@ -7,7 +7,13 @@ reading only the target's metadata (the marker lives there; the other evidence,
 ``_DeltaSnapshot`` values, is never added to a checkpoint after it was stored):
 
 * ``InMemorySaver``: the stored metadata bytes, decoded (no channel values);
-* ``SqliteSaver`` / ``AsyncSqliteSaver``: ``SELECT metadata`` by primary key;
+* ``SqliteSaver``: the check rides on the write too: the saver's write cursor opens
+  its transaction with ``BEGIN IMMEDIATE`` (SQLite's write lock: no other connection
+  commits until this write has) and reads the target's metadata inside it, raising
+  before the saver's statements on delta evidence;
+* ``AsyncSqliteSaver``: ``SELECT metadata`` by primary key, before the write (its
+  writes open no cursor method a hook can reach: a migration another process
+  commits between the two is not seen);
 * ``PostgresSaver`` / ``AsyncPostgresSaver``: no probe of its own. The check rides
   on the write (``write_onto``): the first statement of the write's own pipeline
   locks the target row ``FOR SHARE NOWAIT`` and fails when its metadata is delta
@@ -208,13 +214,6 @@ class _MemoryProbe(ModeProbe):
         return self.mode(key)
 
 
-class _SqliteProbe(ModeProbe):
-    def mode(self, key: _Key) -> bool | None:
-        thread, ns, cid = key
-        with self.saver.cursor(transaction=False) as cur:  # type: ignore[attr-defined]
-            cur.execute(_SQLITE_SQL, (str(thread), ns, cid))
-            row = cur.fetchone()
-        return None if row is None else _delta(json.loads(row[0]) if row[0] else {})
 
 
 class _AsyncSqliteProbe(ModeProbe):
@@ -231,10 +230,11 @@ class _Check:
     """One guarded write's pending check: its parameters, and whether a cursor of
     the write carried it."""
 
-    __slots__ = ("attached", "params", "refusal")
+    __slots__ = ("attached", "key", "params", "refusal")
 
     def __init__(self, key: _Key) -> None:
         thread, ns, cid = key
+        self.key = key
         self.params = (_REFUSAL, str(thread), ns, cid)
         self.refusal = _REFUSAL + cid
         self.attached = False
@@ -272,6 +272,33 @@ def _ariding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(_cursor, _HOOKED, original)
     return _cursor
+
+
+def _sqlite_riding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
+    # SqliteSaver.cursor(transaction=True) holds the saver's lock and commits when it
+    # closes: the check opens the write's transaction with BEGIN IMMEDIATE (SQLite's
+    # write lock, so another connection cannot commit a stamp until this write has
+    # committed) and reads the target's metadata inside it; on delta evidence it
+    # raises before the saver's statements, and the cursor commits an empty
+    # transaction. A connection already in a transaction keeps it (no BEGIN): its
+    # commit then needs that transaction's locks, and SQLite refuses a write whose
+    # read snapshot went stale rather than letting it land.
+    @contextmanager
+    def cursor(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        check = _RIDING.get()
+        with original(*args, **kwargs) as cur:
+            if check is not None and kwargs.get("transaction", args[0] if args else True):
+                check.attached = True
+                if not cur.connection.in_transaction:
+                    cur.execute("BEGIN IMMEDIATE")
+                thread, ns, cid = check.key
+                row = cur.execute(_SQLITE_SQL, (str(thread), ns, cid)).fetchone()
+                if row is not None and _delta(json.loads(row[0]) if row[0] else {}):
+                    raise DeltaTarget
+            yield cur
+
+    setattr(cursor, _HOOKED, original)
+    return cursor
 
 
 def _refused(exc: BaseException, check: _Check) -> bool:
@@ -321,25 +348,24 @@ CONTENDED_MAX_S = 60.0
 _INSTALL = threading.Lock()
 
 
-def _writes_through_cursor(saver: Any, names: tuple[str, ...]) -> bool:
-    # Riding needs the write methods ``names`` to write through the saver's
-    # _cursor: the class's own (not replaced on the instance), whose source opens it.
+def _writes_through_cursor(saver: Any, names: tuple[str, ...], opens: str) -> bool:
+    # Riding needs the write methods ``names`` to write through the saver's cursor:
+    # the class's own (not replaced on the instance), whose source opens it (``opens``).
     if any(name in vars(saver) for name in names):
         return False
     try:
-        return all(
-            "self._cursor(pipeline=True)" in inspect.getsource(getattr(type(saver), n))
-            for n in names
-        )
+        return all(opens in inspect.getsource(getattr(type(saver), n)) for n in names)
     except (OSError, TypeError):  # no source to read: do not assume
         return False
 
 
 class _RidingProbe(ModeProbe):
-    """What the PostgreSQL probes share: the hook on the saver's ``_cursor``."""
+    """What the riding probes share: the hook on the saver's cursor method."""
 
     _hook: Callable[[Callable[..., Any]], Callable[..., Any]]
     _writes: tuple[str, ...]  # the saver's write methods the check rides on
+    _cursor_attr = "_cursor"  # the saver's method that opens their cursor
+    _opens = "self._cursor(pipeline=True)"  # how their source opens it
 
     def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         super().__init__(saver)
@@ -357,11 +383,12 @@ class _RidingProbe(ModeProbe):
         if not self._rides or getattr(saver, "pipe", None) is not None:
             return False
         with _INSTALL:
-            if not getattr(saver._cursor, _HOOKED, False):
-                if not _writes_through_cursor(saver, self._writes):
+            opened = getattr(saver, self._cursor_attr)
+            if not getattr(opened, _HOOKED, False):
+                if not _writes_through_cursor(saver, self._writes, self._opens):
                     self._rides = False
                     return False
-                saver._cursor = type(self)._hook(saver._cursor)
+                setattr(saver, self._cursor_attr, type(self)._hook(opened))
         return True
 
     def _unridden(self, check: _Check) -> bool:
@@ -414,6 +441,33 @@ class _PostgresProbe(_RidingProbe):
             if self._unridden(check) and self.mode(key):
                 raise DeltaTarget
             return result
+
+
+class _SqliteProbe(_RidingProbe):
+    _hook = staticmethod(_sqlite_riding_cursor)
+    _writes = ("put", "put_writes")
+    _cursor_attr = "cursor"
+    _opens = "with self.cursor() as cur"
+
+    def mode(self, key: _Key) -> bool | None:
+        thread, ns, cid = key
+        with self.saver.cursor(transaction=False) as cur:  # type: ignore[attr-defined]
+            cur.execute(_SQLITE_SQL, (str(thread), ns, cid))
+            row = cur.fetchone()
+        return None if row is None else _delta(json.loads(row[0]) if row[0] else {})
+
+    def write_onto(self, key: _Key, write: Write[_T]) -> _T:
+        if not self._ride():
+            return super().write_onto(key, write)
+        check = _Check(key)
+        token = _RIDING.set(check)
+        try:
+            result = write()  # the hooked cursor raises DeltaTarget, nothing written
+        finally:
+            _RIDING.reset(token)
+        if self._unridden(check) and self.mode(key):
+            raise DeltaTarget
+        return result
 
 
 class _AsyncPostgresProbe(_RidingProbe):
