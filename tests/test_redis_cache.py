@@ -818,23 +818,31 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
         reader.close()
 
 
-def test_a_hash_from_another_server_run_is_deleted_and_one_without_a_run_is_adopted(
+def test_a_hash_of_another_boot_is_deleted_and_one_without_a_boot_keeps_only_its_fences(
     redis_prefix: Any,
 ) -> None:
-    """The ``boot`` field names the Redis run that wrote a thread's hash: a hash of
-    another run (restored from a snapshot, a promoted replica) is deleted by the
-    first script that meets it, so its entries miss; a hash with no ``boot`` (as an
-    earlier version wrote it) keeps its entries and is stamped."""
+    """The ``boot`` field names the server run and replication history that made a
+    thread's hash. A hash of another boot (restored from a snapshot, a lagging
+    replica) is deleted by the first read that meets it, fences included; a hash
+    with no boot (an earlier version's, or restored from one) keeps its fences
+    under a new epoch and generation, and is stamped; either way its entries miss
+    and every read is exact."""
     with _cached_thread(redis_prefix, "t", turns=3) as cached:
-        run = cached.client.hget(cached.key, "boot")
-        assert run is not None and run == cached.client.info("server")["run_id"].encode()
+        server = cached.client.info("server")["run_id"]
+        replid = cached.client.info("replication")["master_replid"]
+        boot = f"{server}:{replid}".encode()
+        assert cached.client.hget(cached.key, "boot") == boot
+        epoch = cached.client.hget(cached.key, "epoch")
         cached.client.hdel(cached.key, "boot")
-        values, other = cached.read_fresh(redis_prefix, "t")
-        assert values == cached.expected and other.stats()["hits"] >= 1
-        assert cached.client.hget(cached.key, "boot") == run
-        other.close()
-        cached.client.hset(cached.key, "boot", "0" * 40)
+        cached.client.hset(cached.key, mapping={"f:w": 1, "fence": 1})
         values, other = cached.read_fresh(redis_prefix, "t")
         assert values == cached.expected and other.stats()["hits"] == 0
-        assert cached.client.hget(cached.key, "boot") in (None, run)
+        assert cached.client.hget(cached.key, "boot") == boot
+        assert cached.client.hget(cached.key, "epoch") != epoch
+        assert cached.client.hmget(cached.key, "f:w", "fence") == [b"1", b"1"]
+        other.close()
+        cached.client.hset(cached.key, "boot", "0" * 40 + ":" + "0" * 40)
+        values, other = cached.read_fresh(redis_prefix, "t")
+        assert values == cached.expected and other.stats()["hits"] == 0
+        assert cached.client.hmget(cached.key, "f:w", "fence") == [None, None]
         other.close()

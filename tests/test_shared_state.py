@@ -7,7 +7,9 @@ checkpoint's history against the base walk over the storage.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -426,3 +428,162 @@ def test_a_redis_restarted_from_an_older_snapshot_serves_no_entry_a_write_had_dr
         )
     finally:
         server.stop()
+
+
+def _late(saver: Any, config: Any, tag: str) -> None:
+    saver.put_writes(config, [("messages", [HumanMessage(tag, id=tag)])], f"task-{tag}")
+
+
+def _reconnect(cache: RedisHistoryCache) -> None:
+    # the pooled connection died with the server: the next command reconnects
+    for _ in range(3):
+        with contextlib.suppress(Exception):
+            cache.ping()
+            return
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("earlier_version", [False, True], ids=["stamped", "no-boot"])
+def test_a_restored_epoch_never_meets_a_worker_holding_its_values(
+    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path, earlier_version: bool
+) -> None:
+    """A late write drops the thread (epoch E); Redis saves a snapshot; worker P
+    caches every chunk under E in its local tier; a second late write drops E; Redis
+    restarts from the snapshot, which holds E again. Whoever reads first must not
+    recompute into E (P's tier would then serve its chunk from before the second
+    write: a drop left the hash without a boot, and the read adopted it with its
+    epoch). ``no-boot``: the snapshot's hash as an earlier version wrote it."""
+    import redis
+
+    from tests.support.redis_server import PrivateRedis
+
+    server = PrivateRedis(folder=tmp_path)
+    server.start()
+    try:
+        raw, prefix = sqlite_raw(), (server.url, "cg")
+        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
+        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("t"))
+        client = redis.Redis.from_url(server.url)
+        key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
+        _late(writer, _old_checkpoint(raw, "t", back=5), "late1")
+        if earlier_version:
+            client.hdel(key, "boot")
+        epoch = client.hget(key, "epoch")
+        client.save()
+        p_cache = redis_cache(prefix)
+        p = wrap(sqlite_raw(), mode="delta", cache=p_cache)
+        assert assert_exact(raw, p, "t") > 10
+        _late(writer, _old_checkpoint(raw, "t", back=3), "late2")
+        server.stop()
+        server.start()  # the snapshot: epoch E is back
+        client = redis.Redis.from_url(server.url)
+        assert client.hget(key, "epoch") == epoch
+        q = wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix))
+        assert assert_exact(raw, q, "t") > 10
+        assert client.hget(key, "epoch") != epoch
+        _reconnect(p_cache)
+        assert assert_exact(raw, p, "t") > 10
+        client.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.redis
+def test_a_generation_restored_from_a_snapshot_never_admits_a_stale_store(
+    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path
+) -> None:
+    """The thread's hash expired; the next turn's write fenced and unfenced it back
+    (generation G); Redis saves a snapshot. A reader takes G and reads the saver; a
+    late write lands and Redis restarts from the snapshot, G with it. The reader's
+    store must be refused (the hash the fence made carried no boot, a read adopted
+    it with G, and the stale entry was stored and served to every worker)."""
+    import redis
+
+    from tests.support.redis_server import PrivateRedis
+
+    server = PrivateRedis(folder=tmp_path)
+    server.start()
+    try:
+        raw, prefix = sqlite_raw(), (server.url, "cg")
+        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
+        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("t"))
+        head = _old_checkpoint(raw, "t", back=0)
+        client = redis.Redis.from_url(server.url)
+        client.delete(writer.inner.cache._key("t"))  # type: ignore[attr-defined]
+        _late(writer, head, "on-head")  # an ordinary write onto the newest checkpoint
+        client.save()
+        client.close()
+        reader_cache = redis_cache(prefix)
+        pausing = _Pausing(sqlite_raw())
+        reader = wrap(pausing, mode="delta", cache=reader_cache)
+
+        def write_then_restart() -> None:
+            _late(writer, _old_checkpoint(raw, "t", back=3), "late")
+            server.stop()
+            server.start()
+            _reconnect(reader_cache)
+
+        pausing.hook = write_then_restart
+        reader.get_delta_channel_history(config=head, channels=CHANNELS)
+        assert pausing.hook is None, "the interleaving did not happen"
+        assert assert_exact(raw, wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix)), "t")
+    finally:
+        server.stop()
+
+
+def _replicated(replica: Any, key: str, field: str, value: Any) -> None:
+    for _ in range(200):
+        if replica.info("replication").get("master_link_status") == "up" and (
+            replica.hget(key, field) == value
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the replica did not catch up")
+
+
+@pytest.mark.redis
+def test_a_failover_to_a_lagging_replica_and_back_serves_no_dropped_entry(
+    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path
+) -> None:
+    """A replica is promoted before it receives a write's drop; the old master
+    resyncs from it and is promoted back: the same server process (same run id),
+    holding the entries the write had dropped. The replication id changed twice, so
+    the hash's boot no longer matches and the first read deletes it."""
+    import redis
+
+    from tests.support.redis_server import PrivateRedis
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "r").mkdir()
+    master, replica = PrivateRedis(folder=tmp_path / "m"), PrivateRedis(folder=tmp_path / "r")
+    master.start()
+    replica.start()
+    mc, rc = redis.Redis(port=master.port), redis.Redis(port=replica.port)
+    try:
+        rc.replicaof("127.0.0.1", master.port)
+        raw = sqlite_raw()
+        writer = wrap(raw, mode="delta", cache=redis_cache((master.url, "cg")))
+        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+        for i in range(4):
+            graph.invoke(human(i), cfg("t"))
+        assert assert_exact(raw, writer, "t") > 10
+        key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
+        epoch = mc.hget(key, "epoch")
+        _replicated(rc, key, "epoch", epoch)
+        rc.replicaof("NO", "ONE")  # promoted, lagging: it never sees the next write
+        _late(writer, _old_checkpoint(raw, "t", back=3), "late")
+        assert mc.hget(key, "epoch") != epoch
+        mc.replicaof("127.0.0.1", replica.port)  # the old master resyncs ...
+        _replicated(mc, key, "epoch", epoch)
+        mc.replicaof("NO", "ONE")  # ... and is promoted back
+        fresh = wrap(raw, mode="delta", cache=redis_cache((master.url, "cg")))
+        assert assert_exact(raw, fresh, "t") > 10
+    finally:
+        mc.close()
+        rc.close()
+        master.stop()
+        replica.stop()

@@ -28,12 +28,14 @@ can name, match or purge another thread's key, and deleting a thread is one
   write ran, so a reader may have stored an entry that predates the write: that
   unfence drops the thread.
 * ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
-* ``boot`` -> the run id of the Redis server that wrote the hash (``INFO server``).
-  The scripts that read entries first delete a hash another run wrote: one restored
-  from an RDB snapshot or the AOF after a restart, or found on a promoted replica,
-  may hold entries and a generation that writes since its save had dropped or
-  changed (``lib_boot.lua``; fences and drops do not ask, and leave hashes they
-  create to be stamped by the next read).
+* ``boot`` -> the server's run id and replication id when the hash was made
+  (``INFO server, replication``: they change on a restart, a promotion, a resync).
+  Every script that creates a hash stamps it, and the scripts that read entries
+  first delete a hash of another boot: one restored from an RDB snapshot or the
+  AOF, or from a lagging replica, may hold entries and a generation that writes
+  since its save had dropped or changed. A hash without ``boot`` (an earlier
+  version's) keeps only its fences, under a new epoch and generation
+  (``lib_boot.lua``).
 
 Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
 share prepended), so a reader sees a whole entry or none (cancellation or
@@ -155,9 +157,9 @@ def _lua(name: str, *libs: str) -> str:
 _INDEX = _lua("index", "boot", "values", "live", "index")
 _VALUES = _lua("values", "boot", "values")
 _BEGIN = _lua("begin", "boot", "live")
-_FENCE = _lua("fence", "newer", "drop")
-_UNFENCE = _lua("unfence", "drop")
-_DROP = _lua("drop", "drop")
+_FENCE = _lua("fence", "boot", "newer")
+_UNFENCE = _lua("unfence", "boot")
+_DROP = _lua("drop", "boot")
 _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
 

@@ -4,9 +4,9 @@
 -- Creates the generation and epoch when missing, so a reader always holds a real
 -- token (a lost hash never matches it again).
 local key = KEYS[1]
-local run = booted(key)
+local boot = booted(key)
 if redis.call('HSETNX', key, 'gen', ARGV[1]) == 1 then
-  redis.call('HSET', key, 'boot', run)
+  redis.call('HSET', key, 'boot', boot)
   redis.call('HSETNX', key, 'epoch', ARGV[1])
   local ttl = tonumber(ARGV[2])
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end

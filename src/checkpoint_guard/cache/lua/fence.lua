@@ -4,6 +4,7 @@
 -- entry of a newer checkpoint exists (only those can include the checkpoint's writes).
 local key = KEYS[1]
 local ttl = tonumber(ARGV[2])
+local created = redis.call('EXISTS', key) == 0
 local dropped = 0
 local top = redis.call('HGET', key, ARGV[3])
 if top and newer(top, ARGV[4]) then
@@ -15,5 +16,6 @@ if redis.call('HSETNX', key, ARGV[5], 1) == 1 then
 end
 redis.call('HSETNX', key, 'epoch', ARGV[1])
 redis.call('HSETNX', key, 'gen', ARGV[1])
+if created then redis.call('HSET', key, 'boot', server_boot()) end
 if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 return dropped

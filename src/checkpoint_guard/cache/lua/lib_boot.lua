@@ -1,19 +1,53 @@
--- booted(key) -> this server run's id (INFO server's run_id). Called first by the
--- scripts that read entries (begin, index, values, extend): a hash that another run
--- wrote (restored from an RDB snapshot or the AOF after a restart, or found on a
--- promoted replica) may hold entries and a generation that writes since its save had
--- dropped or changed, so it is deleted whole. A hash without a 'boot' field (made by
--- a fence, an unfence or a drop, which do not ask the server's run, or by an earlier
--- version) is adopted: stamped with this run. A fence restored with a stale hash is
--- deleted with it; its writer's unfence then finds it gone and drops the thread.
+-- The server's "boot": its run id and its replication id (INFO server, replication).
+-- The run id changes when the server restarts, the replication id when a replica is
+-- promoted or a master resyncs from another (a failover, and a failback to the same
+-- process). Either way the data may be an older copy (an RDB snapshot, the AOF, a
+-- lagging replica) that lacks writes since its save, so a hash stamped with another
+-- boot may hold entries and a generation those writes had dropped or changed.
+-- Every script that creates a hash stamps it (begin, fence, drop); the scripts that
+-- read entries (begin, index, values, extend) call booted() first.
+local function server_boot()
+  local info = redis.pcall('INFO', 'server', 'replication')
+  if type(info) ~= 'string' then  -- before Redis 7 INFO takes one section
+    info = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+  end
+  return (string.match(info, 'run_id:(%x+)') or '?') .. ':'
+    .. (string.match(info, 'master_replid:(%x+)') or '?')
+end
+-- drop(key, fresh, ttl): deletes every entry of the hash but its fences ('fence' and
+-- the 'f:' fields); a new epoch and generation, stamped with this boot. The field
+-- scan runs only when a fence stands (rare), otherwise a drop is one DEL.
+local function drop(key, fresh, ttl)
+  local kept = {}
+  if redis.call('HEXISTS', key, 'fence') == 1 then
+    local fields = redis.call('HKEYS', key)
+    for i = 1, #fields do
+      local f = fields[i]
+      if f == 'fence' or string.sub(f, 1, 2) == 'f:' then
+        kept[#kept + 1] = f
+        kept[#kept + 1] = redis.call('HGET', key, f)
+      end
+    end
+  end
+  redis.call('DEL', key)
+  if #kept > 0 then redis.call('HSET', key, unpack(kept)) end
+  redis.call('HSET', key, 'epoch', fresh, 'gen', fresh, 'boot', server_boot())
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+-- booted(key) -> this boot. A hash of another boot is deleted whole (its fences
+-- too: they may be restored ones; a writer whose fence went this way drops the
+-- thread when it unfences). A hash with no boot (an earlier version wrote it, or
+-- it was restored from one) keeps only its fences, under a new epoch and generation
+-- made from the server's clock, so no entry or token of its past survives.
 local function booted(key)
-  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or '?'
+  local boot = server_boot()
   local was = redis.call('HGET', key, 'boot')
-  if was == run then return run end
+  if was == boot then return boot end
   if was then
     redis.call('DEL', key)
   elseif redis.call('EXISTS', key) == 1 then
-    redis.call('HSET', key, 'boot', run)
+    local now = redis.call('TIME')
+    drop(key, 'b' .. now[1] .. '.' .. now[2], redis.call('PTTL', key))
   end
-  return run
+  return boot
 end
