@@ -69,6 +69,39 @@ def _old_checkpoint(raw: BaseCheckpointSaver[Any], thread: str, back: int = 4) -
     return items[back].config
 
 
+def _stored_state(raw: BaseCheckpointSaver[Any]) -> Any:
+    """Thread ``t``'s state as a stack without a cache reads it from storage."""
+    return (
+        chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+        .get_state(cfg("t"))
+        .values
+    )
+
+
+def _chatted(saver: BaseCheckpointSaver[Any], prefix: tuple[str, str], turns: int = 4) -> Any:
+    """``saver`` wrapped in delta mode over a Redis cache at ``prefix``, after
+    ``turns`` chat turns on thread ``t`` (every entry cached)."""
+    writer = wrap(saver, mode="delta", cache=redis_cache(prefix))
+    graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+    for i in range(turns):
+        graph.invoke(human(i), cfg("t"))
+    return writer
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[Any]:
+    """A redis-server of this test's own (restarted, flushed or saved by the test),
+    whose SAVE writes to ``tmp_path``."""
+    from tests.support.redis_server import PrivateRedis
+
+    server = PrivateRedis(folder=tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.mark.redis
 def test_a_fresh_worker_writing_onto_an_old_checkpoint_invalidates_every_worker(
     sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
@@ -85,12 +118,7 @@ def test_a_fresh_worker_writing_onto_an_old_checkpoint_invalidates_every_worker(
     b.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "task-late")
     assert b.inner.cache.stats()["invalidations"] == 1  # type: ignore[attr-defined]
     assert assert_exact(raw_a, a, "t") > 10
-    assert (
-        graph.get_state(cfg("t")).values
-        == chat_graph(GuardedSaver(raw_a, mode="delta"), "delta", snapshot_frequency=1000)
-        .get_state(cfg("t"))
-        .values
-    )
+    assert graph.get_state(cfg("t")).values == _stored_state(raw_a)
 
 
 class _Pausing(SaverLayer):
@@ -338,7 +366,10 @@ class _PausingWrites(SaverLayer):
 @pytest.mark.redis
 @pytest.mark.parametrize("lose", ["del", "flushdb"])
 def test_a_fence_lost_with_the_hash_while_the_write_runs_leaves_no_stale_entry(
-    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any, lose: str
+    sqlite_raw: Callable[[], SqliteSaver],
+    redis_prefix: Any,
+    lose: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     """The thread's hash is lost (an eviction, TTL expiry, FLUSHDB) between a
     writer's fence and its write, and the fence with it; another worker then reads
@@ -347,21 +378,13 @@ def test_a_fence_lost_with_the_hash_while_the_write_runs_leaves_no_stale_entry(
     gone, must drop that entry (it stayed a hit for every worker until the TTL)."""
     import redis
 
-    from tests.support.redis_server import PrivateRedis
-
-    server = None
     if lose == "flushdb":  # never flush the shared server
-        server = PrivateRedis()
-        server.start()
-        redis_prefix = (server.url, "cg")
+        redis_prefix = (request.getfixturevalue("own_redis").url, "cg")
     client = redis.Redis.from_url(redis_prefix[0])
     try:
         raw = sqlite_raw()
         pausing = _PausingWrites(raw)
-        writer = wrap(pausing, mode="delta", cache=redis_cache(redis_prefix))
-        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
+        writer = _chatted(pausing, redis_prefix)
         head, old = _old_checkpoint(raw, "t", back=0), _old_checkpoint(raw, "t", back=3)
         reader = wrap(raw, mode="delta", cache=redis_cache(redis_prefix))
         key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
@@ -382,13 +405,11 @@ def test_a_fence_lost_with_the_hash_while_the_write_runs_leaves_no_stale_entry(
         assert assert_exact(raw, reader, "t") > 10
     finally:
         client.close()
-        if server is not None:
-            server.stop()
 
 
 @pytest.mark.redis
 def test_a_redis_restarted_from_an_older_snapshot_serves_no_entry_a_write_had_dropped(
-    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path
+    sqlite_raw: Callable[[], SqliteSaver], own_redis: Any
 ) -> None:
     """Redis saves a snapshot (RDB: the default configuration does it periodically;
     the AOF and a lagging replica promoted on failover are the same case), a write
@@ -397,37 +418,26 @@ def test_a_redis_restarted_from_an_older_snapshot_serves_no_entry_a_write_had_dr
     so the first read that meets the hash deletes it; every worker reads exactly."""
     import redis
 
-    from tests.support.redis_server import PrivateRedis
-
-    server = PrivateRedis(folder=tmp_path)
-    server.start()
-    try:
-        raw = sqlite_raw()
-        prefix = (server.url, "cg")
-        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
-        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
-        assert assert_exact(raw, writer, "t") > 10  # every entry cached
-        client = redis.Redis.from_url(server.url)
-        client.save()
-        client.close()
-        old = _old_checkpoint(raw, "t", back=3)
-        writer.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
-        assert writer.inner.cache.stats()["invalidations"] == 1  # type: ignore[attr-defined]
-        server.stop()
-        server.start()  # loads the snapshot: the dropped entries are back
-        other = wrap(raw, mode="delta", cache=redis_cache(prefix))
-        assert assert_exact(raw, other, "t") > 10
-        assert assert_exact(raw, writer, "t") > 10
-        assert (
-            graph.get_state(cfg("t")).values
-            == chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
-            .get_state(cfg("t"))
-            .values
-        )
-    finally:
-        server.stop()
+    server = own_redis
+    raw = sqlite_raw()
+    prefix = (server.url, "cg")
+    writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
+    graph = chat_graph(writer, "delta", snapshot_frequency=1000)
+    for i in range(4):
+        graph.invoke(human(i), cfg("t"))
+    assert assert_exact(raw, writer, "t") > 10  # every entry cached
+    client = redis.Redis.from_url(server.url)
+    client.save()
+    client.close()
+    old = _old_checkpoint(raw, "t", back=3)
+    writer.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
+    assert writer.inner.cache.stats()["invalidations"] == 1  # type: ignore[attr-defined]
+    server.stop()
+    server.start()  # loads the snapshot: the dropped entries are back
+    other = wrap(raw, mode="delta", cache=redis_cache(prefix))
+    assert assert_exact(raw, other, "t") > 10
+    assert assert_exact(raw, writer, "t") > 10
+    assert graph.get_state(cfg("t")).values == _stored_state(raw)
 
 
 def _late(saver: Any, config: Any, tag: str) -> None:
@@ -445,7 +455,7 @@ def _reconnect(cache: RedisHistoryCache) -> None:
 @pytest.mark.redis
 @pytest.mark.parametrize("earlier_version", [False, True], ids=["stamped", "no-boot"])
 def test_a_restored_epoch_never_meets_a_worker_holding_its_values(
-    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path, earlier_version: bool
+    sqlite_raw: Callable[[], SqliteSaver], own_redis: Any, earlier_version: bool
 ) -> None:
     """A late write drops the thread (epoch E); Redis saves a snapshot; worker P
     caches every chunk under E in its local tier; a second late write drops E; Redis
@@ -455,44 +465,35 @@ def test_a_restored_epoch_never_meets_a_worker_holding_its_values(
     epoch). ``no-boot``: the snapshot's hash as an earlier version wrote it."""
     import redis
 
-    from tests.support.redis_server import PrivateRedis
-
-    server = PrivateRedis(folder=tmp_path)
-    server.start()
-    try:
-        raw, prefix = sqlite_raw(), (server.url, "cg")
-        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
-        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
-        client = redis.Redis.from_url(server.url)
-        key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
-        _late(writer, _old_checkpoint(raw, "t", back=5), "late1")
-        if earlier_version:
-            client.hdel(key, "boot")
-        epoch = client.hget(key, "epoch")
-        client.save()
-        p_cache = redis_cache(prefix)
-        p = wrap(sqlite_raw(), mode="delta", cache=p_cache)
-        assert assert_exact(raw, p, "t") > 10
-        _late(writer, _old_checkpoint(raw, "t", back=3), "late2")
-        server.stop()
-        server.start()  # the snapshot: epoch E is back
-        client = redis.Redis.from_url(server.url)
-        assert client.hget(key, "epoch") == epoch
-        q = wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix))
-        assert assert_exact(raw, q, "t") > 10
-        assert client.hget(key, "epoch") != epoch
-        _reconnect(p_cache)
-        assert assert_exact(raw, p, "t") > 10
-        client.close()
-    finally:
-        server.stop()
+    server = own_redis
+    raw, prefix = sqlite_raw(), (server.url, "cg")
+    writer = _chatted(raw, prefix)
+    client = redis.Redis.from_url(server.url)
+    key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
+    _late(writer, _old_checkpoint(raw, "t", back=5), "late1")
+    if earlier_version:
+        client.hdel(key, "boot")
+    epoch = client.hget(key, "epoch")
+    client.save()
+    p_cache = redis_cache(prefix)
+    p = wrap(sqlite_raw(), mode="delta", cache=p_cache)
+    assert assert_exact(raw, p, "t") > 10
+    _late(writer, _old_checkpoint(raw, "t", back=3), "late2")
+    server.stop()
+    server.start()  # the snapshot: epoch E is back
+    client = redis.Redis.from_url(server.url)
+    assert client.hget(key, "epoch") == epoch
+    q = wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix))
+    assert assert_exact(raw, q, "t") > 10
+    assert client.hget(key, "epoch") != epoch
+    _reconnect(p_cache)
+    assert assert_exact(raw, p, "t") > 10
+    client.close()
 
 
 @pytest.mark.redis
 def test_a_generation_restored_from_a_snapshot_never_admits_a_stale_store(
-    sqlite_raw: Callable[[], SqliteSaver], tmp_path: Path
+    sqlite_raw: Callable[[], SqliteSaver], own_redis: Any
 ) -> None:
     """The thread's hash expired; the next turn's write fenced and unfenced it back
     (generation G); Redis saves a snapshot. A reader takes G and reads the saver; a
@@ -501,38 +502,29 @@ def test_a_generation_restored_from_a_snapshot_never_admits_a_stale_store(
     it with G, and the stale entry was stored and served to every worker)."""
     import redis
 
-    from tests.support.redis_server import PrivateRedis
+    server = own_redis
+    raw, prefix = sqlite_raw(), (server.url, "cg")
+    writer = _chatted(raw, prefix)
+    head = _old_checkpoint(raw, "t", back=0)
+    client = redis.Redis.from_url(server.url)
+    client.delete(writer.inner.cache._key("t"))  # type: ignore[attr-defined]
+    _late(writer, head, "on-head")  # an ordinary write onto the newest checkpoint
+    client.save()
+    client.close()
+    reader_cache = redis_cache(prefix)
+    pausing = _Pausing(sqlite_raw())
+    reader = wrap(pausing, mode="delta", cache=reader_cache)
 
-    server = PrivateRedis(folder=tmp_path)
-    server.start()
-    try:
-        raw, prefix = sqlite_raw(), (server.url, "cg")
-        writer = wrap(raw, mode="delta", cache=redis_cache(prefix))
-        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
-        head = _old_checkpoint(raw, "t", back=0)
-        client = redis.Redis.from_url(server.url)
-        client.delete(writer.inner.cache._key("t"))  # type: ignore[attr-defined]
-        _late(writer, head, "on-head")  # an ordinary write onto the newest checkpoint
-        client.save()
-        client.close()
-        reader_cache = redis_cache(prefix)
-        pausing = _Pausing(sqlite_raw())
-        reader = wrap(pausing, mode="delta", cache=reader_cache)
-
-        def write_then_restart() -> None:
-            _late(writer, _old_checkpoint(raw, "t", back=3), "late")
-            server.stop()
-            server.start()
-            _reconnect(reader_cache)
-
-        pausing.hook = write_then_restart
-        reader.get_delta_channel_history(config=head, channels=CHANNELS)
-        assert pausing.hook is None, "the interleaving did not happen"
-        assert assert_exact(raw, wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix)), "t")
-    finally:
+    def write_then_restart() -> None:
+        _late(writer, _old_checkpoint(raw, "t", back=3), "late")
         server.stop()
+        server.start()
+        _reconnect(reader_cache)
+
+    pausing.hook = write_then_restart
+    reader.get_delta_channel_history(config=head, channels=CHANNELS)
+    assert pausing.hook is None, "the interleaving did not happen"
+    assert assert_exact(raw, wrap(sqlite_raw(), mode="delta", cache=redis_cache(prefix)), "t")
 
 
 def _replicated(replica: Any, key: str, field: str, value: Any) -> None:
@@ -566,10 +558,7 @@ def test_a_failover_to_a_lagging_replica_and_back_serves_no_dropped_entry(
     try:
         rc.replicaof("127.0.0.1", master.port)
         raw = sqlite_raw()
-        writer = wrap(raw, mode="delta", cache=redis_cache((master.url, "cg")))
-        graph = chat_graph(writer, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
+        writer = _chatted(raw, (master.url, "cg"))
         assert assert_exact(raw, writer, "t") > 10
         key = writer.inner.cache._key("t")  # type: ignore[attr-defined]
         epoch = mc.hget(key, "epoch")
