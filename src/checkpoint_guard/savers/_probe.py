@@ -214,8 +214,6 @@ class _MemoryProbe(ModeProbe):
         return self.mode(key)
 
 
-
-
 class _AsyncSqliteProbe(ModeProbe):
     async def amode(self, key: _Key) -> bool | None:
         thread, ns, cid = key
