@@ -570,3 +570,50 @@ def test_sqlite_a_migration_cannot_commit_between_the_check_and_the_write(
     finally:
         other.close()
         conn.close()
+
+
+@pytest.mark.parametrize("caller_transaction", [False, True], ids=["idle", "caller-txn"])
+def test_sqlite_a_refused_write_commits_nothing_and_leaves_no_transaction(
+    tmp_path: Any, caller_transaction: bool
+) -> None:
+    """SQLite, full mode, a target another connection stamped delta: the refused
+    write stores nothing and leaves the connection out of a transaction, and a
+    caller's own open transaction on the saver's connection is neither committed
+    nor closed by the refusal (the riding check's refusal reached the saver's
+    commit; helper's attack)."""
+    import json
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = str(tmp_path / "c.sqlite")
+    conn = sqlite3.connect(path, check_same_thread=False)
+    other = sqlite3.connect(path, timeout=0)
+    try:
+        raw = SqliteSaver(conn)
+        raw.setup()
+        full = GuardedSaver(raw, mode="full")
+        target = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        config = full.put(root, target, {"source": "loop", "step": 1}, {})
+        assert full.get_tuple(config) is not None  # remembered full
+        conn.execute("CREATE TABLE audit (x TEXT)")
+        conn.commit()
+        (meta,) = other.execute("SELECT metadata FROM checkpoints").fetchone()
+        stamped = json.dumps({**json.loads(meta), MODE_METADATA_KEY: "delta"}).encode()
+        other.execute("UPDATE checkpoints SET metadata = ?", (stamped,))
+        other.commit()
+        if caller_transaction:
+            conn.execute("INSERT INTO audit VALUES ('pending')")
+            assert conn.in_transaction
+        before = list(other.iterdump())
+        with pytest.raises(CheckpointModeMismatchError):
+            full.put_writes(config, [("turns", 1)], "task")
+        assert list(other.iterdump()) == before
+        assert conn.in_transaction is caller_transaction
+        if caller_transaction:
+            conn.rollback()
+        assert other.execute("SELECT count(*) FROM audit").fetchone()[0] == 0
+    finally:
+        other.close()
+        conn.close()

@@ -277,21 +277,24 @@ def _sqlite_riding_cursor(original: Callable[..., Any]) -> Callable[..., Any]:
     # closes: the check opens the write's transaction with BEGIN IMMEDIATE (SQLite's
     # write lock, so another connection cannot commit a stamp until this write has
     # committed) and reads the target's metadata inside it; on delta evidence it
-    # raises before the saver's statements, and the cursor commits an empty
-    # transaction. A connection already in a transaction keeps it (no BEGIN): its
-    # commit then needs that transaction's locks, and SQLite refuses a write whose
-    # read snapshot went stale rather than letting it land.
+    # rolls that transaction back and raises before the saver's statements (the
+    # cursor's commit then has nothing to commit). A connection that a caller left
+    # inside a transaction is not ridden (``_SqliteProbe.write_onto``): a refusal
+    # here would reach the saver's commit, and commit the caller's statements.
     @contextmanager
     def cursor(*args: Any, **kwargs: Any) -> Iterator[Any]:
         check = _RIDING.get()
         with original(*args, **kwargs) as cur:
             if check is not None and kwargs.get("transaction", args[0] if args else True):
                 check.attached = True
-                if not cur.connection.in_transaction:
+                began = not cur.connection.in_transaction
+                if began:
                     cur.execute("BEGIN IMMEDIATE")
                 thread, ns, cid = check.key
                 row = cur.execute(_SQLITE_SQL, (str(thread), ns, cid)).fetchone()
                 if row is not None and _delta(json.loads(row[0]) if row[0] else {}):
+                    if began:
+                        cur.connection.rollback()
                     raise DeltaTarget
             yield cur
 
@@ -455,7 +458,9 @@ class _SqliteProbe(_RidingProbe):
         return None if row is None else _delta(json.loads(row[0]) if row[0] else {})
 
     def write_onto(self, key: _Key, write: Write[_T]) -> _T:
-        if not self._ride():
+        # a caller's own transaction open on the saver's connection: probe first, so
+        # a refusal never reaches the saver's commit (see _sqlite_riding_cursor)
+        if self.saver.conn.in_transaction or not self._ride():  # type: ignore[attr-defined]
             return super().write_onto(key, write)
         check = _Check(key)
         token = _RIDING.set(check)
