@@ -217,6 +217,8 @@ def test_cli_global_options_before_or_after_the_subcommand(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = _write(tmp_path, backend="sqlite", url=str(tmp_path / "cp.sqlite"))
+    with open_checkpointer(config, freeze=ModeFreeze()):
+        pass  # an empty checkpoint store: the CLI never creates one
     outputs = []
     for argv in (
         ["--config", config, "--json", "scan"],
@@ -251,7 +253,8 @@ def test_cli_exit_codes_for_unreachable_and_misconfigured_backends(
     assert "backend unavailable: cannot connect to PostgreSQL" in capsys.readouterr().err
     sqlite = _write(tmp_path, backend="sqlite", url=str(tmp_path / "file" / "cp.sqlite"))
     assert cli.main(["verify", "--config", sqlite]) == 2
-    assert "cannot open the SQLite database" in capsys.readouterr().err
+    # the CLI opens only an existing store (it never creates one)
+    assert "an existing SQLite checkpoint database (no file;" in capsys.readouterr().err
     bad = _write(tmp_path, backend="sqlite", snapshot_frequency=0)
     assert cli.main(["scan", "--config", bad]) == 2
     assert "configuration error: invalid snapshot_frequency" in capsys.readouterr().err

@@ -433,8 +433,15 @@ def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
             "valid YAML",
             detail=f"{where}: {getattr(exc, 'problem', exc)}",
         ) from None
-    if data is None:
-        return {}
+    if data is None or data == {}:
+        # An empty file (or /dev/null) is a mistake, not "use the defaults": the
+        # defaults would quietly open (and create) ./checkpoints.sqlite.
+        raise ConfigError(
+            "config file",
+            str(path),
+            "a YAML mapping of configuration keys",
+            detail="the file holds no keys (to use the defaults, pass no file)",
+        )
     if not isinstance(data, Mapping):
         raise ConfigError("config file", str(path), "a YAML mapping of configuration keys")
     return _nested(data, source=f"config file {path}")
