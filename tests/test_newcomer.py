@@ -337,3 +337,28 @@ def test_a_schema_frequency_other_than_the_savers_warns_once(order: str) -> None
     lines = [ln for ln in ran.stderr.splitlines() if "UserWarning" in ln]
     assert len(lines) == 1, ran.stderr
     assert "snapshot_frequency=5" in lines[0] and "snapshot_frequency=50" in lines[0]
+
+
+@pytest.mark.postgres
+def test_the_cli_refuses_a_postgres_schema_without_tables_and_creates_nothing(
+    pg_schema: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], no_env: None
+) -> None:
+    import psycopg
+
+    url, schema = pg_schema
+    missing = f"{schema}_missing"
+    for name in (schema, missing):  # an empty schema, and one that does not exist
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(f"backend: postgres\nurl: {url}\npostgres_schema: {name}\n")
+        for argv in COMMANDS:
+            code, _, err = run_cli(capsys, "--config", str(config), *argv)
+            assert code == 2 and f"no table {name}.checkpoints" in err, (argv, err)
+            assert f"(schema {name})" in err.splitlines()[0]
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        ).fetchone()
+        created = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (missing,)
+        ).fetchone()
+    assert tables == (0,) and created == (0,)
