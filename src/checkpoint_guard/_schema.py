@@ -31,6 +31,7 @@ from typing_extensions import TypedDict, is_typeddict
 from ._modes import (
     DEFAULT_SNAPSHOT_FREQUENCY,
     ChannelMode,
+    note_schema_frequency,
     parse_mode,
     parse_snapshot_frequency,
 )
@@ -324,7 +325,8 @@ def state_schema_for_mode(
     ``schema`` has none) and every other field exactly as declared, reducers and
     Union types included. ``F`` is ``snapshot_frequency``, else 10: the caller
     passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
-    freeze is never consulted, it only guards against reconfiguration. Derived
+    freeze never chooses it, but a frequency other than the one the process's
+    delta-mode saver was opened with is warned about (once per pair). Derived
     schemas are cached per ``(schema, F)``, so every call returns the same class.
     """
     if parse_mode(mode, key="mode") is ChannelMode.FULL:
@@ -332,6 +334,7 @@ def state_schema_for_mode(
     frequency = parse_snapshot_frequency(
         DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
     )
+    note_schema_frequency(frequency)  # warns when the process's saver uses another
     key = (schema, frequency)
     with _derived_lock:
         derived = _derived.get(key)

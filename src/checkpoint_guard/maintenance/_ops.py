@@ -621,10 +621,16 @@ def _keep_latest(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]],
             )
     detail = ""
     if kept > len(view.by_ns):
+        reasons = [view.refutation(ch) or ch for ch in sorted(unknown)]
         detail = (
             f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
-            "are stored (no reducer known; graph= keeps the head alone)"
+            f"are stored, because {'; '.join(reasons)}"
         )
+        if any(ch not in view.reducers for ch in unknown):
+            detail += (
+                " (a graph whose channel table declares them, graph= or the CLI's "
+                "--graph, keeps the head alone)"
+            )
     return rewrites, deletes, detail
 
 

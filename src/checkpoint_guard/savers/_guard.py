@@ -48,6 +48,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from .._address import Address, mode_mismatch, thread_config
 from .._errors import CheckpointModeMismatchError, ConfigError
 from .._modes import (
+    _UPSTREAM_COUNTERS_KEY,
     MODE_METADATA_KEY,
     ChannelMode,
     checkpoint_uses_delta,
@@ -292,7 +293,24 @@ class GuardedSaver(SaverLayer):
             stamped = dict(metadata)
             stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
             return stamped  # type: ignore[return-value]
-        if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
+        if checkpoint_uses_delta(checkpoint) or (metadata or {}).get(_UPSTREAM_COUNTERS_KEY):
+            # The checkpoint itself is delta-shaped (LangGraph's own evidence: a
+            # snapshot value, delta counters): the graph, not the thread, is wrong
+            # (it was compiled with a DeltaChannel). Refused as a configuration
+            # error; LangGraph's put_writes onto it are refused with it.
+            self._refuse(self._next(config, checkpoint))
+            thread_id = Address.from_config(config).thread_id
+            raise ConfigError(
+                "channel_mode",
+                "full",
+                "a graph whose schema comes from the same configuration "
+                "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
+                detail=f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                f"{thread_id!r}: the graph was compiled with a delta schema (a "
+                "DeltaChannel) and this saver runs in 'full' mode; the thread is not at "
+                "fault and nothing was stored",
+            )
+        if metadata_uses_delta(metadata):
             # the put refuses its checkpoint (``put``'s handler)
             raise mode_mismatch(self._next(config, checkpoint), action="write")
         return metadata
