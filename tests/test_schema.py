@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, get_type_hints
 from unittest import mock
 
@@ -409,3 +410,45 @@ def test_schema_helpers_ignore_the_process_freeze() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["10", "50", "10"], out.stderr
+
+
+def keep_last_two(a: list[str] | None, b: list[str] | None) -> list[str]:
+    return ((a or []) + (b or []))[-2:]
+
+
+class OwnReducer(TypedDict):
+    messages: Annotated[list[str], keep_last_two]
+
+
+class NoReducer(TypedDict):
+    messages: list[AnyMessage]
+
+
+class StringsWithAddMessages(TypedDict):
+    messages: Annotated[list[str], add_messages]
+
+
+@pytest.mark.parametrize("schema", [OwnReducer, NoReducer, StringsWithAddMessages])
+def test_delta_schema_refuses_to_replace_a_messages_field_that_is_not_add_messages(
+    schema: Any,
+) -> None:
+    # Delta mode used to rewrite it to merge_message_writes over messages: the user's
+    # reducer disappeared and strings became HumanMessages (issue #27, item 2).
+    with pytest.raises(ConfigError) as info:
+        state_schema_for_mode(schema, "delta", snapshot_frequency=7)
+    message = str(info.value)
+    assert f"{schema.__name__}.messages" in message
+    assert "add_messages" in message and "full mode" in message
+    assert state_schema_for_mode(schema, "full") is schema  # full mode keeps it as is
+
+
+def test_delta_schema_accepts_message_lists_with_add_messages_and_its_own_field() -> None:
+    from langgraph.graph.message import MessagesState
+
+    class Seq(TypedDict):
+        messages: Annotated[Sequence[BaseMessage], add_messages]
+
+    for schema in (MessagesState, Seq):
+        derived = state_schema_for_mode(schema, "delta", snapshot_frequency=7)
+        again = state_schema_for_mode(derived, "delta", snapshot_frequency=7)
+        assert get_type_hints(again, include_extras=True)["messages"] is not None

@@ -14,7 +14,17 @@ import itertools
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, NotRequired, Required, get_origin, get_type_hints
+from types import UnionType
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from langchain_core.messages import (
     AnyMessage,
@@ -25,9 +35,10 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from typing_extensions import TypedDict, is_typeddict
 
+from ._errors import ConfigError
 from ._modes import (
     DEFAULT_SNAPSHOT_FREQUENCY,
     ChannelMode,
@@ -299,8 +310,52 @@ def _rewrap(original: Any, replacement: Any) -> Any:
 _make_typeddict: Any = TypedDict
 
 
+def _is_message_type(tp: Any) -> bool:
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if tp is Any:
+        return True
+    if get_origin(tp) in (Union, UnionType):
+        return all(_is_message_type(member) for member in get_args(tp))
+    return isinstance(tp, type) and issubclass(tp, BaseMessage)
+
+
+def _check_declared_messages(schema: Any, annotation: Any) -> None:
+    """Refuse to replace a declared ``messages`` field that is not an ``add_messages``
+    list of messages (or our own delta field): delta mode would change its semantics."""
+    tp = annotation
+    while get_origin(tp) in (Required, NotRequired):
+        tp = get_args(tp)[0]
+    reducer = None
+    if get_origin(tp) is Annotated:
+        base, *metadata = get_args(tp)
+        for item in metadata:
+            if isinstance(item, DeltaChannel) or callable(item):
+                reducer = item
+        tp = base
+    ours = isinstance(reducer, DeltaChannel) and reducer.reducer is merge_message_writes
+    origin = get_origin(tp) or tp
+    args = get_args(tp)
+    is_list = origin in (list, Sequence) or tp is list
+    if ours or (reducer is add_messages and is_list and all(map(_is_message_type, args))):
+        return
+    name = getattr(schema, "__name__", repr(schema))
+    label = getattr(reducer, "__name__", reducer)
+    found = "no reducer" if reducer is None else f"reducer {label!r}"
+    raise ConfigError(
+        f"{name}.messages",
+        annotation,
+        "Annotated[list[AnyMessage], add_messages] (delta mode stores it as a DeltaChannel "
+        "with add_messages semantics)",
+        detail=f"declared with {found}; delta mode will not replace it: keep the field as "
+        "declared by running the graph in full mode, or store your data under another key",
+    )
+
+
 def _derive(schema: Any, frequency: int) -> type:
     hints = get_type_hints(schema, include_extras=True)
+    if MESSAGES_KEY in hints:
+        _check_declared_messages(schema, hints[MESSAGES_KEY])
     fields = dict(hints)
     field = delta_messages_field(frequency)
     fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
