@@ -365,3 +365,36 @@ async def test_a_put_reusing_the_id_of_a_delta_checkpoint_read_as_delta_is_refus
             {},
         )
         assert store.dump() != before
+
+
+async def test_a_put_admitted_after_a_refused_one_lifts_the_refusal_of_newer_ids(
+    store: Store,
+) -> None:
+    """Delta mode: a put of plain ``messages`` is refused (``ConfigError``) and so
+    are writes onto its checkpoint and newer ids of the namespace; once a put in
+    that namespace is admitted, writes onto newer ids go through again (the
+    refused checkpoint's own stay refused)."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        delta = GuardedSaver(raw, mode="delta")
+        root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        plain = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        plain["channel_values"] = {"messages": ["whole"]}
+        with pytest.raises(ConfigError, match="delta schema"):
+            await drv.put(delta, root, plain, {"source": "input", "step": -1}, {})
+        refused: Any = {"configurable": {**root["configurable"], "checkpoint_id": plain["id"]}}
+        newer: Any = {
+            "configurable": {**root["configurable"], "checkpoint_id": str(uuid6(clock_seq=-1))}
+        }
+        for target in (refused, newer):
+            with pytest.raises(ConfigError):
+                await drv.put_writes(delta, target, [("turns", 1)], "task-1")
+        admitted = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        stored = await drv.put(delta, root, admitted, {"source": "input", "step": -1}, {})
+        newest: Any = {
+            "configurable": {**root["configurable"], "checkpoint_id": str(uuid6(clock_seq=-1))}
+        }
+        await drv.put_writes(delta, stored, [("turns", 1)], "task-1")
+        await drv.put_writes(delta, newest, [("turns", 1)], "task-2")
+        with pytest.raises(ConfigError):
+            await drv.put_writes(delta, refused, [("turns", 1)], "task-1")

@@ -142,14 +142,29 @@ def _schema_refusal(detail: str) -> ConfigError:
 
 
 class _Heads:
-    """Which items of one listing are their namespace's head: without ``before`` or
-    ``filter`` a listing is newest first, so the first item of each namespace."""
+    """Which items of one listing are their namespace's head: a listing is newest
+    first, so without ``before``, ``filter`` or a checkpoint id it is the first item
+    of each namespace."""
 
     __slots__ = ("_seen", "active")
 
     def __init__(self, active: bool) -> None:
         self.active = active
         self._seen: set[_Namespace] = set()
+
+    @classmethod
+    def of(
+        cls,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        *,
+        active: bool = True,
+    ) -> _Heads:
+        """The heads of ``list(config, filter=filter, before=before)``: none when
+        it names a checkpoint, filters, or starts below the head."""
+        named = Address.from_config(config).checkpoint_id is not None
+        return cls(active and not (named or filter or before is not None))
 
     def first(self, tup: CheckpointTuple) -> bool:
         """Whether ``tup`` is the first item of its namespace in this listing."""
@@ -251,24 +266,42 @@ class GuardedSaver(SaverLayer):
     def _stamp(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
     ) -> CheckpointMetadata:
-        """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
-        that itself carries delta evidence (a delta-schema graph on a full saver)."""
-        if not self._full:
-            messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
-            if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
-                # A graph compiled without the delta schema stores the whole list:
-                # the marker would label full data as delta.
-                self._refuse(_next(config, checkpoint))
-                thread_id = Address.from_config(config).thread_id
-                raise _schema_refusal(
-                    f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
-                    f"{thread_id!r}: its 'messages' channel holds a plain "
-                    "value, so the graph was compiled without the delta schema and the "
-                    "delta marker would mislabel full data; nothing was stored"
-                )
-            stamped = dict(metadata)
-            stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
-            return stamped  # type: ignore[return-value]
+        """Metadata to store, or the put's refusal: marked in delta mode (refusing
+        plain ``messages``); in full mode refuse what ``_gate_full_put`` refuses."""
+        if self._full:
+            self._gate_full_put(checkpoint, metadata, config)
+            stamped = metadata
+        else:
+            stamped = self._mark(checkpoint, metadata, config)
+        if self._poisoned:  # admitted: newer ids of the namespace are stored again
+            with self._lock:
+                self._poisoned.pop(Address.from_config(config).thread, None)
+        return stamped
+
+    def _mark(
+        self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
+    ) -> CheckpointMetadata:
+        messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
+        if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
+            # A graph compiled without the delta schema stores the whole list:
+            # the marker would label full data as delta.
+            self._refuse(_next(config, checkpoint))
+            thread_id = Address.from_config(config).thread_id
+            raise _schema_refusal(
+                f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                f"{thread_id!r}: its 'messages' channel holds a plain "
+                "value, so the graph was compiled without the delta schema and the "
+                "delta marker would mislabel full data; nothing was stored"
+            )
+        stamped = dict(metadata)
+        stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
+        return stamped  # type: ignore[return-value]
+
+    def _gate_full_put(
+        self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
+    ) -> None:
+        """Refuse a checkpoint that itself carries delta evidence (a delta-schema
+        graph on a full saver), and a put onto what this process read as delta."""
         _check_address(config)
         target = _next(config, checkpoint)
         if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
@@ -276,10 +309,6 @@ class GuardedSaver(SaverLayer):
             raise mode_mismatch(target, action="write")
         if self._delta or self._delta_heads:
             self._gate_put_target(config, target)
-        if self._poisoned:
-            with self._lock:
-                self._poisoned.pop(Address.from_config(config).thread, None)
-        return metadata
 
     def _gate_put_target(self, config: RunnableConfig, target: RunnableConfig) -> None:
         """A full-mode put under a parent, or reusing an id, this process read as
@@ -345,7 +374,7 @@ class GuardedSaver(SaverLayer):
         items = self.inner.list(config, filter=filter, before=before, limit=limit)
         if not self._full:
             return items
-        return self._admit_all(items, _Heads(before is None and not filter))
+        return self._admit_all(items, _Heads.of(config, filter, before))
 
     def _admit_all(
         self, items: Iterator[CheckpointTuple], heads: _Heads
@@ -420,7 +449,7 @@ class GuardedSaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        heads = _Heads(self._full and before is None and not filter)
+        heads = _Heads.of(config, filter, before, active=self._full)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 
