@@ -50,12 +50,14 @@ caches:
 * D's caches hold entries built from ancestors: an F write of a new child or onto
   the namespace's newest checkpoint changes no ancestor of a cached checkpoint.
 
-Not guaranteed (the same with or without the guard, or in any mode): two runs
-from one checkpoint at the same time (its writes are mixed into every delta
-child's history, and a full-mode writer does not fence a shared history cache);
-a ``put`` reusing the id of a checkpoint this process has not read as delta
-(every saver upserts: the stored checkpoint's delta children then replay from the
-new value); a new root over a delta head this process never read.
+Not guaranteed (the same with or without the guard, or in any mode): a write onto
+a checkpoint that already has children (two runs from it at once, a direct
+``put_writes``): the delta walk replays it into every child's history, and a
+full-mode writer, having no cache layer, does not fence a shared history cache
+for it; a ``put`` reusing the id of a checkpoint this process has not read as
+delta (every saver upserts: its delta children then replay from the new value); a
+new root over a delta head this process never read. The memory of what this
+process read is bounded (LRU): the argument above does not rest on it.
 
 One ordering detail of LangGraph's loop: it submits a checkpoint's ``put`` and the
 ``put_writes`` of the tasks run from it concurrently. A refused ``put``'s own
