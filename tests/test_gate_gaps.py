@@ -398,3 +398,28 @@ async def test_a_put_admitted_after_a_refused_one_lifts_the_refusal_of_newer_ids
         await drv.put_writes(delta, newest, [("turns", 1)], "task-2")
         with pytest.raises(ConfigError):
             await drv.put_writes(delta, refused, [("turns", 1)], "task-1")
+
+
+async def test_an_int_thread_id_meets_what_was_read_under_its_text(store: Store) -> None:
+    """Savers read an int thread id back as text: a full-mode write addressed with
+    the int onto a checkpoint this guard read (as text) as delta is refused, and
+    so is a new root there."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        checkpoint = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        root: Any = {"configurable": {"thread_id": "7", "checkpoint_ns": ""}}
+        meta: Any = {"source": "loop", "step": 0, MODE_METADATA_KEY: "delta"}
+        await drv.put(raw, root, checkpoint, meta, {})
+        full = GuardedSaver(raw, mode="full")
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.get_tuple(full, root)
+        before = rows(store)
+        as_int: Any = {"configurable": {"thread_id": 7, "checkpoint_ns": ""}}
+        onto: Any = {"configurable": {**as_int["configurable"], "checkpoint_id": checkpoint["id"]}}
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.put_writes(full, onto, [("turns", 1)], "task-1")
+        child = {**empty_checkpoint(), "id": str(uuid6(clock_seq=-1))}
+        for parent in (onto, as_int):
+            with pytest.raises(CheckpointModeMismatchError):
+                await drv.put(full, parent, child, {"source": "loop", "step": 1}, {})
+        assert rows(store) == before

@@ -172,11 +172,21 @@ class _Heads:
         """Whether ``tup`` is the first item of its namespace in this listing."""
         if not self.active:
             return False
-        namespace = Address.from_config(tup.config).thread
+        _, namespace = _where(tup.config)
         if namespace in self._seen:
             return False
         self._seen.add(namespace)
         return True
+
+
+def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
+    """The checkpoint (``None`` without an id) and the namespace ``config`` names,
+    as this gate remembers them: an int thread id as the text every saver reads
+    back (``_check_address`` admits only str and int)."""
+    thread_id, ns, checkpoint_id = Address.from_config(config)
+    if type(thread_id) is int:
+        thread_id = str(thread_id)
+    return (None if not checkpoint_id else (thread_id, ns, checkpoint_id)), (thread_id, ns)
 
 
 def _next(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
@@ -242,13 +252,13 @@ class GuardedSaver(SaverLayer):
             return tup
         is_delta = checkpoint_uses_delta(tup)
         if is_delta or self._delta or self._delta_heads or self._poisoned:
-            self._remember(Address.from_config(tup.config), is_delta, head)
+            self._remember(tup.config, is_delta, head)
         if is_delta:
             raise mode_mismatch(tup.config, action="read")
         return tup
 
-    def _remember(self, address: Address, is_delta: bool, head: bool) -> None:
-        key, namespace = address.key, address.thread
+    def _remember(self, config: RunnableConfig, is_delta: bool, head: bool) -> None:
+        key, namespace = _where(config)
         with self._lock:
             if key is not None:
                 if is_delta:
@@ -277,7 +287,7 @@ class GuardedSaver(SaverLayer):
             stamped = self._mark(checkpoint, metadata, config)
         if self._poisoned:  # admitted: newer ids of the namespace are stored again
             with self._lock:
-                self._poisoned.pop(Address.from_config(config).thread, None)
+                self._poisoned.pop(_where(config)[1], None)
         return stamped
 
     def _mark(
@@ -315,13 +325,13 @@ class GuardedSaver(SaverLayer):
     def _gate_put_target(self, config: RunnableConfig, target: RunnableConfig) -> None:
         """A full-mode put under a parent, or reusing an id, this process read as
         delta, or a new root over a head it saw as delta: refused."""
-        parent, new = Address.from_config(config), Address.from_config(target)
+        (parent, namespace), (new, _) = _where(config), _where(target)
         with self._lock:
-            if parent.key is not None and parent.key in self._delta:
+            if parent is not None and parent in self._delta:
                 refusal = mode_mismatch(config, action="write onto")
-            elif new.key is not None and new.key in self._delta:
+            elif new is not None and new in self._delta:
                 refusal = mode_mismatch(target, action="overwrite")
-            elif parent.key is None and parent.thread in self._delta_heads:
+            elif parent is None and namespace in self._delta_heads:
                 refusal = mode_mismatch(target, action="start a new root over the delta head of")
             else:
                 return
@@ -329,7 +339,7 @@ class GuardedSaver(SaverLayer):
         raise refusal
 
     def _refuse(self, target: RunnableConfig) -> None:
-        key = Address.from_config(target).key
+        key, _ = _where(target)
         if key is not None:
             with self._lock:
                 self._refused[key] = True
@@ -344,7 +354,7 @@ class GuardedSaver(SaverLayer):
             _check_address(config)
         if not (self._refused or self._delta):  # the common case: skip the lookups
             return
-        key = Address.from_config(config).key
+        key, _ = _where(config)
         if key is None:
             return
         with self._lock:
