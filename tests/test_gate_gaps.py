@@ -423,3 +423,24 @@ async def test_an_int_thread_id_meets_what_was_read_under_its_text(store: Store)
             with pytest.raises(CheckpointModeMismatchError):
                 await drv.put(full, parent, child, {"source": "loop", "step": 1}, {})
         assert rows(store) == before
+
+
+async def test_a_guard_rebuilt_by_with_allowlist_remembers_what_the_original_read(
+    store: Store,
+) -> None:
+    """``StateGraph.compile`` rebuilds the checkpointer with ``with_allowlist``
+    (under ``LANGGRAPH_STRICT_MSGPACK``; PostgreSQL and SQLite savers answer with a
+    copy of themselves): the rebuilt guard shares what the original read, so a
+    write through either onto a checkpoint the other read as delta is refused."""
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        parent = await _stored_checkpoint(drv, raw, {MODE_METADATA_KEY: "delta"})
+        full = GuardedSaver(raw, mode="full")
+        rebuilt = full._rebuild(raw.with_allowlist([("tests", "Kind")]))
+        assert rebuilt is not full
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.get_tuple(full, parent)
+        before = rows(store)
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.put_writes(rebuilt, parent, [("turns", 1)], "task-1")
+        assert rows(store) == before
