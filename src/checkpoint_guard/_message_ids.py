@@ -48,8 +48,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.channels.delta import DeltaChannel
 
+from ._forms import is_overwrite
 from ._schema import merge_message_writes
-from .state._overwrite import is_overwrite
 
 __all__ = [
     "install",

@@ -29,11 +29,6 @@ MODE_METADATA_KEY = "checkpoint_channel_mode"
 LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 _UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"
 _JS_DELTA_KEY = "delta_writes_versioned"
-# Every metadata key ``metadata_uses_delta`` reads: a probe may fetch these alone.
-# Markers are delta when present and not exactly "full"; flags when truthy.
-DELTA_MARKER_KEYS: tuple[str, ...] = (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY)
-DELTA_FLAG_KEYS: tuple[str, ...] = (_UPSTREAM_COUNTERS_KEY, _JS_DELTA_KEY)
-DELTA_EVIDENCE_KEYS: tuple[str, ...] = DELTA_MARKER_KEYS + DELTA_FLAG_KEYS
 DEFAULT_SNAPSHOT_FREQUENCY = 10
 
 
