@@ -85,7 +85,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from .._address import Address, mode_mismatch, thread_config
+from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
 from .._modes import (
     _UPSTREAM_COUNTERS_KEY,
@@ -182,11 +182,8 @@ class _Heads:
 
 def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
     """The checkpoint (``None`` without an id) and the namespace ``config`` names,
-    as this gate remembers them: an int thread id as the text every saver reads
-    back (``_check_address`` admits only str and int)."""
+    as this gate remembers them (the thread id canonical: ``Address``)."""
     thread_id, ns, checkpoint_id = Address.from_config(config)
-    if type(thread_id) is int:
-        thread_id = str(thread_id)
     return (None if not checkpoint_id else (thread_id, ns, checkpoint_id)), (thread_id, ns)
 
 
@@ -389,6 +386,7 @@ class GuardedSaver(SaverLayer):
     # -- sync ---------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(self.inner.get_tuple(config), head=head)
 
@@ -400,6 +398,7 @@ class GuardedSaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         items = self.inner.list(config, filter=filter, before=before, limit=limit)
         if not self._full:
             return items
@@ -418,6 +417,7 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         stamped = self._stamp(checkpoint, metadata, config)
         return self.inner.put(config, checkpoint, stamped, new_versions)
 
@@ -428,12 +428,14 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         self._gate_writes(config)
         self.inner.put_writes(config, writes, task_id, task_path)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if self._full:  # the target goes through the read gate first
             self.get_tuple(config)
         return self.inner.get_delta_channel_history(config=config, channels=channels)
@@ -467,6 +469,7 @@ class GuardedSaver(SaverLayer):
     # -- async (mirrors the sync block) -------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(await self.inner.aget_tuple(config), head=head)
 
@@ -478,6 +481,7 @@ class GuardedSaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         heads = _Heads.of(config, filter, before, active=self._full)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
@@ -489,6 +493,7 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         stamped = self._stamp(checkpoint, metadata, config)
         return await self.inner.aput(config, checkpoint, stamped, new_versions)
 
@@ -499,12 +504,14 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         self._gate_writes(config)
         await self.inner.aput_writes(config, writes, task_id, task_path)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if self._full:
             await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
