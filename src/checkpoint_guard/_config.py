@@ -17,15 +17,25 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-from ._errors import ConfigError
-from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode
+from ._errors import ConfigError, check_range, range_text
+from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TTL_SECONDS,
+    MAX_BYTES_RANGE,
+    TIMEOUT_SECONDS_RANGE,
+    TTL_SECONDS_RANGE,
 )
 
 __all__ = [
@@ -72,27 +82,37 @@ TOOL_ENV_VARS: dict[str, str] = {
 _ENV_INTS = {"snapshot_frequency"}
 _ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter"}
 
+# Every number's accepted range (dotted key -> (low, high, integer)): finite, and
+# within what still bounds something (an infinite timeout fails every Redis call).
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "snapshot_frequency": (*SNAPSHOT_FREQUENCY_RANGE, True),
+    "pool_min_size": (0, 1000, True),
+    "pool_max_size": (1, 1000, True),
+    "connect_timeout_seconds": (0.1, 600.0, False),
+    "history_cache.max_bytes": (*MAX_BYTES_RANGE, True),
+    "history_cache.ttl_seconds": (*TTL_SECONDS_RANGE, True),
+    "history_cache.timeout_seconds": (*TIMEOUT_SECONDS_RANGE, False),
+}
+
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
     "url": "a SQLite file path or ':memory:' (sqlite); a postgresql:// DSN (postgres)",
     "channel_mode": "'full' or 'delta'",
-    "snapshot_frequency": "an integer >= 1",
     "postgres_schema": "a PostgreSQL identifier: letters, digits and _, not starting with a digit",
-    "pool_min_size": "an integer >= 0",
-    "pool_max_size": "an integer >= 1 and >= pool_min_size",
-    "connect_timeout_seconds": "a number > 0",
     "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
     "fix_overwrite": "true or false",
     "fix_server_adapter": "true or false",
     # "history_cache" (the mapping's keys) is filled in from HistoryCacheConfig below
     "history_cache.backend": "'none', 'memory' or 'redis'",
-    "history_cache.max_bytes": "an integer > 0",
-    "history_cache.ttl_seconds": "an integer >= 0 (0 = no expiry)",
     "history_cache.redis_url": "a redis:// or rediss:// URL",
     "history_cache.key_prefix": "a non-empty string without whitespace",
-    "history_cache.timeout_seconds": "a number > 0",
     "history_cache.isolate": "true or false",
 }
+_ACCEPTED.update(
+    {key: range_text(low, high, integer=integer) for key, (low, high, integer) in _RANGES.items()}
+)
+_ACCEPTED["pool_max_size"] += " and >= pool_min_size"
+_ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
@@ -104,6 +124,17 @@ def redact_url(url: object) -> object:
         return url
     text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
     return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
+
+
+def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float:
+    key = section + (info.field_name or "")
+    low, high, integer = _RANGES[key]
+    try:
+        check_range(key, value, low, high, integer=integer)
+    except ConfigError:
+        # stated as the configuration's own accepted text (with its notes)
+        raise ConfigError(key, value, _ACCEPTED[key]) from None
+    return value
 
 
 def normalize_postgres_url(url: str) -> str:
@@ -118,13 +149,18 @@ class HistoryCacheConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     backend: Literal["none", "memory", "redis"] = "memory"
-    max_bytes: int = Field(DEFAULT_CACHE_MAX_BYTES, gt=0)
-    ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, ge=0)
+    max_bytes: int = DEFAULT_CACHE_MAX_BYTES
+    ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
     redis_url: str | None = None
     key_prefix: str | None = None
-    timeout_seconds: float = Field(DEFAULT_CACHE_TIMEOUT_SECONDS, gt=0)
+    timeout_seconds: float = DEFAULT_CACHE_TIMEOUT_SECONDS
     # False: cached messages are shared with readers instead of copied per read.
     isolate: bool = DEFAULT_ISOLATE
+
+    @field_validator("max_bytes", "ttl_seconds", "timeout_seconds")
+    @classmethod
+    def _bounded(cls, value: float, info: ValidationInfo) -> float:
+        return _in_range(value, info, section="history_cache.")
 
     @field_validator("redis_url")
     @classmethod
@@ -160,12 +196,12 @@ class CheckpointerConfig(BaseModel):
     backend: Literal["memory", "sqlite", "postgres"] = "sqlite"
     url: str | None = None
     channel_mode: ChannelMode = ChannelMode.FULL
-    snapshot_frequency: int = Field(DEFAULT_SNAPSHOT_FREQUENCY, ge=1)
+    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
     postgres_schema: str | None = None
-    pool_min_size: int = Field(1, ge=0)
-    pool_max_size: int = Field(10, ge=1)
-    connect_timeout_seconds: float = Field(10.0, gt=0)
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+    connect_timeout_seconds: float = 10.0
     encrypt: bool = False
     # Install checkpoint_guard.state's Overwrite first-write fix when opening (it
     # stands down by itself once LangGraph is fixed).
@@ -181,6 +217,13 @@ class CheckpointerConfig(BaseModel):
         if isinstance(value, str) and value in ("full", "delta"):
             return ChannelMode(value)
         return value
+
+    @field_validator(
+        "snapshot_frequency", "pool_min_size", "pool_max_size", "connect_timeout_seconds"
+    )
+    @classmethod
+    def _bounded(cls, value: float, info: ValidationInfo) -> float:
+        return _in_range(value, info)
 
     @field_validator("postgres_schema")
     @classmethod

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Literal, cast, overload
+
 __all__ = [
     "BackendUnavailableError",
     "CacheInvalidationError",
@@ -87,6 +90,37 @@ class ConfigError(CheckpointGuardError, ValueError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+def range_text(low: float, high: float, *, integer: bool) -> str:
+    """What a bounded number accepts, as ``ConfigError`` messages state it."""
+    if integer:
+        return f"an integer >= {low} and <= {high}"
+    return f"a finite number >= {low:g} and <= {high:g}"
+
+
+@overload
+def check_range(key: str, value: object, low: int, high: int, *, integer: Literal[True]) -> int: ...
+@overload
+def check_range(
+    key: str, value: object, low: float, high: float, *, integer: Literal[False] = ...
+) -> float: ...
+def check_range(
+    key: str, value: object, low: float, high: float, *, integer: bool = False
+) -> float:
+    """Return ``value`` when it is a finite number (an ``int`` when ``integer``; never a
+    ``bool``) with ``low <= value <= high``; otherwise raise ``ConfigError`` naming ``key``,
+    the value and the range. An infinite or absurd value would be accepted and then make
+    every use fail (a socket timeout of ``inf``) or bound nothing."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not math.isfinite(cast(float, value))
+        or not low <= cast(float, value) <= high
+    ):
+        raise ConfigError(key, value, range_text(low, high, integer=integer))
+    return cast(float, value)
 
 
 class MaintenanceError(CheckpointGuardError):

@@ -9,13 +9,14 @@ from typing import Any
 
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from ._errors import CheckpointModeReconfigurationError, ConfigError
+from ._errors import CheckpointModeReconfigurationError, ConfigError, check_range
 
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "LEGACY_MODE_METADATA_KEY",
     "MODE_METADATA_KEY",
     "PROCESS_MODE",
+    "SNAPSHOT_FREQUENCY_RANGE",
     "ChannelMode",
     "ModeFreeze",
     "checkpoint_uses_delta",
@@ -34,6 +35,8 @@ DELTA_MARKER_KEYS: tuple[str, ...] = (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KE
 DELTA_FLAG_KEYS: tuple[str, ...] = (_UPSTREAM_COUNTERS_KEY, _JS_DELTA_KEY)
 DELTA_EVIDENCE_KEYS: tuple[str, ...] = DELTA_MARKER_KEYS + DELTA_FLAG_KEYS
 DEFAULT_SNAPSHOT_FREQUENCY = 10
+SNAPSHOT_FREQUENCY_RANGE = (1, 10_000)
+"""Beyond 10,000 steps between snapshots, a read replays an unbounded history."""
 
 
 class ChannelMode(StrEnum):
@@ -57,13 +60,10 @@ def parse_mode(value: object, *, key: str = "channel_mode") -> ChannelMode:
 
 
 def parse_snapshot_frequency(value: object, *, key: str = "snapshot_frequency") -> int:
-    """Return ``value`` as a snapshot frequency, an ``int >= 1``; ``bool``, floats,
-    numeric strings and non-positive values raise ``ConfigError`` naming ``key``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, value, "an integer >= 1")
-    if value < 1:
-        raise ConfigError(key, value, "an integer >= 1")
-    return value
+    """Return ``value`` as a snapshot frequency, an ``int`` in ``SNAPSHOT_FREQUENCY_RANGE``;
+    ``bool``, floats, numeric strings and values out of range raise ``ConfigError``
+    naming ``key``."""
+    return check_range(key, value, *SNAPSHOT_FREQUENCY_RANGE, integer=True)
 
 
 def _marker_says_delta(value: object) -> bool:
