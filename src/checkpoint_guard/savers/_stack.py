@@ -1,6 +1,7 @@
 """``wrap``: the standard stack of layers over an inner saver; ``make_cache``: the
-history cache a config asks for. Opening a configured stack (``open_checkpointer``)
-lives above every part, in ``checkpoint_guard/_open.py``."""
+history cache a config asks for; ``configured_stack``: the stack a config asks for.
+Opening a configured stack (``open_checkpointer``) lives above every part, in
+``checkpoint_guard/_open.py``."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from .._config import CheckpointerConfig
 from .._modes import ChannelMode
 from ..cache import MemoryHistoryCache, RedisHistoryCache
+from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
 
-__all__ = ["make_cache", "wrap"]
+__all__ = ["configured_stack", "make_cache", "wrap"]
 
 
 def wrap(
@@ -28,9 +30,13 @@ def wrap(
 
 
 def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
-    """The history cache ``config`` asks for: ``None`` in full mode or when disabled."""
+    """The history cache ``config`` asks for: ``None`` when disabled, and for a memory
+    cache in full mode (no reader in this process). A shared (Redis) cache is made in
+    every mode: maintenance run from a full-mode process must invalidate it too."""
     settings = config.history_cache
-    if config.channel_mode is ChannelMode.FULL or settings.backend == "none":
+    if settings.backend == "none" or (
+        settings.backend == "memory" and config.channel_mode is ChannelMode.FULL
+    ):
         return None
     if settings.backend == "memory":
         return MemoryHistoryCache(
@@ -46,3 +52,14 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         serde=serde,
         isolate=settings.isolate,
     )
+
+
+def configured_stack(
+    inner: BaseCheckpointSaver[Any], config: CheckpointerConfig, cache: Any
+) -> BaseCheckpointSaver[Any]:
+    """The stack ``config`` asks for over ``inner`` with ``make_cache``'s ``cache``:
+    ``wrap``'s, except that in full mode a shared cache sits in a ``SharedCacheFence``
+    (maintenance fences and drops it; reads and writes never touch it)."""
+    if cache is not None and config.channel_mode is ChannelMode.FULL:
+        return GuardedSaver(SharedCacheFence(inner, cache), mode=ChannelMode.FULL)
+    return wrap(inner, mode=config.channel_mode, cache=cache)
