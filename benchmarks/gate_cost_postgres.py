@@ -18,12 +18,12 @@ import uuid
 from typing import Any
 
 import psycopg
+from harness._graph import chat_graph
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import dict_row
 
 import checkpoint_guard as cg
-from checkpoint_guard.bench._graph import chat_graph
 
 
 def main() -> None:
