@@ -20,11 +20,11 @@ from checkpoint_guard import (
     CheckpointerConfig,
     ConfigError,
     GuardedSaver,
-    ModeFreeze,
     aopen_checkpointer,
     open_checkpointer,
     unwrap,
 )
+from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 
@@ -449,7 +449,8 @@ def test_missing_extra_names_the_extra() -> None:
         import sys
         sys.modules["aiosqlite"] = None  # this interpreter cannot import it
         import asyncio
-        from checkpoint_guard import aopen_checkpointer, ModeFreeze
+        from checkpoint_guard import aopen_checkpointer
+        from checkpoint_guard._modes import ModeFreeze
         async def main():
             async with aopen_checkpointer({"backend": "sqlite", "url": ":memory:"},
                                           freeze=ModeFreeze()):

@@ -33,12 +33,11 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from checkpoint_guard import (
     CheckpointModeMismatchError,
     GuardedSaver,
-    ModeFreeze,
     aopen_checkpointer,
     open_checkpointer,
     unwrap,
 )
-from checkpoint_guard._modes import metadata_uses_delta
+from checkpoint_guard._modes import ModeFreeze, metadata_uses_delta
 from checkpoint_guard.savers import _probe
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store, make_store

@@ -385,6 +385,8 @@ class UnknownEnvironmentVariableError(ConfigError):
     The message names it and the closest known one; its value is never shown (it
     may hold a credential)."""
 
+    __module__ = "checkpoint_guard"  # shown where it is imported from, as every error
+
     def __init__(self, variable: str, known: list[str]) -> None:
         # Compared without the shared prefix, which would make every name look close.
         tails = {name.removeprefix(ENV_PREFIX): name for name in known}

@@ -92,6 +92,13 @@ class ConfigError(CheckpointGuardError, ValueError):
         super().__init__(text)
 
 
+def _shown_as_public(*classes: type) -> None:
+    # Tracebacks and reprs name an error where users import it from, the package's
+    # top level (``checkpoint_guard.ConfigError``), not this private module.
+    for cls in classes:
+        cls.__module__ = "checkpoint_guard"
+
+
 def range_text(low: float, high: float, *, integer: bool) -> str:
     """What a bounded number accepts, as ``ConfigError`` messages state it."""
     if integer:
@@ -172,3 +179,6 @@ class CacheInvalidationError(CheckpointGuardError):
             "Nothing was written; retry when the cache is reachable, or run without the "
             "cache (history_cache.backend: none)."
         )
+
+
+_shown_as_public(*(globals()[name] for name in __all__))

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._config import CheckpointerConfig
 from .._modes import ChannelMode
-from ..cache import MemoryHistoryCache, RedisHistoryCache
+from ..cache import HistoryCache, MemoryHistoryCache, RedisHistoryCache
 from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
@@ -20,16 +21,24 @@ __all__ = ["configured_stack", "make_cache", "wrap"]
 
 
 def wrap(
-    inner: BaseCheckpointSaver[Any], *, mode: Any, cache: Any = None
-) -> BaseCheckpointSaver[Any]:
+    inner: BaseCheckpointSaver[Any],
+    *,
+    mode: ChannelMode | str,
+    cache: HistoryCache | None = None,
+) -> GuardedSaver:
     """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
-    cache), mode=mode)``, without the cache layer when ``cache`` is ``None``."""
+    cache), mode=mode)``, without the cache layer when ``cache`` is ``None``.
+    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"`` (anything else raises
+    ``ConfigError``); ``cache`` is a ``MemoryHistoryCache``, a ``RedisHistoryCache``
+    or any ``HistoryCache``."""
     if cache is not None:
         inner = CachedHistorySaver(inner, cache)
     return GuardedSaver(inner, mode=mode)
 
 
-def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
+def make_cache(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> HistoryCache | None:
     """The history cache ``config`` asks for: ``None`` when disabled, and for a memory
     cache in full mode (no reader in this process). A shared (Redis) cache is made in
     every mode: maintenance run from a full-mode process must invalidate it too."""
@@ -55,8 +64,8 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
 
 
 def configured_stack(
-    inner: BaseCheckpointSaver[Any], config: CheckpointerConfig, cache: Any
-) -> BaseCheckpointSaver[Any]:
+    inner: BaseCheckpointSaver[Any], config: CheckpointerConfig, cache: HistoryCache | None
+) -> GuardedSaver:
     """The stack ``config`` asks for over ``inner`` with ``make_cache``'s ``cache``:
     ``wrap``'s, except that in full mode a shared cache sits in a ``SharedCacheFence``
     (maintenance fences and drops it; reads and writes never touch it)."""
