@@ -172,12 +172,21 @@ class CacheInvalidationError(CheckpointGuardError):
     def __init__(self, *, thread_id: str, checkpoint_id: str | None, cause: BaseException) -> None:
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
+        if checkpoint_id is None:  # maintenance: whole threads are rewritten
+            what = (
+                f"refusing to rewrite thread(s) {thread_id!r}: other processes may hold "
+                "cached histories of them, and the "
+            )
+        else:
+            what = (
+                f"refusing to write onto checkpoint {checkpoint_id!r} of thread "
+                f"{thread_id!r}: it may have descendants whose cached history the write "
+                "changes, and the "
+            )
         super().__init__(
-            f"refusing to write onto checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
-            f"it may have descendants whose cached history the write changes, and the "
-            f"history cache could not be invalidated first ({type(cause).__name__}: {cause}). "
-            "Nothing was written; retry when the cache is reachable, or run without the "
-            "cache (history_cache.backend: none)."
+            f"{what}history cache could not be invalidated first "
+            f"({type(cause).__name__}: {cause}). Nothing was written; retry when the cache "
+            "is reachable, or run without the cache (history_cache.backend: none)."
         )
 
 
