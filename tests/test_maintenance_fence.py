@@ -9,6 +9,7 @@ went ahead with Redis unreachable. Real SQLite, real Redis, the real CLI.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,14 +88,22 @@ def _cli(tmp_path: Path, settings: dict[str, Any], *argv: str) -> int:
     return cli.main(["--config", str(path), *argv])
 
 
-def test_cli_prune_from_a_full_mode_config_drops_the_delta_workers_redis_entries(
-    store: dict[str, Any], raw: SqliteSaver, tmp_path: Path
-) -> None:
+@contextlib.contextmanager
+def _delta_worker(store: dict[str, Any], turns: int) -> Iterator[tuple[Any, Any]]:
+    """(stack, graph) of a delta-mode worker on ``store`` that chatted ``turns`` turns on
+    thread ``t``."""
     worker_settings = {**store, "channel_mode": "delta", "snapshot_frequency": 1000}
     with cg.open_checkpointer(worker_settings, freeze=ModeFreeze()) as worker:
         graph = chat_graph(worker, "delta", snapshot_frequency=1000)
-        for i in range(6):
+        for i in range(turns):
             graph.invoke(human(i), cfg("t"))
+        yield worker, graph
+
+
+def test_cli_prune_from_a_full_mode_config_drops_the_delta_workers_redis_entries(
+    store: dict[str, Any], raw: SqliteSaver, tmp_path: Path
+) -> None:
+    with _delta_worker(store, 6) as (worker, graph):
         assert all(got == want for got, want in _histories(worker, raw, "t"))
         hits = worker.inner.cache.stats()["hits"]
         _histories(worker, raw, "t")
@@ -115,11 +124,8 @@ def test_cli_prune_from_a_full_mode_config_drops_the_delta_workers_redis_entries
 def test_cli_prune_with_the_shared_cache_unreachable_refuses_storage_unchanged(
     store: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    worker_settings = {**store, "channel_mode": "delta", "snapshot_frequency": 1000}
-    with cg.open_checkpointer(worker_settings, freeze=ModeFreeze()) as worker:
-        graph = chat_graph(worker, "delta", snapshot_frequency=1000)
-        for i in range(4):
-            graph.invoke(human(i), cfg("t"))
+    with _delta_worker(store, 4):
+        pass
     before = _dump(store["url"])
     down = {
         **store,
