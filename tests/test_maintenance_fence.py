@@ -143,6 +143,9 @@ def test_cli_prune_with_the_shared_cache_unreachable_refuses_storage_unchanged(
     assert _cli(tmp_path, down, "migrate", "--to", "full", "t") == 1
     migrate_err = capsys.readouterr().err
     assert _dump(store["url"]) == before
+    # reading commands rewrite nothing: they never need the cache
+    assert _cli(tmp_path, down, "verify", "t") == 0
+    capsys.readouterr()
     for err in (delta_err, full_err, migrate_err):
         assert "refusing to rewrite thread(s) 't'" in err and "Nothing was written" in err, err
 
