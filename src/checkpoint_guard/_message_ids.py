@@ -48,6 +48,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.channels.delta import DeltaChannel
 
+from . import _upstream
 from ._forms import is_overwrite
 from ._schema import merge_message_writes
 
@@ -66,7 +67,7 @@ _REDUCERS: set[Callable[..., Any]] = set()
 # The Pregel modules that call ensure_message_ids by their own global name.
 _CALLERS = ("langgraph.pregel._loop", "langgraph.pregel.main")
 _MARK = "_checkpoint_guard_message_ids"
-_state: dict[str, Any] = {"installed": False, "probed": None}
+_state: dict[str, Any] = {"installed": False}
 
 
 def register_message_reducer(reducer: Callable[..., Any]) -> None:
@@ -162,21 +163,24 @@ def install() -> bool:
         return True
 
 
+CHECK = "message-ids"
+
+
+@_upstream.register(
+    CHECK,
+    assumption="Pregel's langgraph.pregel._loop and langgraph.pregel.main call "
+    "langgraph.pregel._messages.ensure_message_ids on every write before the saver sees it",
+    turns_off="write-time message ids in delta mode (id-less messages get derived ids: "
+    "stable, but identical id-less messages after one message on two branches share one)",
+)
+def _check() -> str | None:
+    return None if probe() else "a delta-mode tuple write was not stored with its message id"
+
+
 def write_time_ids_active() -> bool:
-    """Whether the installation happened and its behavioural probe passed (probed once)."""
-    with _lock:
-        probed = _state["probed"]
-    if probed is None:
-        probed = probe()
-        with _lock:
-            _state["probed"] = probed
-        if not probed:
-            _logger.warning(
-                "checkpoint-guard: LangGraph did not give a delta-mode tuple write its message "
-                "id at write time; id-less messages get derived ids (stable on every read, "
-                "but identical id-less messages after the same message on two branches share one)"
-            )
-    return bool(probed)
+    """Whether the installation happened and its behavioural probe passed (probed once
+    per process, through ``_upstream``: a failure warns once and is listed as degraded)."""
+    return _upstream.holds(CHECK)
 
 
 def probe() -> bool:

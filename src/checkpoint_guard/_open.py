@@ -3,7 +3,8 @@
 The composition root, above every part: it loads the configuration, applies the
 process-wide Overwrite fix (``state``) when the config asks for it, opens the inner
 saver (``savers/_inner.py``), builds the cache and the layers (``savers/_stack.py``)
-and freezes the process's mode. The layers' maintenance is installed by
+and freezes the process's mode. Every upstream check (``_upstream``) runs once per
+process before the first stack opens. The layers' maintenance is installed by
 ``checkpoint_guard.maintenance`` on import (imported here too, so an opened stack
 always has it).
 """
@@ -17,21 +18,45 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from . import _message_ids
+from . import _message_ids, _upstream
+from . import _server as _server  # registers the server adapter's check
 from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
+from .cache import HistoryCache
+from .maintenance import _memory, _postgres, _sqlite  # noqa: F401  (register their checks)
 from .savers._inner import aopen_inner, make_serde, open_inner
 from .savers._stack import configured_stack, make_cache
 from .state._overwrite import apply_overwrite_fix
 
-__all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
+__all__ = ["ConfigSource", "aopen_checkpointer", "check_upstream", "open_checkpointer"]
 
 ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
 
 
+def check_upstream() -> list[_upstream.CheckResult]:
+    """Every upstream check (``checkpoint_guard._upstream``), each run once per process:
+    a failure warns once and turns its feature off (``doctor`` prints the same list)."""
+    return _upstream.run_all()
+
+
+def _cache(resolved: CheckpointerConfig, serde: Any) -> HistoryCache | None:
+    cache = make_cache(resolved, serde)
+    if (
+        cache is not None
+        and resolved.channel_mode is ChannelMode.DELTA
+        and not _upstream.holds("delta-snapshot")
+    ):
+        # The cache seeds its segments with _DeltaSnapshot: without it, no cache
+        # (a full-mode stack keeps a shared cache: it only fences maintenance).
+        cache.close()
+        return None
+    return cache
+
+
 def _prepare(config: ConfigSource) -> CheckpointerConfig:
     resolved = CheckpointerConfig.load(config)
+    check_upstream()
     if resolved.fix_overwrite:
         apply_overwrite_fix()
     if resolved.channel_mode is ChannelMode.DELTA:
@@ -64,7 +89,7 @@ def open_checkpointer(
     resolved = _prepare(config)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:
-        cache = make_cache(resolved, inner.serde)
+        cache = _cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
             yield configured_stack(inner, resolved, cache)
@@ -81,7 +106,7 @@ async def aopen_checkpointer(
     resolved = _prepare(config)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
-        cache = make_cache(resolved, inner.serde)
+        cache = _cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
             yield configured_stack(inner, resolved, cache)

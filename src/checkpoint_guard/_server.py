@@ -29,6 +29,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
 from langgraph.checkpoint.memory import InMemorySaver
 
+from . import _upstream
+
 __all__ = [
     "ADAPTER_MODULE",
     "ServerAdapterStatus",
@@ -92,6 +94,43 @@ async def _adapter_forwards(adapter_cls: type, module: Any) -> bool:
     }
     result = await adapter.aget_delta_channel_history(config=config, channels=["messages"])
     return result is _ProbeSaver.SENTINEL
+
+
+CHECK = "server-adapter"
+
+
+def _run_async(coro: Any) -> Any:
+    # The check may run inside an event loop (aopen_checkpointer): a fresh loop in a
+    # thread of its own runs the probe without touching the caller's loop.
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+@_upstream.register(
+    CHECK,
+    assumption="langgraph_api._checkpointer._adapter._CustomCheckpointerAdapter(inner=, "
+    "capabilities=CheckpointerCapabilities.from_type(...)) keeps the wrapped saver in its "
+    "_inner attribute and answers aget_delta_channel_history",
+    turns_off="forwarding delta history to checkpoint-guard under the LangGraph server "
+    "(the server walks every ancestor with one aget_tuple per step)",
+)
+def _check() -> str | None:
+    module = sys.modules.get(ADAPTER_MODULE)
+    if module is None:
+        raise _upstream.NotApplicable("the LangGraph server (langgraph-api) is not loaded")
+    adapter_cls = getattr(module, _ADAPTER_CLASS, None)
+    if not isinstance(adapter_cls, type):
+        return f"{ADAPTER_MODULE} has no class {_ADAPTER_CLASS}"
+    probe = _ProbeSaver()
+    capabilities = module.CheckpointerCapabilities.from_type(type(probe))
+    adapter = adapter_cls(inner=probe, capabilities=capabilities)
+    if adapter.__dict__.get("_inner") is not probe:
+        return f"{_ADAPTER_CLASS} does not keep the wrapped saver in _inner"
+    _run_async(_adapter_forwards(adapter_cls, module))  # answers, forwarding or not
+    return None
 
 
 def _install(adapter_cls: type) -> None:
@@ -158,6 +197,11 @@ async def forward_delta_history(enabled: bool = True) -> str:
         return _status
     if getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is not None:
         _status = ServerAdapterStatus.FORWARDED
+        return _status
+    if _upstream.result(CHECK).status == "skipped":
+        _upstream.reset(CHECK)  # checked when a stack opened outside the server: again now
+    if not _upstream.holds(CHECK):  # warned once by _upstream; nothing is changed
+        _status = ServerAdapterStatus.PROBE_FAILED
         return _status
     try:
         forwards = await _adapter_forwards(adapter_cls, module)

@@ -103,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
     fleet_options(prune, required=True)
     graph_option(prune)
+    sub.add_parser(
+        "doctor",
+        help="check every assumption about LangGraph's internals (exit 1 if one fails)",
+        parents=[common],
+    )
     # The harness has its own parser: every argument after `bench` (its --help
     # included) is forwarded to it unparsed (see main).
     sub.add_parser(
@@ -439,6 +444,39 @@ def _maintain(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    """``checkpoint-guard doctor``: run every upstream check now, one line each; exit 0
+    when all hold (skipped ones included), 1 otherwise. Needs no configuration."""
+    import importlib
+    import importlib.util
+
+    from . import _upstream
+    from ._open import check_upstream  # noqa: F401  (imports every module registering a check)
+    from ._server import ADAPTER_MODULE
+
+    if importlib.util.find_spec("langgraph_api") is not None:
+        try:  # the server's adapter is checked when it can be loaded here
+            importlib.import_module(ADAPTER_MODULE)
+        except Exception as exc:  # its configuration is missing: the check says skipped
+            print(
+                f"checkpoint-guard: LangGraph server adapter not loaded: {_why(exc)}",
+                file=sys.stderr,
+            )
+    results = [_upstream.check(spec.name) for spec in _upstream.checks()]
+    healthy = all(r.ok for r in results)
+    if args.json:
+        print(json.dumps({"ok": healthy, "checks": [r.as_dict() for r in results]}, indent=2))
+    else:
+        for r in results:
+            line = f"{r.status:<9} {r.name}"
+            if r.status == "degraded":
+                line += f": {r.reason}; turned off: {r.turns_off}"
+            elif r.status == "skipped":
+                line += f": {r.reason}"
+            print(line)
+    return EXIT_OK if healthy else EXIT_PROBLEM
+
+
 DEMO_DIR = "checkpoint-guard-demo"
 
 
@@ -512,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "doctor":
+            return _doctor(args)
         return _maintain(args)
     except ConfigError as exc:
         print(f"checkpoint-guard: configuration error: {exc}", file=sys.stderr)

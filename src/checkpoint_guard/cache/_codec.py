@@ -42,6 +42,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .. import _upstream
 from .._errors import CodecError
 from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 
@@ -303,6 +304,8 @@ def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
     """The explicit msgpack allowlist of the saver's serde (an
     ``EncryptedSerializer``'s inner one too), or nothing: a permissive serde
     (the default, which imports any name) widens nothing."""
+    if not _upstream.holds("msgpack-allowlist"):
+        return frozenset()  # narrower than the serde: those values are read from the saver
     inner = getattr(serde, "serde", serde)
     allowed = getattr(inner, "_allowed_msgpack_modules", None)
     if not isinstance(allowed, (set, frozenset)):

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from .. import _upstream
 from ._thread import Rewrite
 
 __all__ = ["MemoryRows"]
@@ -17,11 +18,52 @@ def _nbytes(typed: Any) -> int:
     return len(typed[1] or b"") if isinstance(typed, tuple) and len(typed) > 1 else 0
 
 
+LAYOUT_CHECK = "memory-storage-layout"
+
+
+@_upstream.register(
+    LAYOUT_CHECK,
+    assumption="InMemorySaver keeps storage[thread][ns][id] = (checkpoint, metadata, parent), "
+    "writes[(thread, ns, id)][(task, idx)] = (task, channel, typed value, path) and "
+    "blobs[(thread, ns, channel, version)] = typed value",
+    turns_off="maintenance on InMemorySaver (refused with MaintenanceError)",
+)
+def check_layout() -> str | None:
+    """Write one checkpoint with a blob and a write to a throwaway ``InMemorySaver``
+    and find each at the position this module reads it from."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = InMemorySaver()
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"c": [1]}
+    checkpoint["channel_versions"] = {"c": "1"}
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"c": "1"})
+    saver.put_writes(stored, [("c", 2)], "task")
+    cid = checkpoint["id"]
+    entry = saver.storage.get("t", {}).get("", {}).get(cid)
+    if not isinstance(entry, tuple) or len(entry) != 3 or entry[2] is not None:
+        return f"storage entry is {entry!r}, not (checkpoint, metadata, parent)"
+    if saver.serde.loads_typed(entry[0]).get("channel_versions") != {"c": "1"}:
+        return "storage entry's first item is not the typed checkpoint"
+    if not isinstance(saver.serde.loads_typed(entry[1]), dict):
+        return "storage entry's second item is not the typed metadata"
+    rows = saver.writes.get(("t", "", cid), {})
+    row = rows.get(("task", 0)) if isinstance(rows, dict) else None
+    if not isinstance(row, tuple) or row[1] != "c" or saver.serde.loads_typed(row[2]) != 2:
+        return f"write row is {row!r}, not (task, channel, typed value, path)"
+    blob = saver.blobs.get(("t", "", "c", "1"))
+    if not isinstance(blob, tuple) or saver.serde.loads_typed(blob) != [1]:
+        return f"blob is {blob!r}, not the typed value under (thread, ns, channel, version)"
+    return None
+
+
 class MemoryRows:
     """Storage of one ``InMemorySaver``: ``storage``, ``writes`` and ``blobs``."""
 
     SYNC = True
     ASYNC = True
+    UPSTREAM_CHECK = LAYOUT_CHECK
 
     def __init__(self, saver: InMemorySaver) -> None:
         self.saver = saver

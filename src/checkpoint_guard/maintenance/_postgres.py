@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import _upstream
 from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ._thread import Rewrite
 
@@ -162,8 +163,45 @@ _DIALECT = Dialect(
 )
 
 
+SAVER_CHECK = "postgres-saver"
+
+
+@_upstream.register(
+    SAVER_CHECK,
+    assumption="PostgresSaver._dump_blobs(thread, ns, values, versions) returns "
+    "checkpoint_blobs rows (thread_id, checkpoint_ns, channel, version, type, blob), and "
+    "PostgresSaver / AsyncPostgresSaver have a _cursor() transaction context",
+    turns_off="maintenance on PostgresSaver / AsyncPostgresSaver (refused with MaintenanceError)",
+)
+def check_saver() -> str | None:
+    """Build blob rows with a connection-less ``PostgresSaver`` (``_dump_blobs`` is pure)
+    and look for ``_cursor`` on both savers. The table layout itself needs a server:
+    a mismatch there fails the maintenance statement inside its transaction, which
+    rolls back."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:
+        raise _upstream.NotApplicable("langgraph-checkpoint-postgres is not installed") from exc
+    saver: Any = PostgresSaver(conn=None)  # type: ignore[arg-type]
+    rows = saver._dump_blobs("t", "", {"c": [1]}, {"c": "1", "gone": "2"})
+    if not isinstance(rows, list) or len(rows) != 2:
+        return f"_dump_blobs returned {rows!r}"
+    kept, empty = sorted(rows, key=lambda row: row[2])
+    if tuple(kept[:4]) != ("t", "", "c", "1") or saver.serde.loads_typed(kept[4:6]) != [1]:
+        return f"_dump_blobs row is {kept!r}, not (thread, ns, channel, version, type, blob)"
+    if tuple(empty[2:]) != ("gone", "2", "empty", None):
+        return f"_dump_blobs row of a channel without a value is {empty!r}"
+    for cls in (PostgresSaver, AsyncPostgresSaver):
+        if not callable(getattr(cls, "_cursor", None)):
+            return f"{cls.__name__} has no _cursor()"
+    return None
+
+
 class PostgresRows(SqlRows):
     """``PostgresSaver``'s tables, through its connection or pool."""
+
+    UPSTREAM_CHECK = SAVER_CHECK
 
     dialect = _DIALECT
 
@@ -185,6 +223,7 @@ class PostgresRows(SqlRows):
 class AsyncPostgresRows(AsyncSqlRows):
     """``AsyncPostgresSaver``'s tables, through its connection or pool."""
 
+    UPSTREAM_CHECK = SAVER_CHECK
     dialect = _DIALECT
 
     async def _arun(self, statements: Statements) -> Any:

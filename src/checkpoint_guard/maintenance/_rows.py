@@ -16,6 +16,8 @@ from typing import Any, ClassVar, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .. import _upstream
+from .._errors import MaintenanceError
 from ._thread import Rewrite
 
 __all__ = [
@@ -205,13 +207,23 @@ def supported(saver_type: type) -> tuple[bool, bool]:
 
 def row_store_for(saver: BaseCheckpointSaver[Any]) -> RowStore:
     """The row store of a raw (unwrapped) saver; ``TypeError`` naming the
-    supported savers when there is none."""
+    supported savers when there is none, ``MaintenanceError`` when the backend's
+    upstream layout check (``_upstream``) fails."""
     cls = _row_store_class(type(saver))
     if cls is None:
         names = ", ".join(c for _, c, _ in _factories())
         raise TypeError(
             f"checkpoint-guard maintenance does not know {type(saver).__name__}; "
             f"supported savers: {names}"
+        )
+    check = getattr(cls, "UPSTREAM_CHECK", None)
+    if check is not None and not _upstream.holds(check):
+        # The backend's rows are not where this module reads them: refuse, never guess.
+        found = _upstream.result(check)
+        raise MaintenanceError(
+            f"maintenance on {type(saver).__name__} is off: the installed LangGraph does not "
+            f"match what it assumes ({check}: {found.reason}); nothing was changed. "
+            "Run `checkpoint-guard doctor` for details."
         )
     store: RowStore = cls(saver)
     return store

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import _upstream
 from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ._thread import Rewrite
 
@@ -97,8 +98,65 @@ _DIALECT = Dialect(
 )
 
 
+TABLES_CHECK = "sqlite-tables"
+
+
+@_upstream.register(
+    TABLES_CHECK,
+    assumption="SqliteSaver stores checkpoints(thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, type, checkpoint, metadata) and writes(thread_id, checkpoint_ns, "
+    "checkpoint_id, task_id, task_path, idx, channel, type, value), values inline",
+    turns_off="maintenance on SqliteSaver / AsyncSqliteSaver (refused with MaintenanceError)",
+)
+def check_tables() -> str | None:
+    """Write one checkpoint and one write through a throwaway in-memory ``SqliteSaver``
+    and read them back with the columns this module's SQL names."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError as exc:
+        raise _upstream.NotApplicable("langgraph-checkpoint-sqlite is not installed") from exc
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"c": [1]}
+        checkpoint["channel_versions"] = {"c": "1"}
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        stored = saver.put(config, checkpoint, {"step": -1}, {"c": "1"})
+        saver.put_writes(stored, [("c", 2)], "task")
+        conn = saver.conn
+        rows = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
+            " checkpoint, metadata FROM checkpoints"
+        ).fetchall()
+        if len(rows) != 1 or tuple(rows[0][:4]) != ("t", "", checkpoint["id"], None):
+            return f"checkpoints rows are {rows!r}"
+        values = saver.serde.loads_typed((rows[0][4], rows[0][5]))["channel_values"]
+        if values != {"c": [1]}:
+            return "a checkpoint row does not hold its channel values inline"
+        writes = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,"
+            " type, value FROM writes"
+        ).fetchall()
+        if len(writes) != 1 or tuple(writes[0][:7]) != (
+            "t",
+            "",
+            checkpoint["id"],
+            "task",
+            "",
+            0,
+            "c",
+        ):
+            return f"writes rows are {writes!r}"
+        if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
+            return "a writes row does not hold its typed value"
+    return None
+
+
 class SqliteRows(SqlRows):
     """``SqliteSaver``'s tables, through its connection and lock."""
+
+    UPSTREAM_CHECK = TABLES_CHECK
 
     dialect = _DIALECT
     VALUES_BY_VERSION = False  # values are inline in each checkpoint row
@@ -128,6 +186,7 @@ class SqliteRows(SqlRows):
 class AsyncSqliteRows(AsyncSqlRows):
     """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
 
+    UPSTREAM_CHECK = TABLES_CHECK
     dialect = _DIALECT
     VALUES_BY_VERSION = False
 

@@ -86,6 +86,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .. import _upstream
 from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
 from .._modes import (
@@ -252,6 +253,24 @@ class GuardedSaver(SaverLayer):
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
+
+    def stats(self) -> dict[str, Any]:
+        """What this stack is doing: ``{"mode", "cache", "degraded"}``. ``cache`` is the
+        history cache's ``stats()`` (``None`` without one); ``degraded`` maps each
+        failed upstream check of this process (``checkpoint_guard._upstream``) to its
+        reason and what it turned off (empty when every assumption holds)."""
+        cache: Any = None
+        layer: Any = self.inner
+        while isinstance(layer, SaverLayer):
+            cache = layer.__dict__.get("cache")
+            if cache is not None:
+                break
+            layer = layer.inner
+        return {
+            "mode": self._mode.value,
+            "cache": cache.stats() if cache is not None else None,
+            "degraded": _upstream.degraded(),
+        }
 
     # -- shared logic (no I/O) -------------------------------------------------------
 

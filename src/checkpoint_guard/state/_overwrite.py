@@ -30,6 +30,7 @@ from typing import Any
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 
+from .. import _upstream
 from .._forms import _OVERWRITE_KEY, is_overwrite, overwrite_value
 
 __all__ = [
@@ -102,6 +103,23 @@ def _make_fixed(original: Callable[..., bool]) -> Callable[..., bool]:
     return update
 
 
+CHECK = "overwrite-fix"
+
+
+@_upstream.register(
+    CHECK,
+    assumption="BinaryOperatorAggregate.update can be wrapped on the class and its "
+    ".value seeded, so that an Overwrite first write into an empty channel stores the value",
+    turns_off="the Overwrite first-write fix (not installed)",
+)
+def _check() -> str | None:
+    if _probe(_make_fixed(_unpatched_update())):
+        return (
+            "the wrapped BinaryOperatorAggregate.update still mishandles an Overwrite first write"
+        )
+    return None
+
+
 def overwrite_fix_active() -> bool:
     """Whether our fix is currently installed on ``BinaryOperatorAggregate``."""
     return bool(getattr(BinaryOperatorAggregate.update, _MARK, False))
@@ -123,6 +141,11 @@ def apply_overwrite_fix() -> bool:
             return True
         if not probe_overwrite_first_write_bug():
             return False
+    if not _upstream.holds(CHECK):  # outside the lock: a failure logs its warning
+        return False
+    with _lock:
+        if overwrite_fix_active():
+            return True
         original = BinaryOperatorAggregate.update
         _original_update = original
         BinaryOperatorAggregate.update = _make_fixed(original)  # type: ignore[method-assign]

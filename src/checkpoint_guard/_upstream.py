@@ -1,0 +1,268 @@
+"""Every assumption checkpoint-guard makes about LangGraph's internals, checked by behaviour.
+
+The package touches private upstream names and layouts in a few places. Each one is a
+named check here: a callable that *exercises* the assumption (never reads source text)
+and says whether it holds, why not, and what a failure turns off. The checks run once
+per process when a stack opens (``open_checkpointer`` / ``aopen_checkpointer``) and on
+demand with ``checkpoint-guard doctor``; a failed check logs ONE warning, its feature
+turns itself off (never failing open: a maintenance row layout that no longer matches
+refuses with ``MaintenanceError`` rather than guess) and it is listed in the opened
+stack's ``stats()["degraded"]``. This registry is the single source of that list.
+
+Inventory (module -> upstream name -> what breaks if it changes -> check):
+
+* ``_modes``, ``savers/_guard``, ``cache/_base``, ``cache/_codec``, ``testing`` ->
+  ``langgraph.checkpoint.serde.types._DeltaSnapshot`` (a DeltaChannel's periodic
+  snapshot, a seed of the history): the cache's segments start at it, the codec
+  encodes it, the gate sees delta data by it -> ``delta-snapshot`` (turns the history
+  cache off in delta mode; the gate still reads the marker).
+* ``state/_accessor``, ``state/_graphs`` -> ``langgraph._internal._typing.MISSING``
+  (``from_checkpoint(MISSING)`` gives a channel its empty value): state replacement
+  writes and the value maintenance gives a never-written channel -> ``missing-sentinel``
+  (reported; no feature switch yet).
+* ``cache/_codec`` -> ``JsonPlusSerializer._allowed_msgpack_modules`` (the serde's
+  explicit msgpack allowlist): the history cache decodes the classes the saver's serde
+  allows -> ``msgpack-allowlist`` (the cache widens nothing: values of those classes
+  are read from the saver).
+* ``maintenance/_memory`` -> ``InMemorySaver.storage[thread][ns][id] = (checkpoint,
+  metadata, parent)``, ``writes[(thread, ns, id)][(task, idx)] = (task, channel, typed,
+  path)``, ``blobs[(thread, ns, channel, version)] = typed``: maintenance reads and
+  deletes those positions -> ``memory-storage-layout`` (maintenance on InMemorySaver
+  refuses).
+* ``maintenance/_sqlite`` -> tables ``checkpoints`` / ``writes`` and their columns (raw
+  SQL for sizes, copy, delete, orphans) -> ``sqlite-tables`` (maintenance on SQLite
+  refuses).
+* ``maintenance/_postgres`` -> ``PostgresSaver._dump_blobs`` (blob rows of a rewrite),
+  ``_cursor`` (one transaction), tables ``checkpoints`` / ``checkpoint_blobs`` /
+  ``checkpoint_writes`` -> ``postgres-saver`` (maintenance on PostgreSQL refuses).
+* ``_message_ids`` -> ``langgraph.pregel._messages.ensure_message_ids`` called by name
+  from ``langgraph.pregel._loop`` and ``langgraph.pregel.main`` -> ``message-ids``
+  (write-time ids off: id-less messages get derived ids).
+* ``state/_overwrite`` -> ``BinaryOperatorAggregate.update`` / ``.value`` (the
+  Overwrite first-write fix) -> ``overwrite-fix`` (the fix is not installed).
+* ``_server`` -> ``langgraph_api._checkpointer._adapter._CustomCheckpointerAdapter``,
+  its ``_inner`` and ``CheckpointerCapabilities`` -> ``server-adapter`` (delta history
+  under the server is left to the server's walk).
+
+A check function returns ``None`` when the assumption holds, or a reason (a string)
+when it does not; raising counts as a failure with the exception as the reason. A
+check may also raise ``NotApplicable`` (an optional extra not installed): doctor lists
+it as skipped and it is not degraded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = [
+    "Check",
+    "CheckResult",
+    "NotApplicable",
+    "check",
+    "checks",
+    "degraded",
+    "holds",
+    "register",
+    "reset",
+    "result",
+    "run_all",
+]
+
+_logger = logging.getLogger("checkpoint_guard.upstream")
+
+
+class NotApplicable(Exception):
+    """Raised by a check whose subject is not installed (an optional extra)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One assumption: ``run`` exercises it; ``turns_off`` names what a failure disables."""
+
+    name: str
+    assumption: str
+    turns_off: str
+    run: Callable[[], str | None]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check: ``status`` is ``"ok"``, ``"degraded"`` or ``"skipped"``."""
+
+    name: str
+    status: str
+    reason: str
+    assumption: str
+    turns_off: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the feature stays on (``ok`` or ``skipped``)."""
+        return self.status != "degraded"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain mapping (JSON output)."""
+        return asdict(self)
+
+
+_lock = threading.Lock()
+_checks: dict[str, Check] = {}
+_results: dict[str, CheckResult] = {}
+
+
+def register(
+    name: str, *, assumption: str, turns_off: str
+) -> Callable[[Callable[[], str | None]], Callable[[], str | None]]:
+    """Decorator: register ``fn`` as the check ``name`` (the module owning the
+    assumption registers it on import). Re-registering a name replaces it."""
+
+    def decorate(fn: Callable[[], str | None]) -> Callable[[], str | None]:
+        with _lock:
+            _checks[name] = Check(name, assumption, turns_off, fn)
+            _results.pop(name, None)
+        return fn
+
+    return decorate
+
+
+def checks() -> list[Check]:
+    """The registered checks, by name."""
+    with _lock:
+        return [_checks[name] for name in sorted(_checks)]
+
+
+def check(name: str) -> CheckResult:
+    """Run the check ``name`` now (not cached, nothing logged)."""
+    spec = _checks[name]
+    try:
+        reason = spec.run()
+    except NotApplicable as exc:
+        return CheckResult(name, "skipped", str(exc), spec.assumption, spec.turns_off)
+    except Exception as exc:  # any failure of the probe is a failed assumption
+        reason = f"{type(exc).__name__}: {exc}"
+    status = "ok" if reason is None else "degraded"
+    return CheckResult(name, status, reason or "", spec.assumption, spec.turns_off)
+
+
+def result(name: str) -> CheckResult:
+    """The check ``name``'s outcome in this process: run once, then remembered; the
+    first failure logs one warning naming what it turns off."""
+    with _lock:
+        known = _results.get(name)
+    if known is not None:
+        return known
+    outcome = check(name)
+    with _lock:
+        known = _results.setdefault(name, outcome)
+    if known is outcome and not outcome.ok:
+        _logger.warning(
+            "checkpoint-guard: LangGraph no longer behaves as assumed (%s: %s): %s; "
+            "turned off: %s. Run `checkpoint-guard doctor` for every check.",
+            name,
+            outcome.assumption,
+            outcome.reason,
+            outcome.turns_off,
+        )
+    return known
+
+
+def holds(name: str) -> bool:
+    """Whether the feature guarded by check ``name`` stays on (run once per process)."""
+    return result(name).ok
+
+
+def run_all() -> list[CheckResult]:
+    """Every registered check's outcome in this process (each run once)."""
+    return [result(spec.name) for spec in checks()]
+
+
+def degraded() -> dict[str, dict[str, str]]:
+    """The checks that failed so far in this process: name -> reason and what is off."""
+    with _lock:
+        failed = [r for r in _results.values() if not r.ok]
+    return {
+        r.name: {"reason": r.reason, "turns_off": r.turns_off}
+        for r in sorted(failed, key=lambda r: r.name)
+    }
+
+
+def reset(name: str | None = None) -> None:
+    """Forget the remembered outcome of ``name`` (every check when ``None``): tests
+    that simulate an upstream change run the checks again."""
+    with _lock:
+        if name is None:
+            _results.clear()
+        else:
+            _results.pop(name, None)
+
+
+# ---- the checks on names shared by several modules -------------------------------
+
+
+@register(
+    "delta-snapshot",
+    assumption="langgraph.checkpoint.serde.types._DeltaSnapshot(value) is the seed a "
+    "DeltaChannel restores from, holding the list in .value, round-tripped by the serde",
+    turns_off="the history cache in delta mode (reads go to the saver)",
+)
+def _delta_snapshot() -> str | None:
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    channel: Any = DeltaChannel(lambda state, writes: [*(state or []), *writes], list)
+    stored = _DeltaSnapshot([1])
+    if list(stored.value) != [1] or channel.from_checkpoint(stored).get() != [1]:
+        return "a DeltaChannel does not restore its value from _DeltaSnapshot(value)"
+    serde = JsonPlusSerializer()
+    back = serde.loads_typed(serde.dumps_typed(stored))
+    if type(back) is not _DeltaSnapshot or list(back.value) != [1]:
+        return f"the serde returns {type(back).__name__} for a _DeltaSnapshot"
+    return None
+
+
+@register(
+    "missing-sentinel",
+    assumption="langgraph._internal._typing.MISSING given to a channel's from_checkpoint "
+    "makes an empty channel (its type's default when constructible)",
+    turns_off="nothing switchable yet: state edits that replace a reducer channel "
+    "and maintenance's empty value of a never-written channel rely on it (fix before use)",
+)
+def _missing_sentinel() -> str | None:
+    from langgraph._internal._typing import MISSING
+    from langgraph.channels.binop import BinaryOperatorAggregate
+
+    def merge(a: Any, b: Any) -> Any:
+        return b
+
+    empty: Any = BinaryOperatorAggregate(dict | None, merge)  # type: ignore[arg-type]
+    if empty.from_checkpoint(MISSING).is_available():
+        return "a dict | None channel made from MISSING holds a value"
+    listed: Any = BinaryOperatorAggregate(list, merge)
+    made = listed.from_checkpoint(MISSING)
+    if not made.is_available() or made.get() != []:
+        return "a list channel made from MISSING is not []"
+    return None
+
+
+@register(
+    "msgpack-allowlist",
+    assumption="JsonPlusSerializer keeps its explicit msgpack allowlist in "
+    "_allowed_msgpack_modules as (module, name) tuples",
+    turns_off="the serde's allowlist in the history cache (values of those classes are "
+    "read from the saver)",
+)
+def _msgpack_allowlist() -> str | None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer(allowed_msgpack_modules=[("decimal", "Decimal")])
+    allowed = getattr(serde, "_allowed_msgpack_modules", None)
+    if not isinstance(allowed, (set, frozenset)) or ("decimal", "Decimal") not in {
+        tuple(key[:2]) for key in allowed if isinstance(key, tuple)
+    }:
+        return f"_allowed_msgpack_modules is {allowed!r}"
+    return None
