@@ -296,13 +296,22 @@ def test_renamed_msgpack_allowlist_widens_nothing(
     _doctor_reports(capsys, "msgpack-allowlist")
 
 
-def test_changed_missing_sentinel_is_reported(
+def test_changed_missing_sentinel_refuses_state_replacement(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import langgraph._internal._typing as typing_module
+    from langgraph.channels.last_value import LastValue
 
+    from checkpoint_guard import StateUnavailableError
+    from checkpoint_guard.state import replacement_writes
+
+    channels = {"n": LastValue(int)}
+    assert replacement_writes(channels, {"n": 1}, {}, "keep") == {"n": 1}
     monkeypatch.setattr(typing_module, "MISSING", object())  # a new sentinel upstream
+    _upstream.reset()
     _open_degraded(caplog, "missing-sentinel")
+    with pytest.raises(StateUnavailableError, match="missing-sentinel"):
+        replacement_writes(channels, {"n": 1}, {}, "keep")
     _doctor_reports(capsys, "missing-sentinel")

@@ -19,7 +19,7 @@ Inventory (module -> upstream name -> what breaks if it changes -> check):
 * ``state/_accessor``, ``state/_graphs`` -> ``langgraph._internal._typing.MISSING``
   (``from_checkpoint(MISSING)`` gives a channel its empty value): state replacement
   writes and the value maintenance gives a never-written channel -> ``missing-sentinel``
-  (reported; no feature switch yet).
+  (state replacement refused with ``StateUnavailableError``).
 * ``cache/_codec`` -> ``JsonPlusSerializer._allowed_msgpack_modules`` (the serde's
   explicit msgpack allowlist): the history cache decodes the classes the saver's serde
   allows -> ``msgpack-allowlist`` (the cache widens nothing: values of those classes
@@ -229,8 +229,8 @@ def _delta_snapshot() -> str | None:
     "missing-sentinel",
     assumption="langgraph._internal._typing.MISSING given to a channel's from_checkpoint "
     "makes an empty channel (its type's default when constructible)",
-    turns_off="nothing switchable yet: state edits that replace a reducer channel "
-    "and maintenance's empty value of a never-written channel rely on it (fix before use)",
+    turns_off="state replacement (replacement_writes: the state accessor's edits that "
+    "replace channel values; refused with StateUnavailableError)",
 )
 def _missing_sentinel() -> str | None:
     from langgraph._internal._typing import MISSING

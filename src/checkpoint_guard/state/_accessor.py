@@ -23,6 +23,7 @@ from langgraph.checkpoint.base import (
 from langgraph.pregel import Pregel
 from langgraph.types import Overwrite, StateSnapshot
 
+from .. import _upstream
 from .._address import Address, mode_mismatch
 from .._errors import (
     ConfigError,
@@ -165,6 +166,15 @@ def replacement_writes(
     rather than being dropped."""
     if absent not in ("keep", "reset"):
         raise ValueError(f"absent must be 'keep' or 'reset', got {absent!r}")
+    if not _upstream.holds("missing-sentinel"):
+        # Which channels start empty, and their empty values, come from MISSING: a
+        # LangGraph where it no longer means "empty" would get wrong replacements.
+        found = _upstream.result("missing-sentinel")
+        raise StateUnavailableError(
+            "state replacement is off: the installed LangGraph does not match what it "
+            f"assumes (missing-sentinel: {found.reason}); nothing was written. "
+            "Run `checkpoint-guard doctor` for details."
+        )
     unknown = sorted(k for k in values if k not in channels)
     if unknown:
         raise ValueError(
