@@ -315,3 +315,11 @@ def test_changed_missing_sentinel_refuses_state_replacement(
     with pytest.raises(StateUnavailableError, match="missing-sentinel"):
         replacement_writes(channels, {"n": 1}, {}, "keep")
     _doctor_reports(capsys, "missing-sentinel")
+
+
+def test_the_doctor_page_lists_every_check() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "doctor.md").read_text()
+    from checkpoint_guard import _open  # noqa: F401  (imports every module registering a check)
+
+    missing = [spec.name for spec in _upstream.checks() if f"| `{spec.name}` |" not in page]
+    assert not missing, missing
