@@ -102,6 +102,7 @@ def test_doctor_exits_0_on_the_real_install(capsys: pytest.CaptureFixture[str]) 
         "overwrite-fix",
         "postgres-saver",
         "server-adapter",
+        "sqlite-list-like-get-tuple",
         "sqlite-tables",
     } <= names
     assert main(["doctor", "--json"]) == 0
@@ -182,6 +183,35 @@ def test_sqlite_layout_change_refuses_maintenance(
     ):
         maintenance.scan(saver)
     _doctor_reports(capsys, "sqlite-tables")
+
+
+def test_sqlite_list_order_change_turns_the_one_query_listing_off(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from checkpoint_guard.savers import SaverLayer
+    from checkpoint_guard.savers._history import CachedHistorySaver
+
+    original = SqliteSaver.list
+
+    def reordered(self: Any, *args: Any, **kwargs: Any) -> Any:  # writes in another order
+        for tup in original(self, *args, **kwargs):
+            yield tup._replace(pending_writes=list(reversed(tup.pending_writes or [])))
+
+    monkeypatch.setattr(SqliteSaver, "list", reordered)
+    config = {"backend": "sqlite", "url": str(tmp_path / "c.sqlite"), "channel_mode": "delta"}
+    _open_degraded(caplog, "sqlite-list-like-get-tuple", config)
+    with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        layer: Any = saver
+        while not isinstance(layer, CachedHistorySaver):
+            assert isinstance(layer, SaverLayer)
+            layer = layer.inner
+        assert layer._batch is False  # ancestors are read one get_tuple at a time
+    _doctor_reports(capsys, "sqlite-list-like-get-tuple")
 
 
 def test_postgres_blob_rows_change_refuses_maintenance(

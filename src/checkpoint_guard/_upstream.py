@@ -29,9 +29,13 @@ Inventory (module -> upstream name -> what breaks if it changes -> check):
   path)``, ``blobs[(thread, ns, channel, version)] = typed``: maintenance reads and
   deletes those positions -> ``memory-storage-layout`` (maintenance on InMemorySaver
   refuses).
-* ``maintenance/_sqlite`` -> tables ``checkpoints`` / ``writes`` and their columns (raw
-  SQL for sizes, copy, delete, orphans) -> ``sqlite-tables`` (maintenance on SQLite
-  refuses).
+* ``maintenance/_sqlite`` -> ``SqliteSaver.conn`` / ``.lock``, tables ``checkpoints`` /
+  ``writes`` and their columns (raw SQL for sizes, copy, delete, orphans) ->
+  ``sqlite-tables`` (maintenance on SQLite refuses).
+* ``savers/_history`` -> ``SqliteSaver.list(before=..., limit=k)`` returns each
+  checkpoint with ``get_tuple``'s pending writes in ``get_tuple``'s order (one query
+  replaces k ancestor reads) -> ``sqlite-list-like-get-tuple`` (ancestors read one
+  ``get_tuple`` at a time). PostgreSQL's equivalent is not checked (it needs a server).
 * ``maintenance/_postgres`` -> ``PostgresSaver._dump_blobs`` (blob rows of a rewrite),
   ``_cursor`` (one transaction), tables ``checkpoints`` / ``checkpoint_blobs`` /
   ``checkpoint_writes`` -> ``postgres-saver`` (maintenance on PostgreSQL refuses).

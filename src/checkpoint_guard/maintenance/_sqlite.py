@@ -103,9 +103,10 @@ TABLES_CHECK = "sqlite-tables"
 
 @_upstream.register(
     TABLES_CHECK,
-    assumption="SqliteSaver stores checkpoints(thread_id, checkpoint_ns, checkpoint_id, "
-    "parent_checkpoint_id, type, checkpoint, metadata) and writes(thread_id, checkpoint_ns, "
-    "checkpoint_id, task_id, task_path, idx, channel, type, value), values inline",
+    assumption="SqliteSaver (with .conn and .lock) stores checkpoints(thread_id, "
+    "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata) and "
+    "writes(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+    "type, value), values inline",
     turns_off="maintenance on SqliteSaver / AsyncSqliteSaver (refused with MaintenanceError)",
 )
 def check_tables() -> str | None:
@@ -124,7 +125,8 @@ def check_tables() -> str | None:
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         stored = saver.put(config, checkpoint, {"step": -1}, {"c": "1"})
         saver.put_writes(stored, [("c", 2)], "task")
-        conn = saver.conn
+        with saver.lock:  # the saver's own lock, which maintenance takes too
+            conn = saver.conn
         rows = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
             " checkpoint, metadata FROM checkpoints"

@@ -83,6 +83,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from .. import _upstream
 from .._address import Address, canonical, canonical_thread_id
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
@@ -113,18 +114,61 @@ def _answer(value: Any) -> Mapping[str, DeltaChannelHistory]:
     return cast(Mapping[str, DeltaChannelHistory], value)
 
 
+LIST_CHECK = "sqlite-list-like-get-tuple"
+
+
+@_upstream.register(
+    LIST_CHECK,
+    assumption="SqliteSaver.list(config, before=..., limit=k) yields each checkpoint with "
+    "the same pending writes, in the same order, as get_tuple (parallel tasks included)",
+    turns_off="the one-query ancestor listing on SQLite (ancestors are read one get_tuple "
+    "at a time)",
+)
+def check_sqlite_list() -> str | None:
+    """Store a parent and a child with writes of two tasks on a throwaway in-memory
+    ``SqliteSaver``; ``list(before=child)`` must return the parent as ``get_tuple`` does."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError as exc:
+        raise _upstream.NotApplicable("langgraph-checkpoint-sqlite is not installed") from exc
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        parent = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        for task, value in (("b", 2), ("a", 1)):
+            saver.put_writes(parent, [("c", value), ("d", value)], task)
+        child = saver.put(parent, empty_checkpoint(), {"step": 1}, {})
+        listed = list(saver.list(config, before=child, limit=1))
+        read = saver.get_tuple(parent)
+        if len(listed) != 1 or read is None:
+            return f"list(before=child, limit=1) gave {len(listed)} checkpoints"
+        if (
+            listed[0].config["configurable"]["checkpoint_id"]
+            != read.config["configurable"]["checkpoint_id"]
+        ):
+            return "list(before=child) does not start at the parent"
+        if list(listed[0].pending_writes or []) != list(read.pending_writes or []):
+            return "list and get_tuple return different pending writes or orders"
+    return None
+
+
 def _lists_like_get_tuple(saver: BaseCheckpointSaver[Any]) -> bool:
     """Whether ``saver`` lists checkpoints in one query with the same pending
-    writes, in the same order, as ``get_tuple`` returns them (checked by reading
-    the savers' code: SQLite and PostgreSQL share their row loading between the
-    two). For these, one ``list(before=..., limit=k)`` replaces ``k`` reads of
-    ancestors; other savers (``InMemorySaver`` lists in time linear in the
-    thread) are read one ``get_tuple`` at a time."""
+    writes, in the same order, as ``get_tuple`` returns them (SQLite: checked by
+    behaviour once per process, ``LIST_CHECK``; PostgreSQL: by reading its code,
+    the two share their row loading). For these, one ``list(before=..., limit=k)``
+    replaces ``k`` reads of ancestors; other savers (``InMemorySaver`` lists in
+    time linear in the thread) are read one ``get_tuple`` at a time."""
     known: list[type] = []
     with contextlib.suppress(ImportError):
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+        if type(unwrap(saver)) in (SqliteSaver, AsyncSqliteSaver) and not _upstream.holds(
+            LIST_CHECK
+        ):
+            return False
         known += [SqliteSaver, AsyncSqliteSaver]
     with contextlib.suppress(ImportError):
         from langgraph.checkpoint.postgres import PostgresSaver
