@@ -275,14 +275,11 @@ def test_changed_binop_update_leaves_the_overwrite_fix_uninstalled(
             apply_overwrite_fix()
 
 
-def test_server_adapter_without_inner_is_not_patched(
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _adapter_without_inner(monkeypatch: pytest.MonkeyPatch) -> type:
+    """Load a server adapter module whose adapter keeps the saver under another name."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    class Adapter(BaseCheckpointSaver[Any]):  # keeps the saver under another name
+    class Adapter(BaseCheckpointSaver[Any]):
         def __init__(self, inner: Any, capabilities: Any) -> None:
             self._wrapped = inner
             super().__init__(serde=inner.serde)
@@ -297,12 +294,37 @@ def test_server_adapter_without_inner_is_not_patched(
     module.CheckpointerCapabilities = Capabilities  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, server.ADAPTER_MODULE, module)
     monkeypatch.setattr(server, "_logged", set())
-    _open_degraded(caplog, "server-adapter")
+    return Adapter
+
+
+def test_server_adapter_without_inner_is_not_patched(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import asyncio
 
+    adapter = _adapter_without_inner(monkeypatch)
+    _open_degraded(caplog, "server-adapter")
     assert asyncio.run(server.forward_delta_history()) == "probe-failed"
-    assert "aget_delta_channel_history" not in Adapter.__dict__  # nothing installed
+    assert "aget_delta_channel_history" not in adapter.__dict__  # nothing installed
     _doctor_reports(capsys, "server-adapter")
+
+
+async def test_the_checks_run_inside_an_event_loop_at_aopen(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server opens its stack with aopen_checkpointer, inside its loop: the adapter
+    # probe (a coroutine) must run without touching that loop.
+    from checkpoint_guard import aopen_checkpointer
+
+    adapter = _adapter_without_inner(monkeypatch)
+    caplog.set_level(logging.WARNING, logger=UPSTREAM_LOGGER)
+    async with aopen_checkpointer(DELTA, freeze=ModeFreeze()) as saver:
+        assert "server-adapter" in saver.stats()["degraded"]
+    assert await server.forward_delta_history() == "probe-failed"
+    assert "aget_delta_channel_history" not in adapter.__dict__
+    assert len(_warnings(caplog, "server-adapter")) == 1
 
 
 def test_renamed_msgpack_allowlist_widens_nothing(
@@ -353,3 +375,33 @@ def test_the_doctor_page_lists_every_check() -> None:
 
     missing = [spec.name for spec in _upstream.checks() if f"| `{spec.name}` |" not in page]
     assert not missing, missing
+
+
+@pytest.mark.server
+def test_doctor_checks_the_real_server_adapter() -> None:
+    """Where langgraph-api loads (the environment ``langgraph dev`` sets), the adapter
+    check runs against the real ``_CustomCheckpointerAdapter`` and holds."""
+    import importlib.util
+    import os
+    import subprocess
+
+    if importlib.util.find_spec("langgraph_api") is None:
+        pytest.skip("langgraph-api is not installed (the `server` extra)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    env.update(
+        DATABASE_URI=":memory:",
+        REDIS_URI="fake",
+        MIGRATIONS_PATH="__inmem",
+        LANGGRAPH_RUNTIME_EDITION="inmem",
+        LANGGRAPH_DISABLE_FILE_PERSISTENCE="true",
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "checkpoint_guard", "doctor", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    statuses = {c["name"]: c["status"] for c in json.loads(ran.stdout)["checks"]}
+    assert statuses["server-adapter"] == "ok", statuses
