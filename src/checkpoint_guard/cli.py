@@ -459,7 +459,8 @@ def _doctor(args: argparse.Namespace) -> int:
             importlib.import_module(ADAPTER_MODULE)
         except Exception as exc:  # its configuration is missing: the check says skipped
             print(
-                f"checkpoint-guard: LangGraph server adapter not loaded: {_why(exc)}",
+                "checkpoint-guard doctor: langgraph-api does not load outside the server here "
+                f"({_why(exc)}); run doctor with the server's environment to check its adapter",
                 file=sys.stderr,
             )
     results = [_upstream.check(spec.name) for spec in _upstream.checks()]
