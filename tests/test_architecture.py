@@ -23,6 +23,7 @@ RANKS: dict[str, int] = {
     "_address": 0,
     "_modes": 0,
     "_schema": 0,
+    "_telemetry": 0,
     "cache": 1,
     "_config": 2,
     "savers": 3,

@@ -45,6 +45,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .. import _telemetry
 from .._address import Address, mode_mismatch, thread_config
 from .._errors import CheckpointModeMismatchError, ConfigError
 from .._modes import (
@@ -151,6 +152,7 @@ def _check_address(config: RunnableConfig) -> None:
 
 def _schema_refusal(detail: str) -> ConfigError:
     """A delta-mode write of a graph compiled without the delta schema."""
+    _telemetry.gate_refusal("schema")
     return ConfigError(
         "channel_mode",
         "delta",

@@ -67,6 +67,7 @@ import asyncio
 import builtins
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -83,6 +84,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from .. import _telemetry
 from .._address import Address
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
@@ -272,6 +274,8 @@ class CachedHistorySaver(SaverLayer):
         self.max_walk = max_walk
         self._memory = _Memory()
         self._batch = _lists_like_get_tuple(inner)
+        self._tier: str = getattr(cache, "tier", "other")
+        self._backend = _telemetry.backend_of(unwrap(inner))
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -475,11 +479,52 @@ class CachedHistorySaver(SaverLayer):
             self.cache.count_error(method, exc)
             return _FAILED
 
+    def _outcome(
+        self,
+        started: float,
+        result: Mapping[str, DeltaChannelHistory],
+        whole: bool,
+        failed: bool,
+        current: Any,
+    ) -> None:
+        """Count one answered request (``stats()`` and the instruments): ``hit``
+        when the cache answered (after extending it by the ancestors it lacked),
+        ``miss`` when the saver's own history read did, ``error`` when a cache
+        failure made it."""
+        seconds = time.perf_counter() - started
+        outcome = ("error" if failed else "miss") if whole else "hit"
+        writes = sum(len(entry["writes"]) for entry in result.values())
+        self.cache.count_request(outcome, seconds, writes)
+        if current is not None:
+            current.set_attribute("checkpoint_guard.result", outcome)
+            current.set_attribute("checkpoint_guard.writes", writes)
+
+    def _span_attributes(self, channels: Sequence[str]) -> dict[str, Any]:
+        # Fixed sets and counts only: no thread or checkpoint id, no content.
+        return {
+            "checkpoint_guard.cache": self._tier,
+            "checkpoint_guard.backend": self._backend,
+            "checkpoint_guard.mode": "delta",
+            "checkpoint_guard.channels": len(channels),
+        }
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
+                return self._history(config, channels, sp)
+        return self._history(config, channels, None)
+
+    def _history(
+        self, config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Mapping[str, DeltaChannelHistory]:
+        started = time.perf_counter()
         plan = self._plan(config, channels)
         answer: Any = None
+        whole = failed = False
         try:
             while True:
                 request = plan.send(answer)
@@ -488,19 +533,35 @@ class CachedHistorySaver(SaverLayer):
                 elif request[0] == _LIST:
                     answer = list(self.inner.list(request[1], before=request[2], limit=request[3]))
                 elif request[0] == _INNER:
+                    whole = True
                     answer = self.inner.get_delta_channel_history(
                         config=request[1], channels=request[2]
                     )
                 else:
                     answer = self._cache_call(request[1], request[2])
+                    failed = failed or answer is _FAILED
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            result: Mapping[str, DeltaChannelHistory] = done.value
+        self._outcome(started, result, whole, failed, current)
+        return result
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
+                return await self._ahistory(config, channels, sp)
+        return await self._ahistory(config, channels, None)
+
+    async def _ahistory(
+        self, config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Mapping[str, DeltaChannelHistory]:
+        started = time.perf_counter()
         plan = self._plan(config, channels)
         answer: Any = None
+        whole = failed = False
         try:
             while True:
                 request = plan.send(answer)
@@ -514,13 +575,17 @@ class CachedHistorySaver(SaverLayer):
                         )
                     ]
                 elif request[0] == _INNER:
+                    whole = True
                     answer = await self.inner.aget_delta_channel_history(
                         config=request[1], channels=request[2]
                     )
                 else:
                     answer = await self._acache_call(request[1], request[2])
+                    failed = failed or answer is _FAILED
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            result: Mapping[str, DeltaChannelHistory] = done.value
+        self._outcome(started, result, whole, failed, current)
+        return result
 
     # -- observed reads and writes ---------------------------------------------------------
 

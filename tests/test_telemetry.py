@@ -1,0 +1,274 @@
+"""OpenTelemetry metrics and spans, read back with the SDK's in-memory reader and
+span exporter: every instrument appears with its attributes after real graph
+turns (memory and Redis caches), the counters equal ``stats()``, refusals and
+invalidations are counted when they happen, and spans carry no thread id or
+message content. (Without ``opentelemetry`` installed the package is checked by
+the ``wheel`` nox session, in a fresh venv.)"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from checkpoint_guard import CheckpointModeMismatchError, GuardedSaver, _telemetry, wrap
+from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
+from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.stores import Store
+
+NAMES = (
+    _telemetry.HISTORY_REQUESTS,
+    _telemetry.HISTORY_DURATION,
+    _telemetry.HISTORY_WRITES,
+    _telemetry.GATE_REFUSALS,
+    _telemetry.CACHE_INVALIDATIONS,
+    _telemetry.CACHE_ERRORS,
+)
+
+_READER = InMemoryMetricReader()
+_SPANS = InMemorySpanExporter()
+
+
+def _install() -> None:
+    # The global providers can be set once per process; the instruments
+    # _telemetry created at import (API proxies) forward to them from then on.
+    if not isinstance(metrics.get_meter_provider(), MeterProvider):
+        metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_SPANS))
+        trace.set_tracer_provider(provider)
+
+
+_install()
+
+
+class Points:
+    """The metrics recorded so far, as {name: {attributes: value}} (counters:
+    the sum, histograms: (count, sum)), cumulative since the provider was set."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[frozenset[tuple[str, Any]], Any]] = defaultdict(dict)
+        self.units: dict[str, str] = {}
+        collected = _READER.get_metrics_data()
+        for resource in collected.resource_metrics if collected else ():
+            for scope in resource.scope_metrics:
+                if scope.scope.name != "checkpoint_guard":
+                    continue
+                for metric in scope.metrics:
+                    self.units[metric.name] = metric.unit or ""
+                    for point in metric.data.data_points:
+                        key = frozenset(point.attributes.items())
+                        value = getattr(point, "value", None)
+                        if value is None:
+                            value = (point.count, point.sum)
+                        self.data[metric.name][key] = value
+
+    def total(self, name: str, **attrs: str) -> float:
+        """A counter's sum (a histogram's count) over the points matching ``attrs``."""
+        out: float = 0
+        for key, value in self.data.get(name, {}).items():
+            if set(attrs.items()) <= set(key):
+                out += value[0] if isinstance(value, tuple) else value
+        return out
+
+    def hist_sum(self, name: str, **attrs: str) -> float:
+        return sum(
+            value[1]
+            for key, value in self.data.get(name, {}).items()
+            if set(attrs.items()) <= set(key)
+        )
+
+    def attribute_sets(self, name: str) -> list[dict[str, Any]]:
+        return [dict(key) for key in self.data.get(name, {})]
+
+
+def delta(before: Points, after: Points, name: str, **attrs: str) -> float:
+    return after.total(name, **attrs) - before.total(name, **attrs)
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    _SPANS.clear()
+    yield _SPANS
+    _SPANS.clear()
+
+
+def _assert_counts_equal_stats(
+    before: Points, after: Points, tier: str, stats0: dict[str, int], stats1: dict[str, int]
+) -> None:
+    for result in ("hit", "miss", "error"):
+        key = f"requests_{result}"
+        assert delta(before, after, _telemetry.HISTORY_REQUESTS, cache=tier, result=result) == (
+            stats1[key] - stats0[key]
+        ), (result, stats1)
+    requests = sum(stats1[f"requests_{r}"] - stats0[f"requests_{r}"] for r in ("hit", "miss"))
+    requests += stats1["requests_error"] - stats0["requests_error"]
+    # every request is timed and its writes measured once
+    assert delta(before, after, _telemetry.HISTORY_DURATION, cache=tier) == requests
+    assert delta(before, after, _telemetry.HISTORY_WRITES, cache=tier) == requests
+    assert delta(before, after, _telemetry.CACHE_INVALIDATIONS, cache=tier) == (
+        stats1["invalidations"] - stats0["invalidations"]
+    )
+    assert delta(before, after, _telemetry.CACHE_ERRORS, cache=tier) == (
+        stats1["errors"] - stats0["errors"]
+    )
+
+
+def _chat(driver_graph: Any, thread: str, turns: int) -> None:
+    for i in range(turns):
+        driver_graph.invoke(human(i), cfg(thread))
+
+
+def test_instruments_after_turns_on_a_memory_cache() -> None:
+    cache = MemoryHistoryCache()
+    graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+    stats0, before = cache.stats(), Points()
+    _chat(graph, f"t-{uuid.uuid4().hex}", 6)
+    stats1, after = cache.stats(), Points()
+    assert stats1["requests_hit"] - stats0["requests_hit"] >= 4, stats1
+    assert delta(before, after, _telemetry.HISTORY_REQUESTS, cache="memory", result="hit") >= 4
+    _assert_counts_equal_stats(before, after, "memory", stats0, stats1)
+    # the writes histogram holds what the reads returned: a growing conversation
+    assert after.hist_sum(_telemetry.HISTORY_WRITES, cache="memory") > before.hist_sum(
+        _telemetry.HISTORY_WRITES, cache="memory"
+    )
+    assert after.units[_telemetry.HISTORY_DURATION] == "s"
+    for attrs in after.attribute_sets(_telemetry.HISTORY_REQUESTS):
+        assert set(attrs) == {"cache", "result"}, attrs
+        assert attrs["cache"] in {"memory", "redis", "none"}
+        assert attrs["result"] in {"hit", "miss", "error"}
+
+
+def test_a_cold_cache_counts_a_miss_and_stats_agree() -> None:
+    raw = InMemorySaver()
+    warm = chat_graph(wrap(raw, mode="delta", cache=MemoryHistoryCache()), "delta", 1000)
+    thread = f"t-{uuid.uuid4().hex}"
+    _chat(warm, thread, 4)
+    cold_cache = MemoryHistoryCache()
+    cold = wrap(raw, mode="delta", cache=cold_cache)
+    stats0, before = cold_cache.stats(), Points()
+    state = chat_graph(cold, "delta", 1000).get_state(cfg(thread))
+    assert len(state.values["messages"]) == 8
+    stats1, after = cold_cache.stats(), Points()
+    assert stats1["requests_miss"] - stats0["requests_miss"] == 1, stats1
+    assert delta(before, after, _telemetry.HISTORY_REQUESTS, cache="memory", result="miss") == 1
+    _assert_counts_equal_stats(before, after, "memory", stats0, stats1)
+
+
+@pytest.mark.redis
+async def test_instruments_after_turns_on_a_redis_cache(redis_prefix: tuple[str, str]) -> None:
+    url, prefix = redis_prefix
+    cache = RedisHistoryCache(url, key_prefix=prefix)
+    try:
+        graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+        stats0, before = cache.stats(), Points()
+        thread = f"t-{uuid.uuid4().hex}"
+        for i in range(6):
+            await graph.ainvoke(human(i), cfg(thread))
+        stats1, after = cache.stats(), Points()
+        assert stats1["requests_hit"] - stats0["requests_hit"] >= 4, stats1
+        _assert_counts_equal_stats(before, after, "redis", stats0, stats1)
+    finally:
+        await cache.aclose()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_redis_counts_errors_and_error_requests() -> None:
+    # A real fault: nothing listens on the port. Reads fall back to the saver.
+    cache = RedisHistoryCache(
+        f"redis://127.0.0.1:{_closed_port()}/0", key_prefix="cgtel", timeout_seconds=0.2
+    )
+    try:
+        graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+        stats0, before = cache.stats(), Points()
+        _chat(graph, f"t-{uuid.uuid4().hex}", 3)
+        stats1, after = cache.stats(), Points()
+        assert stats1["requests_error"] - stats0["requests_error"] >= 2, stats1
+        assert stats1["errors"] > stats0["errors"]
+        _assert_counts_equal_stats(before, after, "redis", stats0, stats1)
+        operations = {a["operation"] for a in after.attribute_sets(_telemetry.CACHE_ERRORS)}
+        assert operations <= _telemetry.CACHE_OPERATIONS | {"other"}
+        assert "begin" in operations or "fence" in operations, operations
+    finally:
+        cache.close()
+
+
+async def test_invalidations_are_counted_when_they_happen(store: Store) -> None:
+    drv = Driver(store.is_async)
+    cache = MemoryHistoryCache()
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=cache)
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        thread = f"inv-{uuid.uuid4().hex[:8]}"
+        await run_turns(drv, graph, thread, range(4))
+        stats0, before = cache.stats(), Points()
+        assert stats0["invalidations"] == 0
+        items = await drv.list(raw, cfg(thread))
+        middle = items[len(items) // 2]
+        await drv.put_writes(
+            saver, middle.config, [("messages", [HumanMessage("late", id="late")])], "late"
+        )
+        stats1, after = cache.stats(), Points()
+        assert stats1["invalidations"] == 1
+        assert delta(before, after, _telemetry.CACHE_INVALIDATIONS, cache="memory") == 1
+        _assert_counts_equal_stats(before, after, "memory", stats0, stats1)
+
+
+def test_gate_refusals_are_counted_with_their_operation() -> None:
+    raw = InMemorySaver()
+    thread = f"g-{uuid.uuid4().hex[:8]}"
+    _chat(chat_graph(GuardedSaver(raw, mode="delta"), "delta", 3), thread, 2)
+    full = chat_graph(GuardedSaver(raw, mode="full"), "full")
+    before = Points()
+    with pytest.raises(CheckpointModeMismatchError):
+        full.get_state(cfg(thread))
+    with pytest.raises(CheckpointModeMismatchError):
+        full.invoke(human(9), cfg(thread))
+    after = Points()
+    assert delta(before, after, _telemetry.GATE_REFUSALS, operation="read") >= 2
+    for attrs in after.attribute_sets(_telemetry.GATE_REFUSALS):
+        assert set(attrs) == {"operation"}
+        assert attrs["operation"] in _telemetry.GATE_OPERATIONS | {"other"}
+
+
+def test_history_spans_carry_no_thread_id_or_content(spans: InMemorySpanExporter) -> None:
+    secret_thread = f"user-4711-{uuid.uuid4().hex}"
+    secret_text = "my card number is 4111 1111 1111 1111"
+    cache = MemoryHistoryCache()
+    graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+    for i in range(3):
+        graph.invoke(
+            {"messages": [HumanMessage(f"{secret_text} #{i}", id=f"h-{i}")]}, cfg(secret_thread)
+        )
+    finished = [s for s in spans.get_finished_spans() if s.name.startswith("checkpoint_guard")]
+    history = [s for s in finished if s.name == "checkpoint_guard.history"]
+    assert len(history) >= 2
+    for span in history:
+        attrs = dict(span.attributes or {})
+        assert attrs["checkpoint_guard.cache"] == "memory"
+        assert attrs["checkpoint_guard.backend"] == "memory"
+        assert attrs["checkpoint_guard.mode"] == "delta"
+        assert attrs["checkpoint_guard.result"] in {"hit", "miss", "error"}
+        assert isinstance(attrs["checkpoint_guard.writes"], int)
+    for span in finished:
+        text = repr(dict(span.attributes or {})) + span.name
+        text += "".join(repr(dict(e.attributes or {})) + e.name for e in span.events)
+        assert secret_thread not in text and "4111" not in text and "user-4711" not in text
