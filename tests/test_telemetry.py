@@ -185,6 +185,22 @@ async def test_instruments_after_turns_on_a_redis_cache(redis_prefix: tuple[str,
         await cache.aclose()
 
 
+async def test_without_a_cache_requests_count_as_none(store: Store) -> None:
+    drv = Driver(store.is_async)
+    async with store.open() as raw:
+        graph = chat_graph(wrap(raw, mode="delta"), "delta", snapshot_frequency=1000)
+        before = Points()
+        await run_turns(drv, graph, f"n-{uuid.uuid4().hex[:8]}", range(3))
+        after = Points()
+        misses = delta(before, after, _telemetry.HISTORY_REQUESTS, cache="none", result="miss")
+        assert misses >= 2
+        assert delta(before, after, _telemetry.HISTORY_REQUESTS, cache="none") == misses
+        assert delta(before, after, _telemetry.HISTORY_DURATION, cache="none") == misses
+        assert after.hist_sum(_telemetry.HISTORY_WRITES, cache="none") > before.hist_sum(
+            _telemetry.HISTORY_WRITES, cache="none"
+        )
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -272,3 +288,42 @@ def test_history_spans_carry_no_thread_id_or_content(spans: InMemorySpanExporter
         text = repr(dict(span.attributes or {})) + span.name
         text += "".join(repr(dict(e.attributes or {})) + e.name for e in span.events)
         assert secret_thread not in text and "4111" not in text and "user-4711" not in text
+
+
+_WITHOUT_OTEL = """
+import sys
+sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+from langgraph.checkpoint.memory import InMemorySaver
+from checkpoint_guard import _telemetry, wrap
+from checkpoint_guard.cache import MemoryHistoryCache
+from tests.support.helpers import cfg, chat_graph, human
+assert not _telemetry.available()
+cache = MemoryHistoryCache()
+graph = chat_graph(wrap(InMemorySaver(), mode="delta", cache=cache), "delta", 1000)
+for i in range(4):
+    graph.invoke(human(i), cfg("t"))
+assert len(graph.get_state(cfg("t")).values["messages"]) == 8
+stats = cache.stats()
+assert stats["requests_hit"] + stats["requests_miss"] >= 4, stats
+assert not any(name.startswith("opentelemetry") for name in sys.modules if sys.modules[name])
+print("ok")
+"""
+
+
+def test_the_package_works_unchanged_without_opentelemetry() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_OTEL],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # nothing printed: no warning that telemetry is off
+    assert done.stdout == "ok\n" and done.stderr == "", (done.stdout, done.stderr)

@@ -91,7 +91,7 @@ from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
 from ._layer import SaverLayer, unwrap
 
-__all__ = ["CachedHistorySaver"]
+__all__ = ["CachedHistorySaver", "MeasuredHistorySaver"]
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
@@ -924,3 +924,59 @@ class CachedHistorySaver(SaverLayer):
             await super().adelete_for_runs(run_ids)
         finally:
             await self._aunseal(threads, writer)
+
+
+class MeasuredHistorySaver(SaverLayer):
+    """Delta mode without a history cache: ``get_delta_channel_history`` is the
+    inner saver's, unchanged, and each request is recorded on the telemetry
+    instruments as ``cache="none"``, ``result="miss"`` (the saver's own read),
+    with a span when an SDK tracer is configured. ``wrap`` puts it where the
+    cache layer would be; it holds no state."""
+
+    def _attributes(self, channels: Sequence[str]) -> dict[str, Any]:
+        return {
+            "checkpoint_guard.cache": "none",
+            "checkpoint_guard.backend": _telemetry.backend_of(unwrap(self.inner)),
+            "checkpoint_guard.mode": "delta",
+            "checkpoint_guard.channels": len(channels),
+        }
+
+    @staticmethod
+    def _record(started: float, result: Mapping[str, DeltaChannelHistory], current: Any) -> None:
+        writes = sum(len(entry["writes"]) for entry in result.values())
+        _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
+        if current is not None:
+            current.set_attribute("checkpoint_guard.result", "miss")
+            current.set_attribute("checkpoint_guard.writes", writes)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return self.inner.get_delta_channel_history(config=config, channels=channels)
+        started = time.perf_counter()
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
+                result = self.inner.get_delta_channel_history(config=config, channels=channels)
+                self._record(started, result, sp)
+                return result
+        result = self.inner.get_delta_channel_history(config=config, channels=channels)
+        self._record(started, result, None)
+        return result
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        started = time.perf_counter()
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
+                result = await self.inner.aget_delta_channel_history(
+                    config=config, channels=channels
+                )
+                self._record(started, result, sp)
+                return result
+        result = await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        self._record(started, result, None)
+        return result

@@ -9,10 +9,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .._config import CheckpointerConfig
-from .._modes import ChannelMode
+from .._modes import ChannelMode, parse_mode
 from ..cache import MemoryHistoryCache, RedisHistoryCache
 from ._guard import GuardedSaver
-from ._history import CachedHistorySaver
+from ._history import CachedHistorySaver, MeasuredHistorySaver
 
 __all__ = ["make_cache", "wrap"]
 
@@ -21,9 +21,13 @@ def wrap(
     inner: BaseCheckpointSaver[Any], *, mode: Any, cache: Any = None
 ) -> BaseCheckpointSaver[Any]:
     """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
-    cache), mode=mode)``, without the cache layer when ``cache`` is ``None``."""
+    cache), mode=mode)``; when ``cache`` is ``None``, in delta mode a
+    ``MeasuredHistorySaver`` (history requests counted as ``cache="none"``) takes
+    the cache layer's place, in full mode nothing does."""
     if cache is not None:
         inner = CachedHistorySaver(inner, cache)
+    elif parse_mode(mode) is ChannelMode.DELTA:
+        inner = MeasuredHistorySaver(inner)
     return GuardedSaver(inner, mode=mode)
 
 
