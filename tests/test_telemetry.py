@@ -327,3 +327,47 @@ def test_the_package_works_unchanged_without_opentelemetry() -> None:
     assert done.returncode == 0, done.stderr
     # nothing printed: no warning that telemetry is off
     assert done.stdout == "ok\n" and done.stderr == "", (done.stdout, done.stderr)
+
+
+async def test_maintenance_spans_and_counts(store: Store, spans: InMemorySpanExporter) -> None:
+    from checkpoint_guard import maintenance
+
+    drv = Driver(store.is_async)
+    secret = f"user-4711-{uuid.uuid4().hex}"
+    async with store.open() as raw:
+        saver = wrap(raw, mode="delta", cache=MemoryHistoryCache())
+        graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+        await run_turns(drv, graph, secret, range(3))
+        await run_turns(drv, graph, secret + "-copy", range(1))
+        before = Points()
+        if store.is_async:
+            await maintenance.aprune(saver, [secret])
+            with pytest.raises(maintenance.MaintenanceError):
+                await maintenance.acopy_thread(saver, secret, secret + "-copy")
+        else:
+            maintenance.prune(saver, [secret])
+            with pytest.raises(maintenance.MaintenanceError):
+                maintenance.copy_thread(saver, secret, secret + "-copy")
+        after = Points()
+    name = _telemetry.MAINTENANCE_OPERATIONS
+    assert delta(before, after, name, operation="prune", outcome="ok") == 1
+    assert delta(before, after, name, operation="copy_thread", outcome="error") == 1
+    ours = [s for s in spans.get_finished_spans() if s.name == "checkpoint_guard.maintenance"]
+    assert [dict(s.attributes or {})["checkpoint_guard.operation"] for s in ours] == [
+        "prune",
+        "copy_thread",
+    ]
+    prune_attrs = dict(ours[0].attributes or {})
+    backends = {"aiosqlite": "sqlite", "apostgres": "postgres"}
+    assert prune_attrs["checkpoint_guard.backend"] == backends.get(store.kind, store.kind)
+    assert prune_attrs["checkpoint_guard.mode"] == "delta"
+    assert prune_attrs["checkpoint_guard.cache"] == "memory"
+    assert prune_attrs["checkpoint_guard.threads"] == 1
+    # the refusal is recorded on its span by type only (its message names threads)
+    assert not ours[1].status.is_ok
+    assert dict(ours[1].attributes or {})["error.type"] == "MaintenanceError"
+    for span in spans.get_finished_spans():
+        text = repr(dict(span.attributes or {})) + "".join(
+            repr(dict(e.attributes or {})) for e in span.events
+        )
+        assert "user-4711" not in text, text

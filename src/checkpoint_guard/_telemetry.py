@@ -234,14 +234,27 @@ def tracing() -> bool:
 
 @contextmanager
 def span(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
-    """A current span named ``name`` (an exception raised inside is recorded on
-    it), or ``None`` when no SDK tracer provider is configured. Callers pass only
-    attributes from fixed sets; ``set_attribute`` on the yielded span likewise."""
+    """A current span named ``name``, or ``None`` when no SDK tracer provider is
+    configured. Callers pass only attributes from fixed sets; ``set_attribute`` on
+    the yielded span likewise. An exception raised inside marks the span as an
+    error with its type only (``error.type``): exception messages name threads
+    and checkpoints, so they are not recorded."""
     if not tracing():
         yield None
         return
-    with _tracer.start_as_current_span(name, attributes=dict(attributes)) as current:
-        yield current
+    with _tracer.start_as_current_span(
+        name,
+        attributes=dict(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            kind = type(exc).__name__
+            current.set_attribute("error.type", kind)
+            current.set_status(_trace.Status(_trace.StatusCode.ERROR, kind))
+            raise
 
 
 _BACKENDS = {
