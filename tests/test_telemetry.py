@@ -371,3 +371,17 @@ async def test_maintenance_spans_and_counts(store: Store, spans: InMemorySpanExp
             repr(dict(e.attributes or {})) for e in span.events
         )
         assert "user-4711" not in text, text
+
+
+def test_degraded_features_are_reported_on_a_gauge() -> None:
+    from checkpoint_guard import _server
+
+    points = Points().data[_telemetry.DEGRADED]
+    assert points[frozenset({("feature", "server_adapter")})] == 0
+    previous = _server._status
+    _server._status = _server.ServerAdapterStatus.PROBE_FAILED  # what a failed probe leaves
+    try:
+        points = Points().data[_telemetry.DEGRADED]
+        assert points[frozenset({("feature", "server_adapter")})] == 1
+    finally:
+        _server._status = previous

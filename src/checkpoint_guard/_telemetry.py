@@ -20,7 +20,8 @@ The counters are recorded by the same calls that count ``stats()``
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "HISTORY_DURATION",
     "HISTORY_REQUESTS",
     "HISTORY_WRITES",
+    "DEGRADED",
     "MAINTENANCE_OPERATIONS",
     "available",
     "backend_of",
@@ -47,6 +49,7 @@ __all__ = [
     "cache_invalidation",
     "gate_refusal",
     "history_request",
+    "register_degraded",
     "span",
     "tracing",
 ]
@@ -59,6 +62,7 @@ CACHE_INVALIDATIONS = "checkpoint_guard.cache.invalidations"
 CACHE_ERRORS = "checkpoint_guard.cache.errors"
 CACHE_EVICTIONS = "checkpoint_guard.cache.evictions"
 MAINTENANCE_OPERATIONS = "checkpoint_guard.maintenance.operations"
+DEGRADED = "checkpoint_guard.degraded"
 
 # The fixed sets attribute values are drawn from; anything else is "other".
 CACHE_TIERS = frozenset(("memory", "redis", "none"))
@@ -164,6 +168,13 @@ if _metrics is not None:
         unit="{operation}",
         description="Maintenance operations run, by operation and outcome",
     )
+    _meter.create_observable_gauge(
+        DEGRADED,
+        callbacks=[lambda options: _observe_degraded()],
+        unit="1",
+        description="1 while a feature is turned off because an assumption about "
+        "LangGraph's internals failed (attribute feature), else 0",
+    )
     _tracer: Any = _trace.get_tracer("checkpoint_guard")
     _SILENT_TRACERS: tuple[type, ...] = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
 else:  # pragma: no cover - exercised by the wheel session's fresh venv
@@ -171,6 +182,33 @@ else:  # pragma: no cover - exercised by the wheel session's fresh venv
     _invalidations = _errors = _evictions = _maintenance = _OFF
     _tracer = None
     _SILENT_TRACERS = ()
+
+
+# feature -> whether it is degraded now (asked at each collection)
+_DEGRADED: dict[str, Callable[[], bool]] = {}
+_DEGRADED_LOCK = threading.Lock()
+
+
+def register_degraded(feature: str, probe: Callable[[], bool]) -> None:
+    """Report ``feature`` on the ``checkpoint_guard.degraded`` gauge: ``probe()``
+    (cheap, no I/O) is asked at each metrics collection whether it is turned off
+    now. ``feature`` is a fixed name (an attribute value); registering it again
+    replaces its probe."""
+    with _DEGRADED_LOCK:
+        _DEGRADED[feature] = probe
+
+
+def _observe_degraded() -> Iterable[Any]:
+    with _DEGRADED_LOCK:
+        probes = list(_DEGRADED.items())
+    out = []
+    for feature, probe in probes:
+        try:
+            value = 1 if probe() else 0
+        except Exception:  # a probe must not break the collection of the others
+            value = 1
+        out.append(_metrics.Observation(value, {"feature": feature}))
+    return out
 
 
 def available() -> bool:
