@@ -4,7 +4,11 @@ Redis history caches).
 Each configuration runs in its own process (OpenTelemetry's global providers can be
 set once per process), several rounds interleaved, and the median over rounds of
 each round's median per-turn time (wall and CPU) is printed as one JSON line per
-(cache, configuration):
+(cache, configuration), with what recording one history request (its span, counter
+and two histograms) costs by itself in that configuration and, under an SDK, a paired
+figure: blocks of ten turns alternating, in the same process, between our instruments
+as they are and replaced by no-ops (CPU µs per turn, on / off), which cancels the
+cross-process noise:
 
 * ``baseline``: the source tree given by ``--baseline-src`` (e.g. a checkout of
   main before telemetry); skipped without it.
@@ -90,16 +94,37 @@ builder.add_node("bot", bot)
 builder.add_edge(START, "bot")
 builder.add_edge("bot", END)
 graph = builder.compile(checkpointer=cg.wrap(InMemorySaver(), mode="delta", cache=cache))
-config = {"configurable": {"thread_id": "bench"}}
+run_config = {"configurable": {"thread_id": "bench"}}
 wall, cpu = [], []
+# Paired, under an SDK: blocks of turns alternate between our instruments as they
+# are and replaced by no-ops, in this one process (no cross-process noise).
+paired = {True: [], False: []}
+_saved = {}
+if config.startswith("sdk"):
+    from checkpoint_guard import _telemetry
+    _names = ("_requests", "_duration", "_writes", "_refusals", "_invalidations", "_errors",
+              "_evictions", "_maintenance", "tracing")
+    _saved = {name: getattr(_telemetry, name) for name in _names}
+
+
+def instruments(on):
+    for name, value in _saved.items():
+        off = (lambda: False) if name == "tracing" else _telemetry._OFF
+        setattr(_telemetry, name, value if on else off)
+
+
 try:
     for i in range(warm + turns):
+        on = (i // 10) % 2 == 0
+        if _saved:
+            instruments(on)
         message = {"messages": [HumanMessage(content="question " * 20, id=f"h-{i}")]}
         w, c = time.perf_counter(), time.process_time()
-        graph.invoke(message, config)
+        graph.invoke(message, run_config)
         if i >= warm:
             wall.append(time.perf_counter() - w)
             cpu.append(time.process_time() - c)
+            paired[on].append(time.process_time() - c)
 finally:
     if cache_kind == "redis":
         import redis
@@ -109,7 +134,24 @@ finally:
         client.close()
         cache.close()
 wall.sort(); cpu.sort()
-print(json.dumps({"wall_us": wall[len(wall) // 2] * 1e6, "cpu_us": cpu[len(cpu) // 2] * 1e6}))
+out = {"wall_us": wall[len(wall) // 2] * 1e6, "cpu_us": cpu[len(cpu) // 2] * 1e6}
+if _saved:
+    instruments(True)
+    for on in (True, False):
+        paired[on].sort()
+        out["paired_on_us" if on else "paired_off_us"] = paired[on][len(paired[on]) // 2] * 1e6
+try:  # what one history request's recording costs by itself (absent before telemetry)
+    import timeit
+    from checkpoint_guard import _telemetry
+
+    def request():
+        with _telemetry.span("checkpoint_guard.history", {"checkpoint_guard.cache": "memory"}):
+            _telemetry.history_request("memory", "hit", 0.0001, 10)
+
+    out["record_us"] = min(timeit.repeat(request, number=2000, repeat=5)) / 2000 * 1e6
+except ImportError:
+    pass
+print(json.dumps(out))
 """
 
 
@@ -161,6 +203,9 @@ def main() -> None:
             wall = statistics.median(r["wall_us"] for r in runs[config])
             cpu = statistics.median(r["cpu_us"] for r in runs[config])
             spread = [round(r["cpu_us"], 1) for r in runs[config]]
+            records = [r["record_us"] for r in runs[config] if "record_us" in r]
+            ons = [r["paired_on_us"] for r in runs[config] if "paired_on_us" in r]
+            offs = [r["paired_off_us"] for r in runs[config] if "paired_off_us" in r]
             row: dict[str, Any] = {
                 "cache": cache,
                 "config": config,
@@ -168,6 +213,14 @@ def main() -> None:
                 "cpu_us_per_turn": round(cpu, 1),
                 "cpu_vs_first": round(cpu / base, 3),
                 "cpu_us_rounds": spread,
+                "us_per_history_request_recorded": (
+                    round(statistics.median(records), 2) if records else None
+                ),
+                "paired_cpu_us_ours_on_off": (
+                    [round(statistics.median(ons), 1), round(statistics.median(offs), 1)]
+                    if ons
+                    else None
+                ),
                 "turns": args.turns,
             }
             print(json.dumps(row), flush=True)
