@@ -23,7 +23,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from checkpoint_guard import CheckpointModeMismatchError, GuardedSaver, _telemetry, wrap
+from checkpoint_guard import (
+    CheckpointModeMismatchError,
+    ConfigError,
+    GuardedSaver,
+    _telemetry,
+    wrap,
+)
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store
@@ -258,8 +264,15 @@ def test_gate_refusals_are_counted_with_their_operation() -> None:
         full.get_state(cfg(thread))
     with pytest.raises(CheckpointModeMismatchError):
         full.invoke(human(9), cfg(thread))
+    # a delta-mode stack refuses a graph compiled without the delta schema
+    with pytest.raises(ConfigError, match="state_schema"):
+        chat_graph(GuardedSaver(InMemorySaver(), mode="delta"), "full").invoke(
+            human(0), cfg(thread)
+        )
     after = Points()
     assert delta(before, after, _telemetry.GATE_REFUSALS, operation="read") >= 2
+    # the put and the step's writes onto the refused checkpoint: each is refused
+    assert delta(before, after, _telemetry.GATE_REFUSALS, operation="schema") >= 1
     for attrs in after.attribute_sets(_telemetry.GATE_REFUSALS):
         assert set(attrs) == {"operation"}
         assert attrs["operation"] in _telemetry.GATE_OPERATIONS | {"other"}

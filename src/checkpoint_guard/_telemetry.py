@@ -49,6 +49,7 @@ __all__ = [
     "cache_invalidation",
     "gate_refusal",
     "history_request",
+    "maintenance_operation",
     "register_degraded",
     "span",
     "tracing",

@@ -264,6 +264,12 @@ class CachedHistorySaver(SaverLayer):
     cached histories and cannot invalidate them raises ``CacheInvalidationError``
     with nothing written; maintenance operations likewise refuse before touching
     storage.
+
+    Each answered request is counted once, by result, on the cache's ``stats()``
+    and the ``checkpoint_guard.history.*`` instruments (``count_request``): ``hit``
+    when the cache answered (after extending it by the ancestors it lacked),
+    ``miss`` when the saver's own history read did, ``error`` when a cache failure
+    made it; with a span per request when an SDK tracer is configured.
     """
 
     def __init__(
