@@ -174,9 +174,11 @@ def _run(config: str, cache: str, args: argparse.Namespace) -> dict[str, float]:
         env=env,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         cwd=Path(__file__).resolve().parent,
     )
+    if done.returncode != 0:
+        raise SystemExit(f"{config} / {cache} failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
