@@ -8,6 +8,7 @@ the ``wheel`` nox session, in a fresh venv.)"""
 from __future__ import annotations
 
 import socket
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from checkpoint_guard import (
     CheckpointModeMismatchError,
@@ -45,6 +47,31 @@ NAMES = (
 
 _READER = InMemoryMetricReader()
 _SPANS = InMemorySpanExporter()
+_CAPTURING = threading.Event()
+
+
+class _WhileCapturing(Sampler):
+    """Records spans only while a test holds the ``spans`` fixture: the providers
+    stay installed for the rest of the process (they can be set once), and later
+    test modules should not fill the exporter."""
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: Any = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        # the span's attributes are the ones the sampling result carries
+        if _CAPTURING.is_set():
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+        return SamplingResult(Decision.DROP)
+
+    def get_description(self) -> str:
+        return "checkpoint-guard tests: while capturing"
 
 
 def _install() -> None:
@@ -53,7 +80,7 @@ def _install() -> None:
     if not isinstance(metrics.get_meter_provider(), MeterProvider):
         metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
     if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
+        provider = TracerProvider(sampler=_WhileCapturing())
         provider.add_span_processor(SimpleSpanProcessor(_SPANS))
         trace.set_tracer_provider(provider)
 
@@ -108,8 +135,12 @@ def delta(before: Points, after: Points, name: str, **attrs: str) -> float:
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     _SPANS.clear()
-    yield _SPANS
-    _SPANS.clear()
+    _CAPTURING.set()
+    try:
+        yield _SPANS
+    finally:
+        _CAPTURING.clear()
+        _SPANS.clear()
 
 
 def _assert_counts_equal_stats(
