@@ -85,7 +85,11 @@ def _install() -> None:
         trace.set_tracer_provider(provider)
 
 
-_install()
+@pytest.fixture(autouse=True)
+def _sdk() -> None:
+    # Installed when this module's first test runs, not when it is collected: the
+    # test modules that run before it see no SDK, as a library user's default.
+    _install()
 
 
 class Points:
