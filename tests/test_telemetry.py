@@ -433,3 +433,33 @@ def test_degraded_features_are_reported_on_a_gauge() -> None:
         assert points[frozenset({("feature", "server_adapter")})] == 1
     finally:
         _server._status = previous
+
+
+_OLD_API = """
+import sys
+from opentelemetry.metrics._internal import _ProxyMeter
+
+new = _ProxyMeter.create_histogram
+
+
+def create_histogram(self, name, unit="", description=""):
+    # the signature before opentelemetry-api 1.30 (no bucket advice)
+    return new(self, name, unit=unit, description=description)
+
+
+_ProxyMeter.create_histogram = create_histogram  # an API older than our floor
+from checkpoint_guard import _telemetry
+
+_telemetry.history_request("memory", "hit", 0.001, 3)
+print("ok")
+"""
+
+
+def test_an_api_older_than_the_floor_does_not_break_the_import() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OLD_API], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

@@ -89,7 +89,8 @@ GATE_OPERATIONS = frozenset(
 )
 
 # Seconds: a warm read takes tens of microseconds, a cold one over a long thread
-# up to seconds (the SDK's default buckets are for milliseconds).
+# up to seconds (the SDK's default buckets are for milliseconds). Given as advice
+# (opentelemetry-api 1.30+); a view the application configures takes precedence.
 _DURATION_BUCKETS = (
     0.00005,
     0.0001,
@@ -124,6 +125,18 @@ _OFF = _Off()
 
 if _metrics is not None:
     _meter = _metrics.get_meter("checkpoint_guard")
+
+    def _histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+        try:
+            return _meter.create_histogram(
+                name,
+                unit=unit,
+                description=description,
+                explicit_bucket_boundaries_advisory=buckets,
+            )
+        except TypeError:  # an API older than 1.30 (installed without our extra's floor)
+            return _meter.create_histogram(name, unit=unit, description=description)
+
     _requests: Any = _meter.create_counter(
         HISTORY_REQUESTS,
         unit="{request}",
@@ -132,17 +145,17 @@ if _metrics is not None:
         "it lacked; miss: the saver's own history read; error: a cache failure made the "
         "saver answer)",
     )
-    _duration: Any = _meter.create_histogram(
+    _duration: Any = _histogram(
         HISTORY_DURATION,
-        unit="s",
-        description="Time to answer one delta-channel history request",
-        explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        "s",
+        "Time to answer one delta-channel history request",
+        _DURATION_BUCKETS,
     )
-    _writes: Any = _meter.create_histogram(
+    _writes: Any = _histogram(
         HISTORY_WRITES,
-        unit="{write}",
-        description="Writes returned (to be replayed) by one history request, all channels",
-        explicit_bucket_boundaries_advisory=_WRITES_BUCKETS,
+        "{write}",
+        "Writes returned (to be replayed) by one history request, all channels",
+        _WRITES_BUCKETS,
     )
     _refusals: Any = _meter.create_counter(
         GATE_REFUSALS,
