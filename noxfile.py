@@ -1,5 +1,5 @@
-"""Developer sessions: `nox` runs lint, typecheck, tests, server, langgraph-upstream, wheel
-and floor (the README's test command). `tests` installs into a fresh venv, so it runs
+"""Developer sessions: `nox` runs lint, typecheck, tests, server, langgraph-upstream, wheel,
+floor and docs (the README's test command). `tests` installs into a fresh venv, so it runs
 against the newest releases our ranges allow; `nox -s newest` (an eager upgrade of every
 dependency) is the same run forced, kept out of the default list to keep CI within its
 time budget."""
@@ -26,6 +26,7 @@ nox.options.sessions = [
     "langgraph-upstream",
     "wheel",
     "floor",
+    "docs",
 ]
 nox.options.error_on_missing_interpreters = True
 
@@ -42,7 +43,7 @@ VERSION_MATRIX_ARGS = ("--ignore=tests/test_load.py", "--ignore=tests/test_bench
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
     session.install("ruff>=0.6")
-    paths = ("src", "tests", "benchmarks", "nox_plugins", "noxfile.py")
+    paths = ("src", "tests", "benchmarks", "nox_plugins", "docs_tools", "noxfile.py")
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
 
@@ -94,6 +95,18 @@ def bench(session: nox.Session) -> None:
         "bench-results/bench.jsonl",
         "--plots",
         "bench-results/plots",
+    )
+
+
+@nox.session(python=PY)
+def docs(session: nox.Session) -> None:
+    """The documentation site (MkDocs, Material, mkdocstrings) built with ``--strict``: a
+    broken link, anchor or API reference, or a configuration field without a docstring
+    (the reference is generated from the model), fails the run."""
+    session.install("-e", ".[docs]")
+    site = Path(session.create_tmp()).resolve() / "site"
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
     )
 
 
@@ -258,7 +271,7 @@ UPSTREAM_TESTS = (
 # Ids that may pass raw and fail wrapped: their assertions compare checkpoint metadata
 # exactly, so they see our mode marker. The other excuse is not a list but a rule the
 # plugin applies per failure: the test died of the delta-mode guard's documented
-# refusal of a plain `messages` value (API.md; LangGraph's plain-reducer graphs and
+# refusal of a plain `messages` value (docs/concepts.md; LangGraph's plain-reducer graphs and
 # its delta -> plain switch, which our contract refuses). Nothing else is excused.
 UPSTREAM_METADATA_EXACT: frozenset[str] = frozenset()
 

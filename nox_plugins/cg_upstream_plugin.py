@@ -10,7 +10,7 @@ that receives ``{"stack", "wrapped": number of ids run with a wrapped fixture,
 "outcomes": {node id: outcome}}`` when the run ends (also under pytest-xdist).
 
 An id that fails wrapped only because the guard refused, with its documented
-``ConfigError``, to store a plain ``messages`` value under the delta marker (API.md:
+``ConfigError``, to store a plain ``messages`` value under the delta marker (docs/concepts.md:
 a graph compiled without the delta schema) is recorded as ``refused``, not
 ``failed``: those tests run plain-reducer graphs (or switch a delta thread to a
 plain reducer), which our contract refuses in delta mode. ``full`` wraps in full

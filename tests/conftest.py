@@ -62,9 +62,7 @@ def pg_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def pg_schema(pg_database: str) -> Iterator[tuple[str, str]]:
-    """(database url, schema name): a fresh schema for one test."""
+def _schema(pg_database: str) -> Iterator[tuple[str, str]]:
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -75,6 +73,18 @@ def pg_schema(pg_database: str) -> Iterator[tuple[str, str]]:
     finally:
         with psycopg.connect(pg_database, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema(pg_database: str) -> Iterator[tuple[str, str]]:
+    """(database url, schema name): a fresh schema for one test."""
+    yield from _schema(pg_database)
+
+
+@pytest.fixture
+def pg_schema_pair(pg_database: str) -> Iterator[tuple[str, str]]:
+    """A second fresh schema, for a test comparing two stores of one backend."""
+    yield from _schema(pg_database)
 
 
 @pytest.fixture(params=KIND_APIS, ids=[f"{k}-{a}" for k, a in KIND_APIS])

@@ -23,6 +23,8 @@ RANKS: dict[str, int] = {
     "_address": 0,
     "_modes": 0,
     "_schema": 0,
+    "_forms": 0,
+    "_message_ids": 0,
     "_telemetry": 0,
     "cache": 1,
     "_config": 2,

@@ -254,7 +254,9 @@ def test_the_demo_fix_works_as_printed_with_the_demo_database(
             monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(capsys, "migrate", "--to", "full", "demo-delta")
-    assert code == 1 and "checkpoints.sqlite" in err and "CHECKPOINT_GUARD_URL" in err
+    # no store here: refused before anything is opened, and nothing is created
+    assert code == 2 and "checkpoints.sqlite" in err and "CHECKPOINT_GUARD_URL" in err
+    assert not (tmp_path / "checkpoints.sqlite").exists()
     monkeypatch.setenv("CHECKPOINT_GUARD_URL", str(result.database))
     code, _, err = run_cli(capsys, "migrate", "--to", "full", "demo-delta")
     assert code == 0, err

@@ -49,8 +49,8 @@ CHILD = textwrap.dedent(
         "invoke": lambda: graph.invoke(human(100), cfg("shared")),
         "update_state": lambda: graph.update_state(cfg("shared"),
                                                    {"messages": [HumanMessage("x")]}),
-        "put_writes": lambda: GuardedSaver(raw, mode="full").put_writes(
-            head_cfg, [("messages", [])], "task"),
+        # the same guard: it read head_cfg as delta above (get_tuple_by_id)
+        "put_writes": lambda: saver.put_writes(head_cfg, [("messages", [])], "task"),
     }
     out = {}
     for name, call in paths.items():

@@ -118,16 +118,13 @@ async def test_full_mode_gate_on_direct_saver_calls(store: Store) -> None:
             await drv.list(full, cfg("d"))
         with pytest.raises(CheckpointModeMismatchError):
             await drv.list(full, None)
-        # writes onto the delta head: a fresh guard has never seen it (one read), and a
-        # guard that has seen it refuses from memory.
-        for guard in (GuardedSaver(raw, mode="full"), full):
-            child = dict(
-                head.checkpoint, id="1f000000-0000-6000-8000-0000000000aa", channel_values={}
-            )
-            with pytest.raises(CheckpointModeMismatchError):
-                await drv.put(guard, head.config, child, {"source": "update", "step": 9}, {})
-            with pytest.raises(CheckpointModeMismatchError):
-                await drv.put_writes(guard, head.config, [("messages", [])], "task-1")
+        # writes onto the delta head this guard read are refused from memory (a
+        # guard that never read it writes complete data: docs/gate.md)
+        child = dict(head.checkpoint, id="1f000000-0000-6000-8000-0000000000aa", channel_values={})
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.put(full, head.config, child, {"source": "update", "step": 9}, {})
+        with pytest.raises(CheckpointModeMismatchError):
+            await drv.put_writes(full, head.config, [("messages", [])], "task-1")
         assert store.dump() == before
 
 

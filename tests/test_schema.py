@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, get_type_hints
 from unittest import mock
 
@@ -69,12 +66,38 @@ states = st.lists(
 )
 
 
-@contextmanager
-def counting_uuid() -> Iterator[None]:
-    """Deterministic uuid4 (a fresh counter), so folded and merged ids compare."""
-    counter = itertools.count()
-    with mock.patch.object(uuid, "uuid4", lambda: uuid.UUID(int=next(counter))):
-        yield
+def _given_ids(*values: Any) -> set[Any]:
+    found: set[Any] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, BaseMessage):
+            found.add(v.id)
+        elif isinstance(v, dict):
+            found.add(v.get("id"))
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    for v in values:
+        walk(v)
+    return found
+
+
+def _fresh_ids_relabelled(outcome: tuple[str, Any], given: set[Any]) -> tuple[str, Any]:
+    """The outcome with each id the inputs did not hold (a fresh one: random in
+    add_messages, derived in merge_message_writes) renamed by its order of first
+    appearance. Given ids are kept as they are, and one fresh id is one label
+    wherever it appears, so only the choice of fresh ids is abstracted."""
+    kind, value = outcome
+    if kind != "ok":
+        return outcome
+    labels: dict[Any, str] = {}
+    out = []
+    for m in value:
+        if m.id not in given:
+            m = m.model_copy(update={"id": labels.setdefault(m.id, f"fresh-{len(labels)}")})
+        out.append(m)
+    return kind, out
 
 
 def _outcome(fn: Any) -> tuple[str, Any]:
@@ -111,23 +134,32 @@ def _fold(state: Any, writes: list[Any]) -> Any:
     writes=[RemoveMessage(id="a"), AIMessage("n", id="a")],
 )
 def test_merge_equals_folding_add_messages(state: Any, writes: Any) -> None:
-    with counting_uuid():
-        expected = _outcome(lambda: _fold(copy.deepcopy(state), copy.deepcopy(writes)))
-    with counting_uuid():
-        got = _outcome(lambda: merge_message_writes(copy.deepcopy(state), copy.deepcopy(writes)))
-    assert got == expected
+    given = _given_ids(state, writes)
+    expected = _outcome(lambda: _fold(_unaliased(state), _unaliased(writes)))
+    got = _outcome(lambda: merge_message_writes(_unaliased(state), _unaliased(writes)))
+    assert _fresh_ids_relabelled(got, given) == _fresh_ids_relabelled(expected, given)
 
 
 @given(state=states, writes=writes_st, cut=st.integers(0, 6))
 def test_merge_is_batching_invariant(state: Any, writes: Any, cut: int) -> None:
-    with counting_uuid():
-        once = _outcome(lambda: merge_message_writes(copy.deepcopy(state), copy.deepcopy(writes)))
-    head, tail = copy.deepcopy(writes[:cut]), copy.deepcopy(writes[cut:])
-    with counting_uuid():
-        twice = _outcome(
-            lambda: merge_message_writes(merge_message_writes(copy.deepcopy(state), head), tail)
-        )
+    # Exact, ids included: a delta read replays stored writes in one batch, the live
+    # run applied them step by step, and both must give every message the same id.
+    once = _outcome(lambda: merge_message_writes(_unaliased(state), _unaliased(writes)))
+    head, tail = _unaliased(writes[:cut]), _unaliased(writes[cut:])
+    twice = _outcome(
+        lambda: merge_message_writes(merge_message_writes(_unaliased(state), head), tail)
+    )
     assert twice == once
+
+
+@given(state=states, writes=writes_st)
+def test_merge_gives_id_less_messages_the_same_ids_on_every_replay(state: Any, writes: Any) -> None:
+    first = _outcome(lambda: merge_message_writes(_unaliased(state), _unaliased(writes)))
+    again = _outcome(lambda: merge_message_writes(_unaliased(state), _unaliased(writes)))
+    assert again == first
+    if first[0] == "ok" and writes:  # no writes: the state is returned as it is
+        ids = [m.id for m in first[1]]
+        assert None not in ids
 
 
 def test_merge_edge_cases_match_add_messages() -> None:
@@ -200,23 +232,35 @@ def mixed_cases(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
     return state, writes
 
 
+def _unaliased(value: Any) -> Any:
+    """A deep copy in which no message object appears twice. add_messages gives an
+    id-less object its id in place, so one object written twice becomes one message;
+    merge_message_writes never changes its inputs and makes two. Pregel never hands a
+    reducer such an object: it gives every written message its id first (_message_ids)."""
+    if isinstance(value, list):
+        return [_unaliased(v) for v in value]
+    return copy.deepcopy(value)
+
+
 def _traced(run: Any, state: list[Any], writes: list[Any]) -> tuple[Any, ...]:
     """``run``'s outcome on a private copy of the inputs, plus where each result
-    message came from (by identity) and the ids the inputs were left with."""
-    state, writes = copy.deepcopy((state, writes))
+    message came from (by identity; a message the inputs gave no id is "fresh": both
+    reducers give it an id, add_messages in place and merge_message_writes on a copy)."""
+    state, writes = _unaliased(state), _unaliased(writes)
     inputs = [m for w in [state, *writes] for m in (w if isinstance(w, list) else [w])]
     inputs = [m for m in inputs if isinstance(m, BaseMessage)]
     origin: dict[int, int] = {}
     for pos, m in enumerate(inputs):
-        origin.setdefault(id(m), pos)
+        if m.id is not None:
+            origin.setdefault(id(m), pos)
     state_before = [id(m) for m in state]
-    with counting_uuid():
-        outcome = _outcome(lambda: run(state, writes))
+    given = _given_ids(state, writes)
+    outcome = _outcome(lambda: run(state, writes))
     sources = None
     if outcome[0] == "ok":
-        sources = [origin.get(id(m), "converted") for m in outcome[1]]
+        sources = [origin.get(id(m), "fresh") for m in outcome[1]]
     state_unchanged = [id(m) for m in state] == state_before
-    return outcome, sources, [m.id for m in inputs], state_unchanged
+    return _fresh_ids_relabelled(outcome, given), sources, state_unchanged
 
 
 @given(case=mixed_cases())
@@ -236,6 +280,16 @@ def test_merge_fast_paths_equal_folding_add_messages(case: tuple[list[Any], list
     merge_message_writes([], [[HumanMessage("x"), AIMessage("y"), SystemMessage("z")]])
     state, writes = case
     assert _traced(merge_message_writes, state, writes) == _traced(_fold, state, writes)
+
+
+@given(state=states, writes=writes_st)
+def test_merge_never_changes_its_inputs(state: Any, writes: Any) -> None:
+    # Pregel reduces a task's writes before saving them when a conditional edge reads
+    # the state: an id given in place would be saved (see _schema._identified).
+    state, writes = copy.deepcopy((state, writes))
+    before = copy.deepcopy((state, writes))
+    _outcome(lambda: merge_message_writes(state, writes))
+    assert (state, writes) == before
 
 
 def test_single_message_writes_skip_the_general_path() -> None:
@@ -356,3 +410,45 @@ def test_schema_helpers_ignore_the_process_freeze() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["10", "50", "10"], out.stderr
+
+
+def keep_last_two(a: list[str] | None, b: list[str] | None) -> list[str]:
+    return ((a or []) + (b or []))[-2:]
+
+
+class OwnReducer(TypedDict):
+    messages: Annotated[list[str], keep_last_two]
+
+
+class NoReducer(TypedDict):
+    messages: list[AnyMessage]
+
+
+class StringsWithAddMessages(TypedDict):
+    messages: Annotated[list[str], add_messages]
+
+
+@pytest.mark.parametrize("schema", [OwnReducer, NoReducer, StringsWithAddMessages])
+def test_delta_schema_refuses_to_replace_a_messages_field_that_is_not_add_messages(
+    schema: Any,
+) -> None:
+    # Delta mode used to rewrite it to merge_message_writes over messages: the user's
+    # reducer disappeared and strings became HumanMessages (issue #27, item 2).
+    with pytest.raises(ConfigError) as info:
+        state_schema_for_mode(schema, "delta", snapshot_frequency=7)
+    message = str(info.value)
+    assert f"{schema.__name__}.messages" in message
+    assert "add_messages" in message and "full mode" in message
+    assert state_schema_for_mode(schema, "full") is schema  # full mode keeps it as is
+
+
+def test_delta_schema_accepts_message_lists_with_add_messages_and_its_own_field() -> None:
+    from langgraph.graph.message import MessagesState
+
+    class Seq(TypedDict):
+        messages: Annotated[Sequence[BaseMessage], add_messages]
+
+    for schema in (MessagesState, Seq):
+        derived = state_schema_for_mode(schema, "delta", snapshot_frequency=7)
+        again = state_schema_for_mode(derived, "delta", snapshot_frequency=7)
+        assert get_type_hints(again, include_extras=True)["messages"] is not None

@@ -32,7 +32,6 @@ RENAMES = {
     "asynccontextmanager": "contextmanager",
     "AsyncExitStack": "ExitStack",
     "AsyncConnection": "Connection",  # psycopg
-    "AsyncWrite": "Write",  # savers/_probe.py
 }
 
 # "path:scope.name" (the sync name) -> why the twins legitimately differ
@@ -44,9 +43,6 @@ ALLOWED: dict[str, str] = {
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
     "savers/_layer.py:SaverLayer.forget_threads": "the async default calls the sync one",
     "savers/_guard.py:GuardedSaver.list": "sync returns a lazy filter; async re-yields",
-    "savers/_guard.py:GuardedSaver.put_writes": (
-        "waiting for a concurrent put: a threading.Event vs the loop's future"
-    ),
     "savers/_history.py:CachedHistorySaver._cache_call": (
         "dispatches to the cache's a* method by name"
     ),
@@ -59,7 +55,7 @@ ALLOWED: dict[str, str] = {
     "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
     "savers/_history.py:CachedHistorySaver._seal": "unfences when cancelled mid-seal",
     # the drivers of the sans-io plans: each executes requests on its own side
-    "maintenance/_ops.py:<module>._drive": "drives the plan: the row store's a* methods by name",
+    "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
     # Redis: the async client's API differs from the sync one
     "cache/_redis.py:RedisHistoryCache.contains": "one pipelined call vs a client read",

@@ -1,9 +1,11 @@
 """The checkpoint address a ``RunnableConfig`` carries: one parser for the package.
 
-``Address.from_config`` reads ``configurable``'s ``thread_id`` (as given, possibly
-``None``), ``checkpoint_ns`` (``""`` when absent or empty) and ``checkpoint_id``
-(``None`` when absent); ``config`` / ``thread_config`` build the configs a saver
-is called with. ``mode_mismatch`` is the one builder of the mode gate's error.
+``Address.from_config`` reads ``configurable``'s ``thread_id`` (canonical: an
+``int`` as its text; possibly ``None``), ``checkpoint_ns`` (``""`` when absent or
+empty) and ``checkpoint_id`` (``None`` when absent); ``config`` / ``thread_config``
+build the configs a saver is called with; ``canonical`` makes a config's thread id
+canonical where a call enters the stack. ``mode_mismatch`` is the one builder of the
+mode gate's error.
 """
 
 from __future__ import annotations
@@ -15,7 +17,25 @@ from langchain_core.runnables import RunnableConfig
 from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
-__all__ = ["Address", "mode_mismatch", "thread_config"]
+__all__ = ["Address", "canonical", "canonical_thread_id", "mode_mismatch", "thread_config"]
+
+
+def canonical_thread_id(thread_id: Any) -> Any:
+    """A thread id as every layer, cache key and saver sees it: an ``int`` as its text
+    (``7`` and ``"7"`` are one thread, as the SQL savers store them); others as given."""
+    return str(thread_id) if type(thread_id) is int else thread_id
+
+
+def canonical(config: Any) -> Any:
+    """``config`` with its thread id in canonical form (the same object when it is
+    already): applied once where a call enters the stack, so the inner saver, every
+    cache and the gate address one thread whatever the caller's Python type."""
+    if not config:
+        return config
+    conf = config.get("configurable")
+    if conf is None or type(conf.get("thread_id")) is not int:
+        return config
+    return {**config, "configurable": {**conf, "thread_id": str(conf["thread_id"])}}
 
 
 class Address(NamedTuple):
@@ -31,7 +51,9 @@ class Address(NamedTuple):
     def from_config(cls, config: RunnableConfig | None) -> Address:
         conf = (config or {}).get("configurable") or {}
         return cls(
-            conf.get("thread_id"), conf.get("checkpoint_ns", "") or "", conf.get("checkpoint_id")
+            canonical_thread_id(conf.get("thread_id")),
+            conf.get("checkpoint_ns", "") or "",
+            conf.get("checkpoint_id"),
         )
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -28,11 +29,6 @@ MODE_METADATA_KEY = "checkpoint_channel_mode"
 LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 _UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"
 _JS_DELTA_KEY = "delta_writes_versioned"
-# Every metadata key ``metadata_uses_delta`` reads: a probe may fetch these alone.
-# Markers are delta when present and not exactly "full"; flags when truthy.
-DELTA_MARKER_KEYS: tuple[str, ...] = (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY)
-DELTA_FLAG_KEYS: tuple[str, ...] = (_UPSTREAM_COUNTERS_KEY, _JS_DELTA_KEY)
-DELTA_EVIDENCE_KEYS: tuple[str, ...] = DELTA_MARKER_KEYS + DELTA_FLAG_KEYS
 DEFAULT_SNAPSHOT_FREQUENCY = 10
 
 
@@ -180,3 +176,45 @@ PROCESS_MODE = ModeFreeze()
 """The process-wide freeze ``open_checkpointer`` records into: it refuses a second,
 different mode or snapshot frequency. Nothing reads configuration from it (the
 schema helpers take their frequency from the caller)."""
+
+
+# -- a graph schema whose snapshot frequency is not the saver's ------------------------
+
+_frequency_lock = threading.Lock()
+_schema_frequencies: set[int] = set()
+_frequency_warned: set[tuple[int, int]] = set()
+
+
+def _warn_frequency(schema: int, saver: int) -> None:
+    with _frequency_lock:
+        if (schema, saver) in _frequency_warned:
+            return
+        _frequency_warned.add((schema, saver))
+    warnings.warn(
+        f"a delta-mode graph schema uses snapshot_frequency={schema} but this process's "
+        f"saver was opened with snapshot_frequency={saver}: LangGraph snapshots at the "
+        "schema's frequency, so the configured one does not apply. Build the schema from "
+        "the same configuration (CheckpointerConfig.state_schema(schema)).",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+def note_schema_frequency(frequency: int) -> None:
+    """Record a delta schema's snapshot frequency (``state_schema_for_mode``) and
+    warn, once per pair, when the process's saver was opened in delta mode with
+    another one. A warning only: the schema's frequency is what LangGraph uses."""
+    with _frequency_lock:
+        _schema_frequencies.add(frequency)
+    saver = PROCESS_MODE.snapshot_frequency
+    if PROCESS_MODE.mode is ChannelMode.DELTA and saver is not None and saver != frequency:
+        _warn_frequency(frequency, saver)
+
+
+def check_schema_frequencies(saver: int) -> None:
+    """At a delta-mode open of the process's saver: warn, once per pair, for every
+    delta schema built so far with another snapshot frequency."""
+    with _frequency_lock:
+        others = sorted(f for f in _schema_frequencies if f != saver)
+    for frequency in others:
+        _warn_frequency(frequency, saver)

@@ -17,9 +17,10 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from . import _message_ids
 from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
-from ._modes import PROCESS_MODE, ModeFreeze
+from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .savers._inner import aopen_inner, make_serde, open_inner
 from .savers._stack import make_cache, wrap
 from .state._overwrite import apply_overwrite_fix
@@ -33,6 +34,8 @@ def _prepare(config: ConfigSource) -> CheckpointerConfig:
     resolved = CheckpointerConfig.load(config)
     if resolved.fix_overwrite:
         apply_overwrite_fix()
+    if resolved.channel_mode is ChannelMode.DELTA:
+        _message_ids.write_time_ids_active()  # installs, probes once, warns when it fails
     return resolved
 
 
@@ -40,6 +43,8 @@ def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
     # Called once the stack is open: a failed open (bad config, unreachable or
     # unwritable backend) freezes nothing, so a corrected open can still follow.
     (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
+    if freeze is None and resolved.channel_mode is ChannelMode.DELTA:
+        check_schema_frequencies(resolved.snapshot_frequency)
 
 
 @contextmanager

@@ -9,11 +9,22 @@ fold's exact result in one pass over the state plus the writes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, NotRequired, Required, get_origin, get_type_hints
+from types import UnionType
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from langchain_core.messages import (
     AnyMessage,
@@ -24,17 +35,24 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from typing_extensions import TypedDict, is_typeddict
 
+from ._errors import ConfigError
 from ._modes import (
     DEFAULT_SNAPSHOT_FREQUENCY,
     ChannelMode,
+    note_schema_frequency,
     parse_mode,
     parse_snapshot_frequency,
 )
 
-__all__ = ["delta_messages_field", "merge_message_writes", "state_schema_for_mode"]
+__all__ = [
+    "delta_messages_field",
+    "derived_message_id",
+    "merge_message_writes",
+    "state_schema_for_mode",
+]
 
 MESSAGES_KEY = "messages"
 
@@ -69,6 +87,33 @@ def _null_argument_error(left_given: bool) -> ValueError:
     )
 
 
+def derived_message_id(previous_id: Any, message: BaseMessage, taken: Any = ()) -> str:
+    """The id ``merge_message_writes`` gives an id-less ``message`` written after the
+    message whose id is ``previous_id`` (``None``: first in the list).
+
+    Deterministic (a UUID over the predecessor's id and the message's fields), so every
+    read of a stored id-less write, in every process, returns the same id; an id in
+    ``taken`` (ids already in the list) is derived again from itself, so a derived id
+    never makes a new message replace an existing one. Writes made by Pregel carry
+    their ids already (see ``_message_ids``); this covers writes stored without them.
+    """
+    body = message.model_dump_json(exclude={"id"})
+    mid = previous_id
+    while True:
+        digest = hashlib.sha256(f"{mid}\x1f{body}".encode()).digest()
+        mid = str(uuid.UUID(bytes=digest[:16], version=5))
+        if mid not in taken:
+            return mid
+
+
+def _identified(message: BaseMessage, previous_id: Any, taken: Any) -> BaseMessage:
+    # A copy: the caller's object keeps no id. Pregel reduces a task's own writes
+    # before saving them when a conditional edge reads the state (a fresh read);
+    # an id given in place there would be saved, and a regenerated identical reply
+    # would get its predecessor's id instead of the fresh one Pregel gives it.
+    return message.model_copy(update={"id": derived_message_id(previous_id, message, taken)})
+
+
 class _Merger:
     """The fold state: a list with tombstones plus an id index.
 
@@ -77,7 +122,7 @@ class _Merger:
     state) resolves to its last position for replacement, while removal drops
     every position with that id: ``dups`` keeps the earlier positions of such ids.
     Id-less messages of ``items`` get their ids here, as ``add_messages`` gives the
-    left side's.
+    left side's (derived ids on copies: see ``derived_message_id``).
     """
 
     __slots__ = ("dups", "index", "items", "removed")
@@ -89,9 +134,11 @@ class _Merger:
         ids = [m.id for m in self.items]
         self.index: dict[Any, int] = dict(zip(ids, range(len(ids)), strict=True))
         if None in self.index:
-            for m in self.items:
+            previous = None
+            for pos, m in enumerate(self.items):
                 if m.id is None:
-                    m.id = str(uuid.uuid4())
+                    m = self.items[pos] = _identified(m, previous, self.index)
+                previous = m.id
             self.__init__(self.items)  # type: ignore[misc]
             return
         self.dups: dict[Any, list[int]] = {}
@@ -101,11 +148,27 @@ class _Merger:
                     self.dups.setdefault(mid, []).append(pos)
         self.removed = False  # no tombstones yet, so result() need not filter
 
+    def tail_id(self) -> Any:
+        """The id of the last message not removed (``None`` for an empty list)."""
+        for m in reversed(self.items):
+            if m is not _TOMBSTONE:
+                return m.id
+        return None
+
     def apply(self, right: list[Any]) -> None:
         remove_all_at = None
+        previous = None
+        copied = False  # right may be the caller's list: copied before a change
         for i, m in enumerate(right):
             if m.id is None:
-                m.id = str(uuid.uuid4())
+                # A write's first message follows the list's tail; the next ones follow
+                # the write's previous message, so the ids do not depend on batching.
+                if i == 0:
+                    previous = self.tail_id()
+                if not copied:
+                    right, copied = list(right), True
+                m = right[i] = _identified(m, previous, self.index)
+            previous = m.id
             if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES:
                 remove_all_at = i
         if remove_all_at is not None:
@@ -157,7 +220,7 @@ def _merge_one(state: Any, write: Any) -> list[Any] | None:
     if None in ids:  # the left side's ids come first: leave those to _Merger
         return None
     if m.id is None:
-        m.id = str(uuid.uuid4())
+        m = _identified(m, ids[-1] if ids else None, ids)
     merged = list(state)
     if m.id in ids:
         merged[len(ids) - 1 - ids[::-1].index(m.id)] = m  # a repeated id's last position
@@ -200,7 +263,7 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
             # Nearly every write is one plain message (a chat turn): merge it here,
             # as apply() would, since per-write calls dominate replaying a thread.
             if m.id is None:
-                m.id = str(uuid.uuid4())
+                m = _identified(m, merger.tail_id(), index)
             mid = m.id
             pos = index.get(mid)
             if pos is None:
@@ -221,6 +284,9 @@ def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     ``messages`` field stored as deltas with a ``_DeltaSnapshot`` every
     ``snapshot_frequency`` updates (an ``int >= 1``, else ``ConfigError``)."""
     frequency = parse_snapshot_frequency(snapshot_frequency)
+    from . import _message_ids  # imported here: it imports this module
+
+    _message_ids.install()
     return Annotated[
         list[AnyMessage],
         DeltaChannel(merge_message_writes, snapshot_frequency=frequency),
@@ -244,8 +310,52 @@ def _rewrap(original: Any, replacement: Any) -> Any:
 _make_typeddict: Any = TypedDict
 
 
+def _is_message_type(tp: Any) -> bool:
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if tp is Any:
+        return True
+    if get_origin(tp) in (Union, UnionType):
+        return all(_is_message_type(member) for member in get_args(tp))
+    return isinstance(tp, type) and issubclass(tp, BaseMessage)
+
+
+def _check_declared_messages(schema: Any, annotation: Any) -> None:
+    """Refuse to replace a declared ``messages`` field that is not an ``add_messages``
+    list of messages (or our own delta field): delta mode would change its semantics."""
+    tp = annotation
+    while get_origin(tp) in (Required, NotRequired):
+        tp = get_args(tp)[0]
+    reducer = None
+    if get_origin(tp) is Annotated:
+        base, *metadata = get_args(tp)
+        for item in metadata:
+            if isinstance(item, DeltaChannel) or callable(item):
+                reducer = item
+        tp = base
+    ours = isinstance(reducer, DeltaChannel) and reducer.reducer is merge_message_writes
+    origin = get_origin(tp) or tp
+    args = get_args(tp)
+    is_list = origin in (list, Sequence) or tp is list
+    if ours or (reducer is add_messages and is_list and all(map(_is_message_type, args))):
+        return
+    name = getattr(schema, "__name__", repr(schema))
+    label = getattr(reducer, "__name__", reducer)
+    found = "no reducer" if reducer is None else f"reducer {label!r}"
+    raise ConfigError(
+        f"{name}.messages",
+        annotation,
+        "Annotated[list[AnyMessage], add_messages] (delta mode stores it as a DeltaChannel "
+        "with add_messages semantics)",
+        detail=f"declared with {found}; delta mode will not replace it: keep the field as "
+        "declared by running the graph in full mode, or store your data under another key",
+    )
+
+
 def _derive(schema: Any, frequency: int) -> type:
     hints = get_type_hints(schema, include_extras=True)
+    if MESSAGES_KEY in hints:
+        _check_declared_messages(schema, hints[MESSAGES_KEY])
     fields = dict(hints)
     field = delta_messages_field(frequency)
     fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
@@ -270,7 +380,8 @@ def state_schema_for_mode(
     ``schema`` has none) and every other field exactly as declared, reducers and
     Union types included. ``F`` is ``snapshot_frequency``, else 10: the caller
     passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
-    freeze is never consulted, it only guards against reconfiguration. Derived
+    freeze never chooses it, but a frequency other than the one the process's
+    delta-mode saver was opened with is warned about (once per pair). Derived
     schemas are cached per ``(schema, F)``, so every call returns the same class.
     """
     if parse_mode(mode, key="mode") is ChannelMode.FULL:
@@ -278,6 +389,7 @@ def state_schema_for_mode(
     frequency = parse_snapshot_frequency(
         DEFAULT_SNAPSHOT_FREQUENCY if snapshot_frequency is None else snapshot_frequency
     )
+    note_schema_frequency(frequency)  # warns when the process's saver uses another
     key = (schema, frequency)
     with _derived_lock:
         derived = _derived.get(key)

@@ -85,7 +85,16 @@ CACHE_OPERATIONS = frozenset(
     )
 )
 GATE_OPERATIONS = frozenset(
-    ("read", "write", "write onto", "overwrite", "maintain", "delete runs of", "schema")
+    (
+        "read",
+        "write",
+        "write onto",
+        "overwrite",
+        "start a new root over the delta head of",
+        "maintain",
+        "delete runs of",
+        "schema",
+    )
 )
 
 # Seconds: a warm read takes tens of microseconds, a cold one over a long thread

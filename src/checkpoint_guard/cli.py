@@ -156,6 +156,10 @@ def load_graph(spec: str) -> Any:
             path = Path(target).expanduser().resolve()
             if not path.is_file():
                 raise ConfigError("--graph", spec, accepted, detail=f"no file {path}")
+            # As `langgraph dev` loads it: the file's folder is importable, so the
+            # file may import its sibling modules.
+            if str(path.parent) not in sys.path:
+                sys.path.insert(0, str(path.parent))
             name = f"_checkpoint_guard_graph_{abs(hash(str(path)))}"
             module_spec = importlib.util.spec_from_file_location(name, path)
             if module_spec is None or module_spec.loader is None:
@@ -172,20 +176,28 @@ def load_graph(spec: str) -> Any:
             obj = getattr(obj, part)
     except ConfigError:
         raise
-    except Exception as exc:  # an import error, a missing attribute, the module's own
-        raise ConfigError("--graph", spec, accepted, detail=f"{type(exc).__name__}: {exc}") from exc
+    # An import error, a missing attribute, the module's own; SystemExit too (a
+    # module or factory calling sys.exit would end the CLI with no word).
+    except (Exception, SystemExit) as exc:
+        raise ConfigError("--graph", spec, accepted, detail=_why(exc)) from exc
     if not hasattr(obj, "channels") and callable(obj):
         try:
             obj = obj()  # a graph factory, as langgraph.json allows
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise ConfigError(
-                "--graph", spec, accepted, detail=f"calling {attr}(): {type(exc).__name__}: {exc}"
+                "--graph", spec, accepted, detail=f"calling {attr}(): {_why(exc)}"
             ) from exc
     if not isinstance(getattr(obj, "channels", None), dict):
         raise ConfigError(
             "--graph", spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
     return obj
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it raised SystemExit({exc.code!r}) (sys.exit() while loading the graph)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -283,10 +295,91 @@ def _thread_selection(args: argparse.Namespace) -> tuple[list[str] | None, Any]:
 
 
 def _store(config: Any) -> str:
+    """The store a command works on, as the user can find it (no credentials)."""
     from ._config import redact_url
 
-    url = config.url or ("checkpoints.sqlite" if config.backend == "sqlite" else "")
+    if config.backend == "sqlite":
+        url = config.url or "checkpoints.sqlite"
+        if url != ":memory:":
+            url = str(Path(url).expanduser().resolve())
+        return f"sqlite {url}"
+    url = config.url or ""
+    if config.backend == "postgres" and config.postgres_schema:
+        url += f" (schema {config.postgres_schema})"
     return f"{config.backend} {redact_url(url)}".strip()
+
+
+_POINT = (
+    "point --config (or CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
+    "that holds your threads"
+)
+
+
+def _require_store(config: Any) -> None:
+    """Refuse, before anything is opened, a store that holds no checkpoint tables:
+    opening would create the database (SQLite) or the tables (both backends), and
+    every command would then report an empty fleet of the wrong store."""
+    where = _store(config)
+    if config.backend == "memory" or (config.backend == "sqlite" and config.url == ":memory:"):
+        raise ConfigError(
+            "backend",
+            config.backend if config.backend == "memory" else ":memory:",
+            "a sqlite file or a postgres database",
+            detail="an in-memory store holds nothing outside the process that wrote it",
+        )
+    if config.backend == "sqlite":
+        import sqlite3
+
+        path = Path(config.url or "checkpoints.sqlite").expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                "url",
+                str(path),
+                "an existing SQLite checkpoint database",
+                detail=f"no file; {_POINT}",
+            )
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                found = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+                ).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
+        if found is None:
+            raise ConfigError(
+                "url",
+                str(path),
+                "an existing SQLite checkpoint database",
+                detail=f"the file has no checkpoints table; {_POINT}",
+            )
+    elif config.backend == "postgres":
+        _require_postgres_tables(config, where)
+
+
+def _require_postgres_tables(config: Any, where: str) -> None:
+    from .savers._inner import _pg_error, require_extra
+
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    table = f"{config.postgres_schema}.checkpoints" if config.postgres_schema else "checkpoints"
+    try:
+        conn = psycopg.Connection.connect(
+            url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
+        )
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    with conn:
+        row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    if row is None or row[0] is None:
+        raise ConfigError(
+            "url",
+            where,
+            "a PostgreSQL database holding LangGraph's checkpoint tables",
+            detail=f"no table {table}; {_POINT}",
+        )
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -296,6 +389,8 @@ def _maintain(args: argparse.Namespace) -> int:
     from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
+    print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
+    _require_store(config)
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.

@@ -3,16 +3,16 @@
 ``main(argv)`` is the whole command line::
 
     checkpoint-guard bench [run] [--preset quick|standard|long|full | matrix flags] [--out DIR]
-    checkpoint-guard bench summarize RUN.jsonl [--plots DIR] [--readme README.md]
+    checkpoint-guard bench summarize RUN.jsonl [--plots DIR] [--readme docs/BENCHMARKS.md]
 
 ``run`` (the default) executes the case matrix, each case in fresh child processes
 (``_worker``), alternating the order between repetitions, and writes
 ``DIR/bench.jsonl`` (records carry ``schema_version``), ``DIR/summary.json`` and
 the Markdown summary (stdout and ``DIR/summary.md``). ``summarize`` re-renders a
-run file, writes PNG plots (``--plots``) and rewrites the README's generated
-block (``--readme``). Exit status: 0 ok; 1 when a case failed or timed out or
-the materialized messages differ across modes, stacks or backends; 2 on bad
-usage or an unreachable service.
+run file, writes PNG plots (``--plots``) and rewrites the generated block of a
+Markdown file (``--readme``, docs/BENCHMARKS.md). Exit status: 0 ok; 1 when a case
+failed or timed out or the materialized messages differ across modes, stacks or
+backends; 2 on bad usage or an unreachable service.
 """
 
 from __future__ import annotations

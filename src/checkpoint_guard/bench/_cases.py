@@ -186,7 +186,7 @@ PRESETS: dict[str, Preset] = {
         ),
         repetitions=2,
     ),
-    # What `nox -s bench` runs and the README shows (~10-15 min on 2 cores).
+    # What `nox -s bench` runs and docs/BENCHMARKS.md shows (~10-15 min on 2 cores).
     "standard": Preset(
         (
             # the cache issue's speed targets: SQLite, F=1000, 300 turns, every stack

@@ -66,7 +66,7 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 """A memory cache's bound in bytes (``history_cache.max_bytes``)."""
 DEFAULT_TTL_SECONDS = 24 * 3600
 """Idle threads expire after a day (``history_cache.ttl_seconds``; 0: never). A
-``MemoryHistoryCache`` built directly has no TTL unless given one (API.md)."""
+``MemoryHistoryCache`` built directly has no TTL unless given one (docs/concepts.md)."""
 DEFAULT_TIMEOUT_SECONDS = 0.25
 """A shared cache's per-command budget (``history_cache.timeout_seconds``)."""
 DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024

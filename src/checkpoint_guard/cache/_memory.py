@@ -116,7 +116,7 @@ class MemoryHistoryCache:
     returns copies (``fresh``), so nothing a caller does to a returned history can
     change what the next reader gets. ``isolate=False`` skips those copies and
     hands out the cached objects themselves (3-6x cheaper warm reads on long
-    threads, see the README's benchmarks): only for graphs whose nodes and callers
+    threads, see docs/performance.md): only for graphs whose nodes and callers
     never mutate messages of the state in place. A thread larger than ``max_bytes`` is simply
     not cached. Thread-safe; the ``a*`` methods are the same operations for async
     callers (nothing here blocks).

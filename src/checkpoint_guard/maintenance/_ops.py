@@ -375,10 +375,12 @@ class ThreadFilter:
 
 @dataclass(frozen=True)
 class _Knowledge:
-    """What the caller told us about the graph: reducers and delta channels."""
+    """What the caller told us about the graph: reducers and delta channels, and
+    each subgraph's own reducers by path (``None`` without a graph)."""
 
     reducers: Mapping[str, Reducer]
     channels: frozenset[str]
+    subgraphs: Mapping[str, Mapping[str, Reducer]] | None = None
 
 
 def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
@@ -398,10 +400,26 @@ def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
     return reducers, set(reducers)
 
 
+def subgraph_reducers(graph: Any) -> dict[str, dict[str, Reducer]]:
+    """Each subgraph's delta-channel reducers, by its path (``"sub"``,
+    ``"sub|inner"``: a namespace's node names), from ``get_subgraphs(recurse=True)``
+    of the compiled graph (a ``StateGraph`` builder is compiled first)."""
+    compiled = graph if hasattr(graph, "get_subgraphs") else graph.compile()
+    out: dict[str, dict[str, Reducer]] = {}
+    for path, sub in compiled.get_subgraphs(recurse=True):
+        out[str(path)] = reducers_from_graph(sub)[0]
+    return out
+
+
 def _knowledge(graph: Any, reducers: Mapping[str, Reducer] | None) -> _Knowledge:
-    given, declared = ({}, set()) if graph is None else reducers_from_graph(graph)
+    if graph is None:
+        return _Knowledge(dict(reducers or {}), frozenset())
+    given, declared = reducers_from_graph(graph)
+    subgraphs = subgraph_reducers(graph)
+    for table in subgraphs.values():
+        declared |= set(table)
     given.update(reducers or {})
-    return _Knowledge(given, frozenset(declared))
+    return _Knowledge(given, frozenset(declared), subgraphs)
 
 
 def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> list[str]:
@@ -414,7 +432,13 @@ def _view(thread_id: str, known: _Knowledge | None) -> Generator[_Request, Any, 
     tuples: list[CheckpointTuple] = yield _List(thread_id)
     if known is None:
         return ThreadView(thread_id, tuples)
-    return ThreadView(thread_id, tuples, reducers=known.reducers, channels=known.channels)
+    return ThreadView(
+        thread_id,
+        tuples,
+        reducers=known.reducers,
+        channels=known.channels,
+        subgraphs=known.subgraphs,
+    )
 
 
 def _info(
@@ -683,10 +707,16 @@ def _keep_latest(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]],
             )
     detail = ""
     if kept > len(view.by_ns):
+        reasons = [view.refutation(ch) or ch for ch in sorted(unknown)]
         detail = (
             f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
-            "are stored (no reducer known; graph= keeps the head alone)"
+            f"are stored, because {'; '.join(reasons)}"
         )
+        if not all(view.has_reducer(ch) for ch in unknown):
+            detail += (
+                " (a graph whose channel table declares them, graph= or the CLI's "
+                "--graph, keeps the head alone)"
+            )
     return rewrites, deletes, detail
 
 

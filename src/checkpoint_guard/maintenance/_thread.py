@@ -20,6 +20,13 @@ Reducers: a replay is only as right as its reducer, so a channel is *usable*
 its parent (the parent's only child; a fork's snapshot also holds the update
 that made it). Every other delta channel is *unknown*: plans keep it as stored
 or refuse.
+
+Subgraphs: a namespace ``sub:<task>|inner:<task>`` holds the state of the subgraph at
+path ``sub|inner``, whose channel table is its own (a ``notes`` channel may keep the
+last two items there and concatenate at the root). With a graph, each namespace's
+channels are rebuilt with its own subgraph's reducers (``subgraphs``); a namespace
+whose subgraph the graph does not contain has no known reducer, so a channel stored
+there is unknown everywhere (kept as stored, or the plan refuses).
 """
 
 from __future__ import annotations
@@ -115,6 +122,7 @@ class ThreadView:
         reducers: Mapping[str, Reducer] | None = None,
         channels: Iterable[str] | None = None,
         defaults: Mapping[str, Reducer] = DEFAULT_REDUCERS,
+        subgraphs: Mapping[str, Mapping[str, Reducer]] | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
@@ -123,6 +131,10 @@ class ThreadView:
             self.by_ns.setdefault(address.checkpoint_ns, {})[str(address.checkpoint_id)] = tup
         self.given = dict(reducers or {})
         self.reducers = {**{k: v for k, v in defaults.items()}, **self.given}
+        # None: no graph was given, every namespace uses ``reducers`` (as the root);
+        # else subgraph path -> the reducers its own channel table gives.
+        self._subgraphs = None if subgraphs is None else dict(subgraphs)
+        self._defaults = dict(defaults)
         self.delta_channels = self._detect_delta_channels() | set(channels or ())
         self._values: dict[tuple[str, str, str], Any] = {}
         self._children: dict[tuple[str, str], int] = {}
@@ -188,16 +200,50 @@ class ThreadView:
 
     # -- reducers ------------------------------------------------------------------
 
+    def _given_of(self, ns: str) -> Mapping[str, Reducer] | None:
+        # The reducers given for ns's graph: the root's, or its subgraph's own table.
+        if not ns or self._subgraphs is None:
+            return self.given
+        return self._subgraphs.get("|".join(part.split(":", 1)[0] for part in ns.split("|")))
+
+    def reducers_of(self, ns: str) -> Mapping[str, Reducer] | None:
+        """The reducers of namespace ``ns``'s own graph, defaults included (``None``:
+        a subgraph the given graph does not contain)."""
+        given = self._given_of(ns)
+        return None if given is None else {**self._defaults, **given}
+
+    def has_reducer(self, ch: str) -> bool:
+        """Whether every namespace storing ``ch`` has a reducer for it (given or default)."""
+        return self._missing_reducer(ch) is None
+
+    def _missing_reducer(self, ch: str) -> str | None:
+        stored = False
+        for ns, checkpoints in sorted(self.by_ns.items()):
+            if not any(ch in t.checkpoint["channel_versions"] for t in checkpoints.values()):
+                continue
+            stored = True
+            table = self.reducers_of(ns)
+            where = f" in namespace {ns!r}" if ns else ""
+            if table is None:
+                return (
+                    f"no reducer is known for delta channel {ch!r}{where}: the graph given "
+                    "has no subgraph at that namespace"
+                )
+            if ch not in table:
+                return f"no reducer is known for delta channel {ch!r}{where}"
+        if not stored and ch not in self.reducers:
+            return f"no reducer is known for delta channel {ch!r}"
+        return None
+
     def refutation(self, ch: str) -> str | None:
-        """Why ``ch`` may not be rebuilt (``None``: it may). A channel needs a
-        reducer that was given or defaulted, and that reducer must reproduce each
-        stored ``_DeltaSnapshot`` that is the plain replay of its parent."""
+        """Why ``ch`` may not be rebuilt (``None``: it may). A channel needs, in every
+        namespace that stores it, a reducer that was given or defaulted there (each
+        subgraph's own), and that reducer must reproduce each stored
+        ``_DeltaSnapshot`` that is the plain replay of its parent."""
         if ch in self._verdicts:
             return self._verdicts[ch]
-        verdict: str | None
-        if ch not in self.reducers:
-            verdict = f"no reducer is known for delta channel {ch!r}"
-        else:
+        verdict = self._missing_reducer(ch)
+        if verdict is None:
             verdict = self._check_snapshots(ch)
         self._verdicts[ch] = verdict
         return verdict
@@ -211,9 +257,12 @@ class ThreadView:
         return {ch for ch in self.delta_channels if not self.usable(ch)}
 
     def _check_snapshots(self, ch: str) -> str | None:
-        source = "given" if ch in self.given else "default"
-        name = getattr(self.reducers[ch], "__qualname__", repr(self.reducers[ch]))
         for ns, checkpoints in sorted(self.by_ns.items()):
+            table = self.reducers_of(ns) or {}
+            if ch not in table:
+                continue  # the namespace never stores ch (_missing_reducer checked)
+            source = "given" if ch in (self._given_of(ns) or {}) else "default"
+            name = getattr(table[ch], "__qualname__", repr(table[ch]))
             for cid in sorted(checkpoints):
                 tup = checkpoints[cid]
                 stored = tup.checkpoint["channel_values"].get(ch, _MISSING)
@@ -227,7 +276,7 @@ class ThreadView:
                     continue
                 try:
                     base = self.value(ns, parent, ch)
-                    expected = self._replay(ch, base, self._writes(checkpoints[parent], ch))
+                    expected = self._replay(ch, base, self._writes(checkpoints[parent], ch), ns)
                 except KeyError:
                     continue  # a broken chain: verify reports it, not this check
                 except Exception as exc:  # the reducer rejects the stored writes
@@ -375,7 +424,7 @@ class ThreadView:
                 parent = self.parent_id(tup)
                 base = _MISSING if parent is None else self._values[(ns, parent, ch)]
                 writes = [] if parent is None else self._writes(checkpoints[parent], ch)
-                result = self._replay(ch, base, writes)
+                result = self._replay(ch, base, writes, ns)
             self._values[(ns, node, ch)] = result
         return self._values[key]
 
@@ -383,10 +432,10 @@ class ThreadView:
     def _writes(tup: CheckpointTuple, ch: str) -> list[tuple[str, str, Any]]:
         return [w for w in tup.pending_writes or () if w[1] == ch]
 
-    def _replay(self, ch: str, base: Any, writes: list[tuple[str, str, Any]]) -> Any:
-        reducer = self.reducers.get(ch)
+    def _replay(self, ch: str, base: Any, writes: list[tuple[str, str, Any]], ns: str) -> Any:
+        reducer = (self.reducers_of(ns) or {}).get(ch)
         if reducer is None:
-            raise LookupError(f"no reducer is known for delta channel {ch!r}")
+            raise LookupError(f"no reducer is known for delta channel {ch!r} in {ns!r}")
         channel: DeltaChannel[Any] = DeltaChannel(reducer, list)
         seeded = channel.from_checkpoint(None if base is _MISSING else copy.copy(base))
         seeded.replay_writes(writes)

@@ -2,36 +2,76 @@
 
 Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every
 checkpoint it stores and otherwise passes everything through; it reads full
-threads as they are (the full -> delta migration path).
+threads as they are (the full -> delta migration path). A checkpoint whose
+``messages`` channel holds a plain value (a graph compiled without the delta
+schema) is refused with ``ConfigError``: the marker would label full data delta.
 
-Full mode refuses, with ``CheckpointModeMismatchError`` and before anything is
-handed out or written, every read that would return a delta checkpoint and every
-write onto one. Reads cost nothing extra: the gate inspects what the inner saver
-returned. Writes need the target's mode *now*: another process may migrate a
-thread to delta between this process's read and its write, so what the layer
-remembers only decides which probe to use. A target never seen is read whole
-(``get_tuple``; on PostgreSQL its write carries the riding check too, free there);
-one remembered as full is probed for its metadata alone (``_probe``: one
-primary-key lookup; on PostgreSQL a check that rides on the write's own round
-trip), and refused once the storage shows delta. A write whose thread id is not a
-str or an int, or whose ``checkpoint_ns`` is not a str, is refused with
-``ConfigError`` (``_check_address``): savers store those each their own way.
+Full mode refuses, with ``CheckpointModeMismatchError``, every read that would
+hand out a delta checkpoint (``get_tuple``, every item of ``list``, the target of
+``get_delta_channel_history``, maintenance of a thread holding one): the gate
+inspects what the inner saver returned, at no extra cost. On the write side it
+refuses exactly
 
-One ordering detail of LangGraph's loop shapes the write gate: it submits a new
-checkpoint's ``put`` and the ``put_writes`` of the tasks run from it concurrently,
-so ``put_writes(X)`` often arrives before ``put(X)``. Checkpoint ids are uuid6
-(time-ordered), so the layer also keeps, per thread and namespace, the newest
-full checkpoint id it has seen (its "frontier", ``""`` for a thread it found
-empty): ``put_writes`` onto an unseen id newer than the frontier is a checkpoint
-this process is creating and needs no read. Anything else unseen is read once.
+* a checkpoint whose own data is delta-shaped (delta evidence in its metadata or
+  a ``_DeltaSnapshot`` among its values): stored, it would be delta data without
+  the marker's promise, a mislabel;
+* a write onto a checkpoint this process read as delta (a ``put`` under it, a
+  ``put_writes`` onto it, a ``put`` reusing its id);
+* a ``put`` with no parent (a new root) in a namespace whose head this process
+  last saw as delta: the root would become the head, and every later read of the
+  thread would start from it, empty;
+* a write addressed with a thread id that is not a str or an int, or a
+  ``checkpoint_ns`` that is not a str (``ConfigError``): savers store those each
+  their own way, so what this process read could not be matched to it.
+
+What it refuses is decided from the write's arguments and what this process
+read, in memory: full mode sends the inner saver exactly the calls (and SQL
+statements) the raw saver gets, whatever the saver.
+
+Why no write needs a storage read (the argument; ``docs/gate.md`` for users).
+The harm is a *misread*: a full-mode process handed a delta checkpoint (whose
+``messages`` are empty or partial), or a checkpoint holding delta data without the
+marker. Every read of a full-mode process goes through the read gate, so the
+first can only come from what is stored; and what a full-mode process stores is
+complete: a checkpoint built from a full read that passed the gate (its values
+whole), or task writes, whose format is the same in both modes. Delta readers
+take a stored value as the seed of their walk, and full readers read it whole.
+Take a full-mode worker F holding knowledge older than a migration M
+(``migrate --to delta``, which only stamps the marker) and delta workers D with
+caches:
+
+* F writes onto a checkpoint M stamped after F read it: a complete child (the
+  head from then on, unmarked: F and D both read it exactly, D as a seed) or task
+  writes (read by whoever resumes that checkpoint, the same in both modes).
+* D writes after M: new checkpoints carrying the marker; F's reads refuse them.
+* F writes a child of a checkpoint D made delta: F cannot have read that parent
+  (refused), so a graph run never builds one; a direct caller's child still
+  carries whole values, read exactly by both.
+* D's caches hold entries built from ancestors: an F write of a new child or onto
+  the namespace's newest checkpoint changes no ancestor of a cached checkpoint.
+
+Not guaranteed (the same with or without the guard, or in any mode): a write onto
+a checkpoint that already has children (two runs from it at once, a direct
+``put_writes``): the delta walk replays it into every child's history, and a
+full-mode writer, having no cache layer, does not fence a shared history cache
+for it; a ``put`` reusing the id of a checkpoint this process has not read as
+delta (every saver upserts: its delta children then replay from the new value); a
+new root over a delta head this process never read. The memory of what this
+process read is bounded (LRU): the argument above does not rest on it.
+
+One ordering detail of LangGraph's loop: it submits a checkpoint's ``put`` and the
+``put_writes`` of the tasks run from it concurrently. A refused ``put``'s own
+checkpoint, and the newer ids of its namespace until a ``put`` there is admitted
+again, are recorded, and later writes onto them are refused; writes that reached
+the saver before the refusal are orphans (never read: writes are read with their
+checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
@@ -46,9 +86,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .. import _telemetry
-from .._address import Address, mode_mismatch, thread_config
-from .._errors import CheckpointModeMismatchError, ConfigError
+from .._address import Address, canonical, mode_mismatch, thread_config
+from .._errors import ConfigError
 from .._modes import (
+    _UPSTREAM_COUNTERS_KEY,
     MODE_METADATA_KEY,
     ChannelMode,
     checkpoint_uses_delta,
@@ -56,72 +97,14 @@ from .._modes import (
     parse_mode,
 )
 from ._layer import SaverLayer
-from ._probe import AsyncWrite, DeltaTarget, Write, mode_probe
 
 __all__ = ["GuardedSaver"]
 
 _Key = tuple[Any, str, str]
-_T = TypeVar("_T")
+_Namespace = tuple[Any, str]
+_Tuple = TypeVar("_Tuple", bound=CheckpointTuple | None)
 _ABSENT: Any = object()
-
-
-class _Verdict:
-    """The gate's decision on a ``put`` in flight, awaited by the ``put_writes``
-    LangGraph sends for the same checkpoint concurrently: they reach the saver
-    only once the checkpoint is admitted, so a refusal leaves no rows."""
-
-    __slots__ = ("_latch", "future")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        # A held lock as a one-shot latch: made on every put, and a
-        # threading.Event costs 5 µs to build, a lock 0.2.
-        self._latch = threading.Lock()
-        self._latch.acquire()
-        # an aput's loop: its own tasks await the future instead of a thread
-        self.future: asyncio.Future[None] | None = None if loop is None else loop.create_future()
-
-    def wait(self) -> None:
-        """Block the calling thread until ``decide`` has run."""
-        with self._latch:
-            pass
-
-    async def await_decided(self) -> None:
-        """Wait until ``decide`` has run, without blocking the running loop."""
-        future = self.future
-        if future is not None and future.get_loop() is asyncio.get_running_loop():
-            await asyncio.shield(future)
-        else:  # a sync put, or an aput on another loop
-            await asyncio.to_thread(self.wait)
-
-    def decide(self) -> None:
-        """Wake every waiter; called once per put, after a refusal was recorded
-        (``GuardedSaver._refuse``), so waiters see it."""
-        self._latch.release()
-        if self.future is not None and not self.future.done():
-            loop = self.future.get_loop()
-            if loop.is_closed():
-                return
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                self.future.set_result(None)
-            else:
-                loop.call_soon_threadsafe(_resolve, self.future)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-_KNOWN_MODES_MAX = 10_000
-_FRONTIERS_MAX = 10_000
-
-
-def _key(config: RunnableConfig) -> _Key | None:
-    return Address.from_config(config).key
+_REMEMBERED_MAX = 10_000
 
 
 _ADDRESS_TYPES = {"thread_id": (str, int), "checkpoint_ns": (str,)}
@@ -133,11 +116,12 @@ _ADDRESS_ACCEPTED = {
 
 def _check_address(config: RunnableConfig) -> None:
     """Refuse, with ``ConfigError`` and before any I/O, a full-mode write whose
-    target the gate cannot find as the saver stores it. Savers store other types
-    each their own way: a ``None`` namespace under ``None`` (InMemorySaver), as
-    NULL or as ``"None"`` (SQLite's put and put_writes differ), and PostgreSQL
-    casts a thread id to text its own way (``True`` -> ``'true'``), so a check
-    keyed by Python's ``str()`` would miss the stored row and admit the write."""
+    target the gate cannot match to what this process read. Savers store other
+    types each their own way: a ``None`` namespace under ``None`` (InMemorySaver),
+    as NULL or as ``"None"`` (SQLite's put and put_writes differ), and PostgreSQL
+    casts a thread id to text its own way (``True`` -> ``'true'``), so the address
+    a read returned would not match the write's and a write onto a checkpoint read
+    as delta would be admitted."""
     conf = config.get("configurable") or {}
     for name, kinds in _ADDRESS_TYPES.items():
         value = conf.get(name, "")
@@ -162,42 +146,85 @@ def _schema_refusal(detail: str) -> ConfigError:
     )
 
 
+class _Heads:
+    """Which items of one listing are their namespace's head: a listing is newest
+    first, so without ``before``, ``filter`` or a checkpoint id it is the first item
+    of each namespace."""
+
+    __slots__ = ("_seen", "active")
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self._seen: set[_Namespace] = set()
+
+    @classmethod
+    def of(
+        cls,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        *,
+        active: bool = True,
+    ) -> _Heads:
+        """The heads of ``list(config, filter=filter, before=before)``: none when
+        it names a checkpoint, filters, or starts below the head."""
+        named = Address.from_config(config).checkpoint_id is not None
+        return cls(active and not (named or filter or before is not None))
+
+    def first(self, tup: CheckpointTuple) -> bool:
+        """Whether ``tup`` is the first item of its namespace in this listing."""
+        if not self.active:
+            return False
+        _, namespace = _where(tup.config)
+        if namespace in self._seen:
+            return False
+        self._seen.add(namespace)
+        return True
+
+
+def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
+    """The checkpoint (``None`` without an id) and the namespace ``config`` names,
+    as this gate remembers them (the thread id canonical: ``Address``)."""
+    thread_id, ns, checkpoint_id = Address.from_config(config)
+    return (None if not checkpoint_id else (thread_id, ns, checkpoint_id)), (thread_id, ns)
+
+
+def _next(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+    """The config addressing ``checkpoint``, put under ``config``."""
+    conf = config.get("configurable") or {}
+    return {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
+
+
 class GuardedSaver(SaverLayer):
     """Marker injection (delta mode) and the fail-closed gate (full mode).
 
     ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"``; anything else raises
     ``ConfigError``. In delta mode every stored checkpoint carries the marker,
     whatever the write path (graph run, ``update_state``, direct ``put``). In full
-    mode ``get_tuple``, every item of ``list`` and every write onto a delta
-    checkpoint raise ``CheckpointModeMismatchError`` first.
+    mode ``get_tuple``, every item of ``list`` and ``get_delta_channel_history``
+    raise ``CheckpointModeMismatchError`` rather than hand out a delta checkpoint,
+    and a write of delta-shaped data, onto a checkpoint this guard read as delta,
+    or of a new root over a head it saw as delta raises it with nothing written.
+    Full-mode writes reach the inner saver as they came, with no storage read.
     """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], *, mode: ChannelMode | str) -> None:
         super().__init__(inner)
         self._mode = parse_mode(mode, key="mode")
         self._full = self._mode is ChannelMode.FULL  # fixed: read on every call
-        self._known: LRUCache[_Key, bool] = LRUCache(maxsize=_KNOWN_MODES_MAX)
-        self._frontier: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
-        self._known_lock = threading.Lock()
+        self._lock = threading.Lock()
+        # full mode: checkpoints this process read as delta, and namespaces whose
+        # head it last saw as delta
+        self._delta: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
+        self._delta_heads: LRUCache[_Namespace, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         # checkpoints whose put this guard refused: their late put_writes are too
-        self._refused: LRUCache[_Key, bool] = LRUCache(maxsize=_FRONTIERS_MAX)
-        self._inflight: dict[_Key, _Verdict] = {}
-        # (thread, ns) -> the newest refused checkpoint: writes onto unseen newer
-        # ids are its descendants' (never stored) until a put is admitted again
-        self._poisoned: LRUCache[tuple[Any, str], str] = LRUCache(maxsize=_FRONTIERS_MAX)
-        self._probe = mode_probe(inner)
+        self._refused: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
+        # (thread, ns) -> the newest refused checkpoint: writes onto newer ids are
+        # its descendants' (never stored) until a put there is admitted again
+        self._poisoned: LRUCache[_Namespace, str] = LRUCache(maxsize=_REMEMBERED_MAX)
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
-
-    def _rebuild(self, new_inner: BaseCheckpointSaver[Any]) -> Self:
-        # The copy writes through new_inner (with_allowlist: a copy of the saver),
-        # so its probe must check there: the original's hook sits on the original
-        # instance's cursor, which the copy's writes never open. What the guard
-        # remembers is about the storage they share, so it stays shared.
-        clone = super()._rebuild(new_inner)
-        clone._probe = mode_probe(new_inner)
-        return clone
 
     # -- shared logic (no I/O) -------------------------------------------------------
 
@@ -206,221 +233,165 @@ class GuardedSaver(SaverLayer):
         """The mode this guard was built with (fixed for its lifetime)."""
         return self._mode
 
-    def _remember(self, key: _Key | None, is_delta: bool) -> None:
-        if key is None:
-            return
-        with self._known_lock:
-            self._known[key] = is_delta
-            if not is_delta:
-                thread = key[:2]
-                if key[2] > self._frontier.get(thread, ""):
-                    self._frontier[thread] = key[2]
-
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        # A migration changes a thread's mode under us: what we knew is stale.
-        with self._known_lock:
-            if thread_ids is None:
-                self._known.clear()
-                self._frontier.clear()
-                return
-            doomed = set(thread_ids)
-            for key in [k for k in self._known if k[0] in doomed]:
-                del self._known[key]
-            for thread in [k for k in self._frontier if k[0] in doomed]:
-                del self._frontier[thread]
+        # A migration in this process changed the threads' modes: what we read is stale.
+        memories: tuple[LRUCache[Any, bool], ...] = (self._delta, self._delta_heads)
+        with self._lock:
+            for memory in memories:
+                if thread_ids is None:
+                    memory.clear()
+                    continue
+                doomed = set(thread_ids)
+                for key in [k for k in memory if k[0] in doomed]:
+                    del memory[key]
 
-    def _recall(self, key: _Key | None, *, allow_new: bool = False) -> bool | None:
-        """True/False when the mode of the addressed checkpoint is known, else None.
-        With ``allow_new``, an id newer than the thread's frontier counts as full."""
-        if key is None:
-            return False  # no checkpoint addressed: nothing to write onto
-        with self._known_lock:
-            known = self._known.get(key)
-            if known is None and allow_new:
-                frontier = self._frontier.get(key[:2])
-                if frontier is not None and key[2] > frontier:
-                    return False
-            return known
-
-    def _reused(self, key: _Key) -> bool | None:
-        """For a full-mode put of ``key``: None when its id is provably new (newer
-        than the thread's frontier: a uuid6 this process's caller just made),
-        else whether this process knows it as delta (False: not known as delta, so
-        the storage must say whether the id is already a delta checkpoint, which
-        the put would overwrite)."""
-        with self._known_lock:
-            known = self._known.get(key)
-            frontier = self._frontier.get(key[:2])
-        if known is None and frontier is not None and key[2] > frontier:
-            return None
-        return bool(known)
-
-    def _admit(
-        self, tup: CheckpointTuple | None, config: RunnableConfig | None = None
-    ) -> CheckpointTuple | None:
-        """The read gate: hand ``tup`` out only if this mode may read it. ``config``
-        is the request of a ``get_tuple``: a thread found empty starts a frontier."""
-        if not self._full:
-            return tup
-        if tup is None:
-            if config is not None and _key(config) is None:
-                with self._known_lock:
-                    self._frontier.setdefault(Address.from_config(config).thread, "")
+    def _admit(self, tup: _Tuple, *, head: bool = False) -> _Tuple:
+        """The read gate: hand ``tup`` out only if this mode may read it, and
+        remember what it showed. ``head``: ``tup`` is its namespace's newest."""
+        if not self._full or tup is None:
             return tup
         is_delta = checkpoint_uses_delta(tup)
-        self._remember(_key(tup.config), is_delta)
+        if is_delta or self._delta or self._delta_heads or self._poisoned:
+            self._remember(tup.config, is_delta, head)
         if is_delta:
             raise mode_mismatch(tup.config, action="read")
         return tup
 
+    def _remember(self, config: RunnableConfig, is_delta: bool, head: bool) -> None:
+        key, namespace = _where(config)
+        with self._lock:
+            if key is not None:
+                if is_delta:
+                    self._delta[key] = True
+                else:
+                    # read full now: `migrate --to full` ran since, or it never was
+                    self._delta.pop(key, None)
+                    poisoned = self._poisoned.get(namespace)
+                    if poisoned is not None and key[2] > poisoned:
+                        self._poisoned.pop(namespace)  # stored since: not the refused step's
+            if head:
+                if is_delta:
+                    self._delta_heads[namespace] = True
+                else:
+                    self._delta_heads.pop(namespace, None)
+
     def _stamp(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
     ) -> CheckpointMetadata:
-        """Metadata to store: marked in delta mode; in full mode refuse a checkpoint
-        that itself carries delta evidence (a delta-schema graph on a full saver)."""
-        if not self._full:
-            messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
-            if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
-                # A graph compiled without the delta schema stores the whole list:
-                # the marker would label full data as delta.
-                self._refuse(self._next(config, checkpoint))
-                thread_id = Address.from_config(config).thread_id
-                raise _schema_refusal(
-                    f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
-                    f"{thread_id!r}: its 'messages' channel holds a plain "
-                    "value, so the graph was compiled without the delta schema and the "
-                    "delta marker would mislabel full data; nothing was stored"
-                )
-            stamped = dict(metadata)
-            stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
-            return stamped  # type: ignore[return-value]
-        if metadata_uses_delta(metadata) or checkpoint_uses_delta(checkpoint):
-            # the put refuses its checkpoint (``put``'s handler)
-            raise mode_mismatch(self._next(config, checkpoint), action="write")
-        return metadata
+        """Metadata to store, or the put's refusal: marked in delta mode (refusing
+        plain ``messages``); in full mode refuse what ``_gate_full_put`` refuses."""
+        if self._full:
+            self._gate_full_put(checkpoint, metadata, config)
+            stamped = metadata
+        else:
+            stamped = self._mark(checkpoint, metadata, config)
+        if self._poisoned:  # admitted: newer ids of the namespace are stored again
+            with self._lock:
+                self._poisoned.pop(_where(config)[1], None)
+        return stamped
+
+    def _mark(
+        self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
+    ) -> CheckpointMetadata:
+        messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
+        if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
+            # A graph compiled without the delta schema stores the whole list:
+            # the marker would label full data as delta.
+            self._refuse(_next(config, checkpoint))
+            thread_id = Address.from_config(config).thread_id
+            raise _schema_refusal(
+                f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                f"{thread_id!r}: its 'messages' channel holds a plain "
+                "value, so the graph was compiled without the delta schema and the "
+                "delta marker would mislabel full data; nothing was stored"
+            )
+        stamped = dict(metadata)
+        stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
+        return stamped  # type: ignore[return-value]
+
+    def _gate_full_put(
+        self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
+    ) -> None:
+        """Refuse a checkpoint that itself carries delta evidence (a delta-schema
+        graph on a full saver), and a put onto what this process read as delta."""
+        _check_address(config)
+        target = _next(config, checkpoint)
+        if checkpoint_uses_delta(checkpoint) or (metadata or {}).get(_UPSTREAM_COUNTERS_KEY):
+            # The checkpoint itself is delta-shaped (LangGraph's own evidence: a
+            # snapshot value, delta counters): the graph, not the thread, is wrong
+            # (it was compiled with a DeltaChannel). LangGraph's put_writes onto it
+            # are refused with it.
+            self._refuse(target)
+            _telemetry.gate_refusal("schema")
+            raise ConfigError(
+                "channel_mode",
+                "full",
+                "a graph whose schema comes from the same configuration "
+                "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
+                detail=f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
+                f"{Address.from_config(config).thread_id!r}: the graph was compiled with a "
+                "delta schema (a DeltaChannel) and this saver runs in 'full' mode; the "
+                "thread is not at fault and nothing was stored",
+            )
+        if metadata_uses_delta(metadata):
+            self._refuse(target)
+            raise mode_mismatch(target, action="write")
+        if self._delta or self._delta_heads:
+            self._gate_put_target(config, target)
+
+    def _gate_put_target(self, config: RunnableConfig, target: RunnableConfig) -> None:
+        """A full-mode put under a parent, or reusing an id, this process read as
+        delta, or a new root over a head it saw as delta: refused."""
+        (parent, namespace), (new, _) = _where(config), _where(target)
+        with self._lock:
+            if parent is not None and parent in self._delta:
+                refusal = mode_mismatch(config, action="write onto")
+            elif new is not None and new in self._delta:
+                refusal = mode_mismatch(target, action="overwrite")
+            elif parent is None and namespace in self._delta_heads:
+                refusal = mode_mismatch(target, action="start a new root over the delta head of")
+            else:
+                return
+        self._refuse(target)
+        raise refusal
 
     def _refuse(self, target: RunnableConfig) -> None:
-        key = _key(target)
+        key, _ = _where(target)
         if key is not None:
-            with self._known_lock:
+            with self._lock:
                 self._refused[key] = True
                 # LangGraph goes on writing the refused step's task writes onto
                 # the next checkpoint id, whose put never comes
                 self._poisoned[key[:2]] = key[2]
 
-    def _start_put(
-        self,
-        thread: tuple[Any, str],
-        checkpoint: Checkpoint,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> tuple[_Key, _Verdict]:
-        key = (*thread, checkpoint["id"])
-        verdict = _Verdict(loop)
-        with self._known_lock:
-            self._inflight[key] = verdict
-        return key, verdict
-
-    async def _astart_put(
-        self, thread: tuple[Any, str], checkpoint: Checkpoint
-    ) -> tuple[_Key, _Verdict]:
-        # an aput's verdict carries a future of its loop (``_Verdict``)
-        return self._start_put(thread, checkpoint, asyncio.get_running_loop())
-
-    def _end_put(self, key: _Key, verdict: _Verdict, *, refused: bool) -> None:
-        with self._known_lock:
-            if self._inflight.get(key) is verdict:
-                del self._inflight[key]
-            if not refused:
-                self._poisoned.pop(key[:2], None)
-        verdict.decide()
-
-    def _pending(self, key: _Key | None) -> _Verdict | None:
-        with self._known_lock:
-            return None if key is None else self._inflight.get(key)
-
-    def _gate_refused(self, config: RunnableConfig, key: _Key | None) -> None:
-        """A put_writes onto a checkpoint whose put was refused is refused too:
-        nothing of a refused checkpoint reaches the saver. ``key`` is ``config``'s."""
-        if not self._refused:  # none yet (the common case): skip the lookups
+    def _gate_writes(self, config: RunnableConfig) -> None:
+        """A put_writes onto a checkpoint whose put was refused, or (full mode) onto
+        one this process read as delta, is refused."""
+        if self._full:
+            _check_address(config)
+        if not (self._refused or self._delta):  # the common case: skip the lookups
             return
-        with self._known_lock:
-            poisoned = self._poisoned.get(key[:2]) if key is not None else None
-            refused = key is not None and (
-                key in self._refused
-                or (poisoned is not None and key[2] > poisoned and key not in self._known)
-            )
+        key, _ = _where(config)
+        if key is None:
+            return
+        with self._lock:
+            poisoned = self._poisoned.get(key[:2])
+            refused = key in self._refused or (poisoned is not None and key[2] > poisoned)
+            read_delta = key in self._delta
+        if self._full and (refused or read_delta):
+            raise mode_mismatch(config, action="write onto")
         if refused:
-            assert key is not None
-            if self._full:
-                raise mode_mismatch(config, action="write onto")
             raise _schema_refusal(
                 f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
                 "its put was refused (the graph was compiled without the delta schema)"
             )
 
-    def _check_parent(
-        self, config: RunnableConfig, key: _Key | None, parent: CheckpointTuple | None
-    ) -> None:
-        is_delta = parent is not None and checkpoint_uses_delta(parent)
-        self._remember(key, is_delta)
-        if is_delta:
-            raise mode_mismatch(config, action="write onto")
-
-    def _storing(self, key: _Key) -> None:
-        # Recorded before the inner put, which may race with put_writes for it.
-        if self._full:
-            self._remember(key, False)
-
-    def _delta_target(self, config: RunnableConfig, key: _Key) -> CheckpointModeMismatchError:
-        self._remember(key, True)
-        return mode_mismatch(config, action="write onto")
-
-    def _next(self, config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
-        """The config addressing ``checkpoint``, put under ``config``."""
-        conf = config.get("configurable") or {}
-        return {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
-
     # -- sync ---------------------------------------------------------------------------
 
-    def _gate_write_target(
-        self, config: RunnableConfig, key: _Key | None, *, allow_new: bool = False
-    ) -> _Key | None:
-        """Refuse a write onto the checkpoint ``config`` (whose key is ``key``) names
-        if it is delta as far as this process knows; the key the storage must still
-        confirm, if any (``_write_onto``)."""
-        if not self._full:
-            return None
-        _check_address(config)
-        known = self._recall(key, allow_new=allow_new)
-        if known is None:
-            self._check_parent(config, key, self.inner.get_tuple(config))
-            # read whole and full; a migration may stamp it before the write
-            # lands: where the check rides on the write, it costs nothing to ask
-            return key if self._probe.rides else None
-        if known:
-            raise mode_mismatch(config, action="write onto")
-        # remembered (or presumed) full: another process may have migrated it
-        # since, so the storage decides, with the write (None: no id to check)
-        return key
-
-    def _gate_new_id(self, config: RunnableConfig, checkpoint: Checkpoint, key: _Key) -> None:
-        """Refuse a full-mode put whose id is already a delta checkpoint (every saver
-        upserts: the put would overwrite it with full data under its children).
-        Asks the storage only for an id that is not provably new (``_reused``)."""
-        if not self._full:
-            return
-        reused = self._reused(key)
-        if reused or (reused is not None and self._probe.mode(key)):
-            raise mode_mismatch(self._next(config, checkpoint), action="overwrite")
-
-    def _write_onto(self, config: RunnableConfig, key: _Key, write: Write[_T]) -> _T:
-        try:
-            return self._probe.write_onto(key, write)
-        except DeltaTarget:
-            raise self._delta_target(config, key) from None
-
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._admit(self.inner.get_tuple(config), config)
+        config = canonical(config)
+        head = Address.from_config(config).checkpoint_id is None
+        return self._admit(self.inner.get_tuple(config), head=head)
 
     def list(
         self,
@@ -430,10 +401,17 @@ class GuardedSaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         items = self.inner.list(config, filter=filter, before=before, limit=limit)
         if not self._full:
             return items
-        return (t for t in items if self._admit(t) is not None)
+        return self._admit_all(items, _Heads.of(config, filter, before))
+
+    def _admit_all(
+        self, items: Iterator[CheckpointTuple], heads: _Heads
+    ) -> Iterator[CheckpointTuple]:
+        for tup in items:
+            yield self._admit(tup, head=heads.first(tup))
 
     def put(
         self,
@@ -442,39 +420,9 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        address = Address.from_config(config)
-        key, verdict = self._start_put(address.thread, checkpoint)
-        refused, target = True, None
-        try:
-            stamped = self._stamp(checkpoint, metadata, config)
-            target = self._gate_write_target(config, address.key)
-            self._gate_new_id(config, checkpoint, key)
-            self._storing(key)
-            refused = False
-        except CheckpointModeMismatchError:
-            # its parent is delta: LangGraph's put_writes onto the new checkpoint,
-            # waiting for this verdict or arriving later, are refused too
-            self._refuse(self._next(config, checkpoint))
-            raise
-        finally:
-            if refused or target is None:
-                self._end_put(key, verdict, refused=refused)
-        if target is None:
-            return self.inner.put(config, checkpoint, stamped, new_versions)
-        # The storage decides with the write: put_writes onto this checkpoint wait
-        # for the verdict, so a refused checkpoint gets no writes either.
-        refused = True
-        try:
-            written = self._write_onto(
-                config, target, lambda: self.inner.put(config, checkpoint, stamped, new_versions)
-            )
-            refused = False
-            return written
-        except CheckpointModeMismatchError:
-            self._refuse(self._next(config, checkpoint))
-            raise
-        finally:
-            self._end_put(key, verdict, refused=refused)
+        config = canonical(config)
+        stamped = self._stamp(checkpoint, metadata, config)
+        return self.inner.put(config, checkpoint, stamped, new_versions)
 
     def put_writes(
         self,
@@ -483,24 +431,16 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        key = Address.from_config(config).key
-        pending = self._pending(key)
-        if pending is not None:
-            pending.wait()
-        self._gate_refused(config, key)
-        target = self._gate_write_target(config, key, allow_new=True)
-        if target is None:
-            self.inner.put_writes(config, writes, task_id, task_path)
-        else:
-            self._write_onto(
-                config, target, lambda: self.inner.put_writes(config, writes, task_id, task_path)
-            )
+        config = canonical(config)
+        self._gate_writes(config)
+        self.inner.put_writes(config, writes, task_id, task_path)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if self._full:  # the target goes through the read gate first
-            self._admit(self.inner.get_tuple(config), config)
+            self.get_tuple(config)
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     def _gate_threads(self, thread_ids: Sequence[str]) -> None:
@@ -531,41 +471,10 @@ class GuardedSaver(SaverLayer):
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
-    async def _agate_write_target(
-        self, config: RunnableConfig, key: _Key | None, *, allow_new: bool = False
-    ) -> _Key | None:
-        if not self._full:
-            return None
-        _check_address(config)
-        known = self._recall(key, allow_new=allow_new)
-        if known is None:
-            self._check_parent(config, key, await self.inner.aget_tuple(config))
-            # read whole and full; a migration may stamp it before the write
-            # lands: where the check rides on the write, it costs nothing to ask
-            return key if self._probe.rides else None
-        if known:
-            raise mode_mismatch(config, action="write onto")
-        # remembered (or presumed) full: another process may have migrated it
-        # since, so the storage decides, with the write (None: no id to check)
-        return key
-
-    async def _agate_new_id(
-        self, config: RunnableConfig, checkpoint: Checkpoint, key: _Key
-    ) -> None:
-        if not self._full:
-            return
-        reused = self._reused(key)
-        if reused or (reused is not None and await self._probe.amode(key)):
-            raise mode_mismatch(self._next(config, checkpoint), action="overwrite")
-
-    async def _awrite_onto(self, config: RunnableConfig, key: _Key, write: AsyncWrite[_T]) -> _T:
-        try:
-            return await self._probe.awrite_onto(key, write)
-        except DeltaTarget:
-            raise self._delta_target(config, key) from None
-
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._admit(await self.inner.aget_tuple(config), config)
+        config = canonical(config)
+        head = Address.from_config(config).checkpoint_id is None
+        return self._admit(await self.inner.aget_tuple(config), head=head)
 
     async def alist(
         self,
@@ -575,10 +484,10 @@ class GuardedSaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            admitted = self._admit(item)
-            if admitted is not None:
-                yield admitted
+        config, before = canonical(config), canonical(before)
+        heads = _Heads.of(config, filter, before, active=self._full)
+        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield self._admit(tup, head=heads.first(tup))
 
     async def aput(
         self,
@@ -587,37 +496,9 @@ class GuardedSaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        address = Address.from_config(config)
-        key, verdict = await self._astart_put(address.thread, checkpoint)
-        refused, target = True, None
-        try:
-            stamped = self._stamp(checkpoint, metadata, config)
-            target = await self._agate_write_target(config, address.key)
-            await self._agate_new_id(config, checkpoint, key)
-            self._storing(key)
-            refused = False
-        except CheckpointModeMismatchError:
-            # its parent is delta: LangGraph's put_writes onto the new checkpoint,
-            # waiting for this verdict or arriving later, are refused too
-            self._refuse(self._next(config, checkpoint))
-            raise
-        finally:
-            if refused or target is None:
-                self._end_put(key, verdict, refused=refused)
-        if target is None:
-            return await self.inner.aput(config, checkpoint, stamped, new_versions)
-        refused = True
-        try:
-            written = await self._awrite_onto(
-                config, target, lambda: self.inner.aput(config, checkpoint, stamped, new_versions)
-            )
-            refused = False
-            return written
-        except CheckpointModeMismatchError:
-            self._refuse(self._next(config, checkpoint))
-            raise
-        finally:
-            self._end_put(key, verdict, refused=refused)
+        config = canonical(config)
+        stamped = self._stamp(checkpoint, metadata, config)
+        return await self.inner.aput(config, checkpoint, stamped, new_versions)
 
     async def aput_writes(
         self,
@@ -626,24 +507,16 @@ class GuardedSaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        key = Address.from_config(config).key
-        pending = self._pending(key)
-        if pending is not None:
-            await pending.await_decided()
-        self._gate_refused(config, key)
-        target = await self._agate_write_target(config, key, allow_new=True)
-        if target is None:
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-        else:
-            await self._awrite_onto(
-                config, target, lambda: self.inner.aput_writes(config, writes, task_id, task_path)
-            )
+        config = canonical(config)
+        self._gate_writes(config)
+        await self.inner.aput_writes(config, writes, task_id, task_path)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if self._full:
-            self._admit(await self.inner.aget_tuple(config), config)
+            await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     async def _agate_threads(self, thread_ids: Sequence[str]) -> None:

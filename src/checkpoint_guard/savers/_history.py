@@ -85,7 +85,7 @@ from langgraph.checkpoint.base import (
 )
 
 from .. import _telemetry
-from .._address import Address
+from .._address import Address, canonical, canonical_thread_id
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
@@ -528,6 +528,7 @@ class CachedHistorySaver(SaverLayer):
         self, config: RunnableConfig, channels: Sequence[str], current: Any
     ) -> Mapping[str, DeltaChannelHistory]:
         started = time.perf_counter()
+        config = canonical(config)
         plan = self._plan(config, channels)
         answer: Any = None
         whole = failed = False
@@ -565,6 +566,7 @@ class CachedHistorySaver(SaverLayer):
         self, config: RunnableConfig, channels: Sequence[str], current: Any
     ) -> Mapping[str, DeltaChannelHistory]:
         started = time.perf_counter()
+        config = canonical(config)
         plan = self._plan(config, channels)
         answer: Any = None
         whole = failed = False
@@ -596,11 +598,13 @@ class CachedHistorySaver(SaverLayer):
     # -- observed reads and writes ---------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         tup = self.inner.get_tuple(config)
         self._learn(tup)
         return tup
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         tup = await self.inner.aget_tuple(config)
         self._learn(tup)
         return tup
@@ -613,6 +617,7 @@ class CachedHistorySaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         # get_state_history materializes each listed checkpoint: knowing their
         # parents saves a get_tuple per entry
         for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
@@ -627,6 +632,7 @@ class CachedHistorySaver(SaverLayer):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
             self._learn(tup)
             yield tup
@@ -638,6 +644,7 @@ class CachedHistorySaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         self._learn_put(config, checkpoint)
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
@@ -648,6 +655,7 @@ class CachedHistorySaver(SaverLayer):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         self._learn_put(config, checkpoint)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
@@ -724,6 +732,7 @@ class CachedHistorySaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         if not _touches_history(writes):
             self.inner.put_writes(config, writes, task_id, task_path)
             return
@@ -744,6 +753,7 @@ class CachedHistorySaver(SaverLayer):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         if not _touches_history(writes):
             await self.inner.aput_writes(config, writes, task_id, task_path)
             return
@@ -864,6 +874,7 @@ class CachedHistorySaver(SaverLayer):
         return sorted(threads, key=str)
 
     def delete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
         writer = uuid.uuid4().hex
         self._seal([thread_id], writer)
         try:
@@ -872,6 +883,7 @@ class CachedHistorySaver(SaverLayer):
             self._unseal([thread_id], writer)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
         writer = uuid.uuid4().hex
         await self._aseal([thread_id], writer)
         try:
@@ -958,6 +970,7 @@ class MeasuredHistorySaver(SaverLayer):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if not channels:
             return self.inner.get_delta_channel_history(config=config, channels=channels)
         started = time.perf_counter()
@@ -973,6 +986,7 @@ class MeasuredHistorySaver(SaverLayer):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         if not channels:
             return await self.inner.aget_delta_channel_history(config=config, channels=channels)
         started = time.perf_counter()

@@ -59,6 +59,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .._address import canonical, canonical_thread_id
+
 __all__ = [
     "CAPABILITY_METHODS",
     "OPTIONAL_METHODS",
@@ -311,6 +313,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- sync contract ---------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         return self.inner.get_tuple(config)
 
     def list(
@@ -321,6 +324,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         return self.inner.list(config, filter=filter, before=before, limit=limit)
 
     def put(
@@ -330,6 +334,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -339,14 +344,17 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         self.inner.put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
         self.inner.delete_thread(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
@@ -355,6 +363,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- async contract --------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        config = canonical(config)
         return await self.inner.aget_tuple(config)
 
     async def alist(
@@ -365,6 +374,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        config, before = canonical(config), canonical(before)
         async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
             yield item
 
@@ -375,6 +385,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        config = canonical(config)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -384,14 +395,17 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        config = canonical(config)
         await self.inner.aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
         await self.inner.adelete_thread(thread_id)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     # -- optional maintenance (reset to the base original when nobody serves it) ----

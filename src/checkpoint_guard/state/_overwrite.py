@@ -30,6 +30,8 @@ from typing import Any
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 
+from .._forms import _OVERWRITE_KEY, is_overwrite, overwrite_value
+
 __all__ = [
     "apply_overwrite_fix",
     "is_overwrite",
@@ -39,33 +41,11 @@ __all__ = [
     "remove_overwrite_fix",
 ]
 
-_OVERWRITE_KEY = "__overwrite__"
 _lock = threading.Lock()
 _original_update: Callable[..., bool] | None = None  # set while the fix is installed
 _MARK = "_checkpoint_guard_overwrite_fix"
 _logger = logging.getLogger(__name__)
 _announced = False  # the installation was logged (once per process)
-
-
-def overwrite_value(value: Any) -> tuple[bool, Any]:
-    """``(True, inner)`` when ``value`` is any form of ``Overwrite``, else ``(False, None)``.
-
-    Forms: the ``Overwrite`` dataclass, ``{"__overwrite__": v}`` (exactly one key) and
-    ``{"type": "__overwrite__", "value": v}`` (a JSON-serialised ``Overwrite``).
-    """
-    if isinstance(value, Overwrite):
-        return True, value.value
-    if isinstance(value, dict):
-        if len(value) == 1 and _OVERWRITE_KEY in value:
-            return True, value[_OVERWRITE_KEY]
-        if value.get("type") == _OVERWRITE_KEY and "value" in value:
-            return True, value["value"]
-    return False, None
-
-
-def is_overwrite(value: Any) -> bool:
-    """Whether ``value`` is any form of ``Overwrite`` (see ``overwrite_value``)."""
-    return overwrite_value(value)[0]
 
 
 def _probe_forms() -> list[tuple[Any, Any]]:

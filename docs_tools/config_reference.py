@@ -1,0 +1,102 @@
+"""The configuration reference, generated from the configuration model.
+
+Used by the MkDocs build (``hooks:`` in mkdocs.yml): a page containing
+``<!-- config-reference -->`` or ``<!-- env-reference -->`` gets the table built here
+from ``CheckpointerConfig`` and its nested ``HistoryCacheConfig`` (their fields, defaults and
+attribute docstrings) and ``ENV_KEYS``, so the reference cannot drift from the code.
+A field without a docstring fails the build.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from checkpoint_guard._config import (
+    _ACCEPTED,
+    ENV_CONFIG_FILE,
+    ENV_KEYS,
+    TOOL_ENV_VARS,
+    CheckpointerConfig,
+)
+
+CONFIG_MARK = "<!-- config-reference -->"
+ENV_MARK = "<!-- env-reference -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
+
+
+def _default(model: type[BaseModel], name: str) -> str:
+    field = model.model_fields[name]
+    if field.default_factory is not None:
+        return "(see below)"
+    value = field.default
+    if value is PydanticUndefined:
+        return "required"
+    if value is None:
+        return "none"
+    if hasattr(value, "value"):  # an enum
+        value = value.value
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, int) and value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"`{value}` ({value >> 20} MiB)"
+    return f"`{value}`"
+
+
+def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        key = prefix + name
+        if isinstance(field.default_factory, type) and issubclass(field.default_factory, BaseModel):
+            rows += _rows(field.default_factory, key + ".")
+            continue
+        if not field.description:
+            raise RuntimeError(
+                f"{model.__name__}.{name} has no docstring: document the field where it is "
+                "declared (the configuration reference is generated from it)"
+            )
+        cells = (f"`{key}`", _cell(_ACCEPTED.get(key, "")), _default(model, name))
+        rows.append("| " + " | ".join((*cells, _cell(field.description))) + " |")
+    return rows
+
+
+def config_table() -> str:
+    """Every configuration key: accepted values, default, meaning."""
+    head = ["| key | accepted | default | meaning |", "|---|---|---|---|"]
+    return "\n".join(head + _rows(CheckpointerConfig))
+
+
+def env_table() -> str:
+    """Every environment variable the configuration reads, and the tools' own."""
+    lines = ["| variable | sets |", "|---|---|"]
+    lines.append(f"| `{ENV_CONFIG_FILE}` | a YAML file (its keys beat the single variables) |")
+    for variable, key in ENV_KEYS.items():
+        extra = ""
+        if key == "history_cache.redis_url":
+            extra = "; alone it also selects `history_cache.backend: redis`"
+        lines.append(f"| `{variable}` | `{key}`{extra} |")
+    lines += [
+        "",
+        "Read by the test suite and tools, never by the configuration (known, so not "
+        "reported as misspelled):",
+        "",
+        "| variable | meaning |",
+        "|---|---|",
+    ]
+    lines += [f"| `{v}` | {_cell(m)} |" for v, m in TOOL_ENV_VARS.items()]
+    return "\n".join(lines)
+
+
+def render(markdown: str) -> str:
+    """``markdown`` with the markers replaced by the generated tables."""
+    return markdown.replace(CONFIG_MARK, config_table()).replace(ENV_MARK, env_table())
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    """MkDocs hook."""
+    return render(markdown)

@@ -1,0 +1,140 @@
+"""The documentation holds: the README's and the getting-started page's code runs as
+shown, every relative link resolves, the configuration reference (generated from the
+model) names every key and variable, and nothing refers to documents the repository
+does not hold."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from checkpoint_guard._config import CheckpointerConfig, HistoryCacheConfig, known_env_vars
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES_WITH_RUNNING_CODE = ("README.md", "docs/getting-started.md")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def markdown_files() -> list[Path]:
+    files = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
+    return files + sorted((ROOT / "docs").rglob("*.md"))
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_RUNNING_CODE)
+def test_the_code_blocks_run_as_shown(page: str, tmp_path: Path) -> None:
+    """Every ``python`` block of the page, in order, as one script in an empty
+    directory with no configuration in the environment (embedded SQLite)."""
+    blocks = python_blocks(ROOT / page)
+    assert blocks, page
+    script = tmp_path / "first.py"
+    script.write_text("\n".join(blocks))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    ran = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    # what the comments in the example promise: 2 messages, the cache's counters, 4
+    assert lines[0] == "2" and lines[-1] == "4", ran.stdout
+    assert "'hits'" in lines[1] and "'errors'" in lines[1], ran.stdout
+    assert (tmp_path / "agents.sqlite").is_file()
+
+
+def test_the_readme_is_short_and_starts_with_its_two_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "25-30 minutes on 2 cores" in text
+    assert "asyncio.run(main())" in text  # the async example is run, not only defined
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(path: Path) -> None:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # not inside code
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # a URL, or an anchor on the same page (mkdocs --strict checks those)
+        file = target.split("#", 1)[0]
+        assert (path.parent / file).exists(), f"{path.relative_to(ROOT)}: {target}"
+
+
+def tracked_text_files() -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    suffixes = {".py", ".md", ".toml", ".yml", ".yaml", ".json", ".txt", ".cfg", ""}
+    return [ROOT / f for f in out if Path(f).suffix in suffixes and (ROOT / f).is_file()]
+
+
+def test_nothing_refers_to_documents_the_repository_does_not_hold() -> None:
+    this = Path(__file__).resolve()
+    for path in tracked_text_files():
+        if path == this:
+            continue
+        text = path.read_text(errors="replace")
+        for name in ("API.md", "DESIGN.md"):
+            if name in text and not (ROOT / name).exists():
+                raise AssertionError(f"{path.relative_to(ROOT)} refers to {name}")
+
+
+def load_reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "config_reference", ROOT / "docs_tools" / "config_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_configuration_reference_is_generated_from_the_model() -> None:
+    reference = load_reference()
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert reference.CONFIG_MARK in page and reference.ENV_MARK in page
+    rendered = reference.render(page)
+    for name in CheckpointerConfig.model_fields:
+        if name != "history_cache":
+            assert f"| `{name}` |" in rendered, name
+    for name in HistoryCacheConfig.model_fields:
+        assert f"| `history_cache.{name}` |" in rendered, name
+    for variable in known_env_vars():
+        assert f"`{variable}`" in rendered, variable
+
+
+def test_an_undocumented_configuration_field_fails_the_build() -> None:
+    from pydantic import BaseModel
+
+    class Documented(BaseModel):
+        model_config = {"use_attribute_docstrings": True}
+        a: int = 1
+        """An a."""
+        b: int = 2
+
+    with pytest.raises(RuntimeError, match=r"Documented\.b has no docstring"):
+        load_reference()._rows(Documented)
+
+
+def test_the_docs_session_builds_the_site_strictly() -> None:
+    noxfile = (ROOT / "noxfile.py").read_text()
+    assert '"docs",\n]' in noxfile  # a default session
+    assert '"mkdocs", "build", "--strict"' in noxfile
+    assert "- docs_tools/config_reference.py" in (ROOT / "mkdocs.yml").read_text()
