@@ -43,6 +43,10 @@ ALLOWED: dict[str, str] = {
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
     "savers/_layer.py:SaverLayer.forget_threads": "the async default calls the sync one",
     "savers/_guard.py:GuardedSaver.list": "sync returns a lazy filter; async re-yields",
+    "savers/_guard.py:GuardedSaver.put": (
+        "a refused graph's clean-up waits for its writes in a thread: they may be tasks "
+        "of the async put's own event loop"
+    ),
     "savers/_history.py:CachedHistorySaver._cache_call": (
         "dispatches to the cache's a* method by name"
     ),

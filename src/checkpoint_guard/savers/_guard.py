@@ -69,6 +69,7 @@ checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -134,6 +135,13 @@ def _check_address(config: RunnableConfig) -> None:
             )
 
 
+# A refused graph is refused at its first checkpoint holding state: after the run's
+# input checkpoint (and, with durability="exit", the stub before it).
+_FRESH_MAX = 2
+# How long a refused graph's clean-up waits for its run's writes in flight to land.
+_LANDING_WAIT = 10.0
+
+
 def _schema_refusal(detail: str) -> ConfigError:
     """A delta-mode write of a graph compiled without the delta schema."""
     _telemetry.gate_refusal("schema")
@@ -143,6 +151,20 @@ def _schema_refusal(detail: str) -> ConfigError:
         "a graph whose schema comes from CheckpointerConfig.state_schema(schema) "
         "(or cg.state_schema_for_mode(schema, 'delta', snapshot_frequency=...))",
         detail=detail,
+    )
+
+
+def _delta_graph_refusal(thread_id: Any, checkpoint_id: Any, action: str) -> ConfigError:
+    """A full-mode write of a graph compiled with a delta schema."""
+    _telemetry.gate_refusal("schema")
+    return ConfigError(
+        "channel_mode",
+        "full",
+        "a graph whose schema comes from the same configuration "
+        "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
+        detail=f"refusing to {action} checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
+        "the graph was compiled with a delta schema (a DeltaChannel) and this saver runs "
+        "in 'full' mode; the thread is not at fault and nothing was stored",
     )
 
 
@@ -218,10 +240,18 @@ class GuardedSaver(SaverLayer):
         self._delta: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         self._delta_heads: LRUCache[_Namespace, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         # checkpoints whose put this guard refused: their late put_writes are too
+        # (the value: refused as a misconfigured graph, not for the thread's mode)
         self._refused: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         # (thread, ns) -> the newest refused checkpoint: writes onto newer ids are
         # its descendants' (never stored) until a put there is admitted again
-        self._poisoned: LRUCache[_Namespace, str] = LRUCache(maxsize=_REMEMBERED_MAX)
+        self._poisoned: LRUCache[_Namespace, tuple[str, bool]] = LRUCache(maxsize=_REMEMBERED_MAX)
+        # thread -> the root-namespace checkpoints this guard stored since it put the
+        # thread's first one (a run's input checkpoint, exit mode's stub), while
+        # there are at most _FRESH_MAX: a refused graph's run leaves none of them
+        self._fresh: LRUCache[Any, list[str]] = LRUCache(maxsize=_REMEMBERED_MAX)
+        # writes in flight onto a fresh thread: its discard waits for them to land
+        self._inflight: dict[Any, int] = {}
+        self._landed = threading.Condition(self._lock)
 
     def __repr__(self) -> str:
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
@@ -267,7 +297,7 @@ class GuardedSaver(SaverLayer):
                     # read full now: `migrate --to full` ran since, or it never was
                     self._delta.pop(key, None)
                     poisoned = self._poisoned.get(namespace)
-                    if poisoned is not None and key[2] > poisoned:
+                    if poisoned is not None and key[2] > poisoned[0]:
                         self._poisoned.pop(namespace)  # stored since: not the refused step's
             if head:
                 if is_delta:
@@ -297,7 +327,7 @@ class GuardedSaver(SaverLayer):
         if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
             # A graph compiled without the delta schema stores the whole list:
             # the marker would label full data as delta.
-            self._refuse(_next(config, checkpoint))
+            self._refuse(_next(config, checkpoint), schema=True)
             thread_id = Address.from_config(config).thread_id
             raise _schema_refusal(
                 f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
@@ -321,17 +351,9 @@ class GuardedSaver(SaverLayer):
             # snapshot value, delta counters): the graph, not the thread, is wrong
             # (it was compiled with a DeltaChannel). LangGraph's put_writes onto it
             # are refused with it.
-            self._refuse(target)
-            _telemetry.gate_refusal("schema")
-            raise ConfigError(
-                "channel_mode",
-                "full",
-                "a graph whose schema comes from the same configuration "
-                "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
-                detail=f"refusing to store checkpoint {checkpoint.get('id')!r} of thread "
-                f"{Address.from_config(config).thread_id!r}: the graph was compiled with a "
-                "delta schema (a DeltaChannel) and this saver runs in 'full' mode; the "
-                "thread is not at fault and nothing was stored",
+            self._refuse(target, schema=True)
+            raise _delta_graph_refusal(
+                Address.from_config(config).thread_id, checkpoint.get("id"), "store"
             )
         if metadata_uses_delta(metadata):
             self._refuse(target)
@@ -355,14 +377,72 @@ class GuardedSaver(SaverLayer):
         self._refuse(target)
         raise refusal
 
-    def _refuse(self, target: RunnableConfig) -> None:
+    def _note_fresh(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
+        thread_id, ns, parent = Address.from_config(config)
+        if ns:
+            return
+        with self._lock:
+            if parent is None:
+                self._fresh[thread_id] = [checkpoint["id"]]
+            elif (chain := self._fresh.get(thread_id)) is not None:
+                if parent == chain[-1] and len(chain) < _FRESH_MAX:
+                    chain.append(checkpoint["id"])
+                else:
+                    del self._fresh[thread_id]
+
+    def _take_fresh(self, config: RunnableConfig) -> tuple[Any, list[str]] | None:
+        """A refused graph's put under checkpoints this guard created for the thread
+        in this run: the thread and their ids (forgotten either way). Writes onto
+        them are refused from now on, and those already admitted have landed when
+        this returns, so deleting the thread next leaves none behind."""
+        thread_id, ns, parent = Address.from_config(config)
+        with self._lock:
+            chain = self._fresh.pop(thread_id, None)
+            if ns or chain is None or parent not in chain:
+                return None
+            for cid in chain:
+                self._refused[(thread_id, "", cid)] = True
+            self._landed.wait_for(lambda: not self._inflight.get(thread_id), _LANDING_WAIT)
+        return thread_id, chain
+
+    def _enter_write(self, config: RunnableConfig) -> Any:
+        """Count a write onto a fresh thread as in flight (``None``: not counted)."""
+        thread_id = Address.from_config(config).thread_id
+        if thread_id not in self._fresh:  # the common case, without the lock
+            return None
+        with self._lock:
+            if thread_id not in self._fresh:
+                return None
+            self._inflight[thread_id] = self._inflight.get(thread_id, 0) + 1
+        return thread_id
+
+    def _leave_write(self, thread_id: Any) -> None:
+        with self._lock:
+            left = self._inflight.pop(thread_id) - 1
+            if left:
+                self._inflight[thread_id] = left
+            self._landed.notify_all()
+
+    @staticmethod
+    def _only(chain: list[str], listed: list[CheckpointTuple]) -> bool:
+        """Whether everything stored in the thread is ``chain`` (what the refused run
+        put): then the thread goes, so a refusal stores nothing. A thread holding
+        anything else existed before this run and is left as it is."""
+        return bool(listed) and all(
+            Address.from_config(t.config).checkpoint_ns == "" and t.checkpoint["id"] in chain
+            for t in listed
+        )
+
+    def _refuse(self, target: RunnableConfig, *, schema: bool = False) -> None:
+        """Remember a refused put: ``schema``, refused as a misconfigured graph (its
+        writes get the same ConfigError), else for the thread's mode."""
         key, _ = _where(target)
         if key is not None:
             with self._lock:
-                self._refused[key] = True
+                self._refused[key] = schema
                 # LangGraph goes on writing the refused step's task writes onto
                 # the next checkpoint id, whose put never comes
-                self._poisoned[key[:2]] = key[2]
+                self._poisoned[key[:2]] = (key[2], schema)
 
     def _gate_writes(self, config: RunnableConfig) -> None:
         """A put_writes onto a checkpoint whose put was refused, or (full mode) onto
@@ -376,15 +456,19 @@ class GuardedSaver(SaverLayer):
             return
         with self._lock:
             poisoned = self._poisoned.get(key[:2])
-            refused = key in self._refused or (poisoned is not None and key[2] > poisoned)
+            schema = self._refused.get(key)
+            if schema is None and poisoned is not None and key[2] > poisoned[0]:
+                schema = poisoned[1]
             read_delta = key in self._delta
-        if self._full and (refused or read_delta):
-            raise mode_mismatch(config, action="write onto")
-        if refused:
+        if schema:  # the run's graph was refused: its writes get the same error
+            if self._full:
+                raise _delta_graph_refusal(key[0], key[2], "write onto")
             raise _schema_refusal(
                 f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
                 "its put was refused (the graph was compiled without the delta schema)"
             )
+        if self._full and (schema is not None or read_delta):
+            raise mode_mismatch(config, action="write onto")
 
     # -- sync ---------------------------------------------------------------------------
 
@@ -421,7 +505,16 @@ class GuardedSaver(SaverLayer):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        stamped = self._stamp(checkpoint, metadata, config)
+        try:
+            stamped = self._stamp(checkpoint, metadata, config)
+        except ConfigError:
+            if (leftover := self._take_fresh(config)) is not None:
+                thread_id, chain = leftover
+                if self._only(chain, [*self.inner.list(thread_config(thread_id))]):
+                    self.inner.delete_thread(thread_id)
+            raise
+        # noted before the put: LangGraph may put_writes onto it while it is stored
+        self._note_fresh(config, checkpoint)
         return self.inner.put(config, checkpoint, stamped, new_versions)
 
     def put_writes(
@@ -432,8 +525,13 @@ class GuardedSaver(SaverLayer):
         task_path: str = "",
     ) -> None:
         config = canonical(config)
-        self._gate_writes(config)
-        self.inner.put_writes(config, writes, task_id, task_path)
+        counted = self._enter_write(config)
+        try:
+            self._gate_writes(config)
+            self.inner.put_writes(config, writes, task_id, task_path)
+        finally:
+            if counted is not None:
+                self._leave_write(counted)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -497,7 +595,16 @@ class GuardedSaver(SaverLayer):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        stamped = self._stamp(checkpoint, metadata, config)
+        try:
+            stamped = self._stamp(checkpoint, metadata, config)
+        except ConfigError:
+            # in a thread: the writes it waits for may be tasks of this event loop
+            if (leftover := await asyncio.to_thread(self._take_fresh, config)) is not None:
+                thread_id, chain = leftover
+                if self._only(chain, [t async for t in self.inner.alist(thread_config(thread_id))]):
+                    await self.inner.adelete_thread(thread_id)
+            raise
+        self._note_fresh(config, checkpoint)
         return await self.inner.aput(config, checkpoint, stamped, new_versions)
 
     async def aput_writes(
@@ -508,8 +615,13 @@ class GuardedSaver(SaverLayer):
         task_path: str = "",
     ) -> None:
         config = canonical(config)
-        self._gate_writes(config)
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        counted = self._enter_write(config)
+        try:
+            self._gate_writes(config)
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+        finally:
+            if counted is not None:
+                self._leave_write(counted)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
