@@ -81,16 +81,18 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=PY)
 def bench(session: nox.Session) -> None:
-    """The benchmark harness (standard preset by default; posargs replace it, e.g.
-    ``nox -s bench -- --preset quick``): bench-results/bench.jsonl, summary and plots.
-    Needs PostgreSQL and Redis (CHECKPOINT_GUARD_PG_URL / CHECKPOINT_GUARD_REDIS_URL)."""
+    """The benchmark harness, ``benchmarks/harness`` (standard preset by default; posargs
+    replace it, e.g. ``nox -s bench -- --preset quick``): bench-results/bench.jsonl,
+    summary and plots. Needs PostgreSQL and Redis (CHECKPOINT_GUARD_PG_URL /
+    CHECKPOINT_GUARD_REDIS_URL). Runs from the checkout: the harness is not installed."""
     session.install("-e", ".[dev]")
+    session.chdir(ROOT)
     args = session.posargs or ["--preset", "standard"]
-    session.run("python", "-m", "checkpoint_guard.bench", "run", "--out", "bench-results", *args)
+    session.run("python", "-m", "benchmarks.harness", "run", "--out", "bench-results", *args)
     session.run(
         "python",
         "-m",
-        "checkpoint_guard.bench",
+        "benchmarks.harness",
         "summarize",
         "bench-results/bench.jsonl",
         "--plots",
@@ -132,6 +134,7 @@ for name in modules:
     module = importlib.import_module(name)
     assert "site-packages" in (module.__file__ or ""), (name, module.__file__)
 assert resources.files("checkpoint_guard").joinpath("py.typed").is_file(), "py.typed"
+assert importlib.util.find_spec("checkpoint_guard.bench") is None, "the harness is installed"
 # only [sqlite] is installed: the optional backends and the test kit's dependency are absent
 for absent in ("hypothesis", "psycopg", "redis"):
     assert importlib.util.find_spec(absent) is None, absent + " should not be installed"
@@ -173,11 +176,21 @@ def wheel(session: nox.Session) -> None:
     for needed in ("checkpoint_guard/py.typed", "checkpoint_guard/testing.py"):
         if needed not in names:
             session.error(f"{whl.name} lacks {needed}")
+    # the benchmark harness stays in the checkout (benchmarks/harness), out of the wheel
+    tooling = [n for n in names if n.startswith(("checkpoint_guard/bench", "benchmarks/"))]
+    if tooling:
+        session.error(f"{whl.name} ships the benchmark harness: {tooling[:3]}")
+    session.log(f"{whl.name}: {len(names)} files, no benchmark harness")
     if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
         session.error(f"{whl.name} lacks LICENSE")
     with tarfile.open(sdist) as tf:
         members = {m.split("/", 1)[-1] for m in tf.getnames()}
-    for needed in ("LICENSE", "src/checkpoint_guard/py.typed", "tests/conftest.py"):
+    for needed in (
+        "LICENSE",
+        "src/checkpoint_guard/py.typed",
+        "tests/conftest.py",
+        "benchmarks/harness/__init__.py",
+    ):
         if needed not in members:
             session.error(f"{sdist.name} lacks {needed}")
 
@@ -191,6 +204,12 @@ def wheel(session: nox.Session) -> None:
         str(bin_ / "checkpoint-guard"), "demo", "--turns", "5", "--dir", str(tmp), external=True
     )
     session.run(str(bin_ / "python"), "-c", WHEEL_CHECK, external=True)
+    # outside a checkout, `checkpoint-guard bench` exits 2 saying how to run the benchmarks
+    out = session.run(
+        str(bin_ / "checkpoint-guard"), "bench", success_codes=[2], silent=True, external=True
+    )
+    if "python -m benchmarks.harness" not in str(out):
+        session.error(f"checkpoint-guard bench from the wheel said: {out!r}")
 
 
 def floor_constraints() -> list[str]:

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness._graph import chat_graph  # benchmarks/ is on sys.path when run as a script
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import checkpoint_guard as cg
-from checkpoint_guard.bench._graph import chat_graph
 
 _COUNTED = ("get_tuple", "list", "put", "put_writes", "get_delta_channel_history")
 

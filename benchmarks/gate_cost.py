@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness._graph import chat_graph  # benchmarks/ is on sys.path when run as a script
 from langchain_core.messages import HumanMessage
 
 import checkpoint_guard as cg
-from checkpoint_guard.bench._graph import chat_graph
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 
 

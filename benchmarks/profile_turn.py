@@ -56,14 +56,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from harness._graph import chat_graph
+from harness._reference import ReferenceLRUSaver
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 
 from checkpoint_guard import CachedHistorySaver, SaverLayer, wrap
-from checkpoint_guard.bench._graph import chat_graph
-from checkpoint_guard.bench._reference import ReferenceLRUSaver
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache, _base, _memory, _redis
 from checkpoint_guard.cache._codec import ValueCodec
 

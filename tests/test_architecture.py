@@ -1,5 +1,6 @@
 """Imports flow one way: base modules <- cache <- config <- savers <- state <-
-maintenance <- tools (the opener, CLI, bench, server glue, parity kit).
+maintenance <- tools (the opener, CLI, server glue, parity kit). The benchmark
+harness (``benchmarks/harness``, outside the package) uses public modules only.
 
 Every import is checked, including function-local ones (they hid the cycles this
 test exists to prevent): each module's source is parsed and every ``import`` /
@@ -38,7 +39,6 @@ RANKS: dict[str, int] = {
     "langgraph": 6,
     "testing": 6,
     "cli": 6,
-    "bench": 6,
     "__init__": 6,
     "__main__": 6,
 }
@@ -115,14 +115,25 @@ def test_layers_and_cache_never_reach_the_tools(module: str) -> None:
     assert sorted(t for t in GRAPH[module] if _part(t) in banned) == []
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _part(m) == "bench"))
-def test_the_bench_uses_only_public_modules_of_other_parts(module: str) -> None:
-    private = sorted(
-        t
-        for t in GRAPH[module]
-        if _part(t) != "bench" and any(p.startswith("_") for p in t.split(".")[1:])
-    )
-    assert private == [], f"{module} imports private modules {private}"
+HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "harness"
+
+
+@pytest.mark.parametrize("path", sorted(HARNESS.glob("*.py")), ids=lambda p: p.name)
+def test_the_bench_harness_uses_only_public_modules_of_the_package(path: Path) -> None:
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    ours = {m for m in imported if m.split(".")[0] == NAME}
+    private = sorted(m for m in ours if any(p.startswith("_") for p in m.split(".")[1:]))
+    assert private == [], f"{path.name} imports private modules {private}"
+
+
+def test_the_bench_harness_is_not_in_the_package() -> None:
+    assert not (PACKAGE / "bench").exists()
+    assert (HARNESS / "__init__.py").is_file()
 
 
 TESTS = Path(__file__).resolve().parent

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from checkpoint_guard.bench import main, parse_size
-from checkpoint_guard.bench._cases import (
+from benchmarks.harness import main, parse_size
+from benchmarks.harness._cases import (
     PRESETS,
     SCHEMA_VERSION,
     Case,
@@ -22,14 +21,15 @@ from checkpoint_guard.bench._cases import (
     plan_order,
     unique_cases,
 )
-from checkpoint_guard.bench._runner import digest_mismatches, latency_summary
-from checkpoint_guard.bench._summary import (
+from benchmarks.harness._runner import digest_mismatches, latency_summary
+from benchmarks.harness._summary import (
     README_BEGIN,
     README_END,
     load_rows,
     rewrite_readme,
     summarize,
 )
+
 from tests.support.services import PG_URL, REDIS_URL, service_unavailable
 
 
@@ -334,7 +334,7 @@ def test_targets_verdicts_from_synthetic_rows() -> None:
 
 
 def test_rewrite_readme_needs_exactly_one_block(tmp_path: Path) -> None:
-    from checkpoint_guard.bench._summary import SummaryError
+    from benchmarks.harness._summary import SummaryError
 
     readme = tmp_path / "README.md"
     readme.write_text("no markers\n")

@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from benchmarks.harness import main
+from benchmarks.harness._cases import PRESETS, SCHEMA_VERSION, Case
+from benchmarks.harness._graph import chat_graph
+from benchmarks.harness._reference import ReferenceLRUSaver
+from benchmarks.harness._summary import render_markdown, summarize
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import wrap
-from checkpoint_guard.bench import main
-from checkpoint_guard.bench._cases import PRESETS, SCHEMA_VERSION, Case
-from checkpoint_guard.bench._graph import chat_graph
-from checkpoint_guard.bench._reference import ReferenceLRUSaver
-from checkpoint_guard.bench._summary import render_markdown, summarize
 
 CHANNELS = ["messages"]
 

@@ -172,6 +172,28 @@ def test_bench_flags_reach_the_harness(capsys: pytest.CaptureFixture[str]) -> No
     assert cli.main(["--config", "unused.yaml", "bench", "--preset", "nope"]) == 2
 
 
+def test_bench_runs_the_checkouts_harness_from_any_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an editable install: the harness is found next to the package's source
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench", "--preset", "quick", "--dry-run"]) == 0
+    assert "cases x" in capsys.readouterr().out
+
+
+def test_bench_without_a_checkout_exits_2_saying_how_to_run_the_benchmarks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as installed from the wheel: no checkout above the directory or the package
+    # (the wheel session runs the same command from a real wheel install)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "pkgs" / "cli.py"))
+    assert cli.main(["bench", "--preset", "quick"]) == 2
+    err = capsys.readouterr().err
+    assert "not part of the installed package" in err
+    assert "python -m benchmarks.harness" in err and "nox -s bench" in err
+
+
 def test_bench_gets_every_argument_after_its_name(capsys: pytest.CaptureFixture[str]) -> None:
     """`bench` is a real subcommand: its own --help, and global options before it
     (any of them, not only --config) leave its arguments intact."""

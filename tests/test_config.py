@@ -20,11 +20,12 @@ from checkpoint_guard import (
     CheckpointerConfig,
     ConfigError,
     GuardedSaver,
-    ModeFreeze,
     aopen_checkpointer,
     open_checkpointer,
     unwrap,
 )
+from checkpoint_guard._modes import ModeFreeze
+from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,6 +198,108 @@ def test_bad_config_errors_name_key_value_and_accepted(mapping: dict, message: s
     assert "pw" not in str(err.value)
 
 
+# (key, out-of-range value, accepted text): every number is finite and in a sane range
+OUT_OF_RANGE = [
+    ("history_cache.timeout_seconds", float("inf"), "a finite number >= 0.001 and <= 60"),
+    ("history_cache.timeout_seconds", float("nan"), "a finite number >= 0.001 and <= 60"),
+    ("history_cache.timeout_seconds", -1.0, "a finite number >= 0.001 and <= 60"),
+    ("history_cache.timeout_seconds", 1e12, "a finite number >= 0.001 and <= 60"),
+    ("history_cache.max_bytes", 10**30, "an integer >= 1 and <= 68719476736"),
+    ("history_cache.ttl_seconds", 10**12, "an integer >= 0 and <= 31622400 (0 = no expiry)"),
+    ("snapshot_frequency", 10**9, "an integer >= 1 and <= 10000"),
+    ("pool_max_size", 10**6, "an integer >= 1 and <= 1000"),
+    ("connect_timeout_seconds", float("inf"), "a finite number >= 0.1 and <= 600"),
+]
+
+
+def _nest(key: str, value: object) -> dict[str, Any]:
+    head, _, tail = key.partition(".")
+    return {head: {tail: value}} if tail else {head: value}
+
+
+@pytest.mark.parametrize("source", ["mapping", "yaml"])
+@pytest.mark.parametrize(("key", "value", "accepted"), OUT_OF_RANGE)
+def test_numbers_out_of_range_name_key_value_and_range(
+    source: str, key: str, value: object, accepted: str, tmp_path: Path
+) -> None:
+    if source == "mapping":
+        with pytest.raises(ConfigError) as err:
+            CheckpointerConfig.from_mapping(_nest(key, value))
+    else:
+        # YAML spells infinity and nan .inf / .nan; safe_dump writes them so
+        path = tmp_path / "cg.yaml"
+        path.write_text(yaml.safe_dump(_nest(key, value)))
+        with pytest.raises(ConfigError) as err:
+            CheckpointerConfig.from_file(path)
+    assert err.value.key == key
+    assert str(err.value).startswith(f"invalid {key}: {value!r}; accepted: {accepted}")
+
+
+def test_yaml_infinity_spelled_by_hand_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cg.yaml"
+    path.write_text(
+        "history_cache:\n  backend: redis\n  redis_url: redis://h\n  timeout_seconds: .inf\n"
+    )
+    with pytest.raises(ConfigError, match=r"invalid history_cache.timeout_seconds: inf"):
+        CheckpointerConfig.from_file(path)
+
+
+@pytest.mark.parametrize("raw", ["100000000000000000000", "10001", "0", "-3"])
+def test_snapshot_frequency_out_of_range_from_env(raw: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        CheckpointerConfig.from_env(_env(snapshot_frequency=raw))
+    assert err.value.key == "snapshot_frequency"
+    assert str(err.value).startswith(
+        f"invalid snapshot_frequency: {int(raw)}; accepted: an integer >= 1 and <= 10000"
+    )
+
+
+def test_range_bounds_are_accepted() -> None:
+    config = CheckpointerConfig.from_mapping(
+        {
+            "snapshot_frequency": 10_000,
+            "history_cache": {"max_bytes": 64 * 1024**3, "ttl_seconds": 0, "timeout_seconds": 60},
+        }
+    )
+    assert config.snapshot_frequency == 10_000
+    assert config.history_cache.timeout_seconds == 60
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"max_bytes": 10**30}, "max_bytes"),
+        ({"max_bytes": 0}, "max_bytes"),
+        ({"ttl_seconds": float("inf")}, "ttl_seconds"),
+    ],
+)
+def test_memory_cache_refuses_numbers_out_of_range(kwargs: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        MemoryHistoryCache(**kwargs)
+    assert err.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"timeout_seconds": float("inf")}, "timeout_seconds"),
+        ({"timeout_seconds": float("nan")}, "timeout_seconds"),
+        ({"ttl_seconds": 10**12}, "ttl_seconds"),
+        ({"local_max_bytes": -1}, "local_max_bytes"),
+    ],
+)
+def test_redis_cache_refuses_numbers_out_of_range(kwargs: dict[str, Any], key: str) -> None:
+    # refused at construction, before any connection (the URL names no server)
+    with pytest.raises(ConfigError) as err:
+        RedisHistoryCache("redis://127.0.0.1:1/0", **kwargs)
+    assert err.value.key == key
+
+
+def test_snapshot_frequency_range_holds_for_the_schema_helpers() -> None:
+    with pytest.raises(ConfigError, match=r"invalid snapshot_frequency: 1000000; accepted"):
+        cg.delta_messages_field(snapshot_frequency=10**6)
+
+
 def test_bad_env_and_file_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"invalid snapshot_frequency: 'ten'.*CHECKPOINT_GUARD"):
         CheckpointerConfig.from_env(_env(snapshot_frequency="ten"))
@@ -346,7 +449,8 @@ def test_missing_extra_names_the_extra() -> None:
         import sys
         sys.modules["aiosqlite"] = None  # this interpreter cannot import it
         import asyncio
-        from checkpoint_guard import aopen_checkpointer, ModeFreeze
+        from checkpoint_guard import aopen_checkpointer
+        from checkpoint_guard._modes import ModeFreeze
         async def main():
             async with aopen_checkpointer({"backend": "sqlite", "url": ":memory:"},
                                           freeze=ModeFreeze()):

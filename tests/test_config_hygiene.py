@@ -23,13 +23,13 @@ from checkpoint_guard import (
     BackendUnavailableError,
     CheckpointerConfig,
     ConfigError,
-    ModeFreeze,
     aopen_checkpointer,
     cli,
     open_checkpointer,
     state_schema_for_mode,
 )
 from checkpoint_guard._config import TOOL_ENV_VARS, known_env_vars
+from checkpoint_guard._modes import ModeFreeze
 
 ROOT = Path(__file__).resolve().parents[1]
 

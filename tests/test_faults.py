@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from checkpoint_guard import GuardedSaver, ModeFreeze, open_checkpointer, unwrap, wrap
+from checkpoint_guard import GuardedSaver, open_checkpointer, unwrap, wrap
+from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache import RedisHistoryCache
 from tests.support.helpers import cfg, chat_graph, human
 from tests.support.redis_server import PrivateRedis

@@ -18,10 +18,9 @@ from checkpoint_guard import (
     CheckpointModeMismatchError,
     ConfigError,
     GuardedSaver,
-    ModeFreeze,
     open_checkpointer,
 )
-from checkpoint_guard._modes import MODE_METADATA_KEY
+from checkpoint_guard._modes import MODE_METADATA_KEY, ModeFreeze
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
 from tests.support.stores import Store
 

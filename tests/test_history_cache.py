@@ -435,7 +435,7 @@ async def test_postgres_history_beyond_first_1024_checkpoints(pg_schema: tuple[s
     drv = Driver(False)
     async with store.open() as raw:
         saver = wrap(raw, mode="delta", cache=MemoryHistoryCache())
-        graph = chat_graph(saver, "delta", snapshot_frequency=100_000)
+        graph = chat_graph(saver, "delta", snapshot_frequency=10_000)
         await run_turns(drv, graph, "long", range(350))
         items = await drv.list(raw, cfg("long"))
         assert len(items) > 1024

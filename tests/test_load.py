@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
-from checkpoint_guard import CheckpointModeMismatchError, ModeFreeze, open_checkpointer
+from checkpoint_guard import CheckpointModeMismatchError, open_checkpointer
+from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.maintenance import verify
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

@@ -19,9 +19,9 @@ from checkpoint_guard import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
     ConfigError,
-    ModeFreeze,
     checkpoint_uses_delta,
 )
+from checkpoint_guard._modes import ModeFreeze
 
 
 def test_channel_mode_is_a_str_enum() -> None:

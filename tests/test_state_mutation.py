@@ -13,7 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 from langgraph.types import Overwrite
 
-from checkpoint_guard import CheckpointerConfig, GuardedSaver, ModeFreeze, open_checkpointer
+from checkpoint_guard import CheckpointerConfig, GuardedSaver, open_checkpointer
+from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.state import (
     MUTATION_NODE,
     StateAccessor,

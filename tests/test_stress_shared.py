@@ -31,10 +31,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from checkpoint_guard import (
     CacheInvalidationError,
     MaintenanceError,
-    ModeFreeze,
     open_checkpointer,
     unwrap,
 )
+from checkpoint_guard._modes import ModeFreeze
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 

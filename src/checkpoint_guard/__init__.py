@@ -7,15 +7,14 @@ history cache (``cache/``) below the layers, the tools (``state/``,
 ``maintenance/``) on top; ``_open.py`` composes a configured stack.
 """
 
-from __future__ import annotations
-
-from ._config import CheckpointerConfig, HistoryCacheConfig
+from ._config import CheckpointerConfig, HistoryCacheConfig, UnknownEnvironmentVariableError
 from ._errors import (
     BackendUnavailableError,
     CacheInvalidationError,
     CheckpointGuardError,
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
+    CodecError,
     ConfigError,
     LineageIntegrityError,
     MaintenanceError,
@@ -23,7 +22,7 @@ from ._errors import (
     RollbackUnavailableError,
     StateUnavailableError,
 )
-from ._modes import MODE_METADATA_KEY, ChannelMode, ModeFreeze, checkpoint_uses_delta
+from ._modes import MODE_METADATA_KEY, ChannelMode, checkpoint_uses_delta
 from ._open import aopen_checkpointer, open_checkpointer
 from ._schema import delta_messages_field, merge_message_writes, state_schema_for_mode
 from .savers import CachedHistorySaver, GuardedSaver, SaverLayer, unwrap, wrap
@@ -41,6 +40,7 @@ __all__ = [
     "CheckpointGuardError",
     "CheckpointModeMismatchError",
     "CheckpointModeReconfigurationError",
+    "CodecError",
     "ConfigError",
     "GuardedSaver",
     "LineageIntegrityError",
@@ -48,7 +48,7 @@ __all__ = [
     "MessageNotFoundError",
     "RollbackUnavailableError",
     "StateUnavailableError",
-    "ModeFreeze",
+    "UnknownEnvironmentVariableError",
     "SaverLayer",
     "checkpoint_uses_delta",
     "delta_messages_field",
@@ -57,3 +57,9 @@ __all__ = [
     "unwrap",
     "wrap",
 ]
+
+
+def __dir__() -> list[str]:
+    # The public names only: submodules imported along the way (``_config``,
+    # ``savers``, ...) stay importable as modules but are not listed as names.
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__"))})

@@ -17,15 +17,25 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-from ._errors import ConfigError
-from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode
+from ._errors import ConfigError, check_range, range_text
+from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TTL_SECONDS,
+    MAX_BYTES_RANGE,
+    TIMEOUT_SECONDS_RANGE,
+    TTL_SECONDS_RANGE,
 )
 
 __all__ = [
@@ -72,27 +82,37 @@ TOOL_ENV_VARS: dict[str, str] = {
 _ENV_INTS = {"snapshot_frequency"}
 _ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter"}
 
+# Every number's accepted range (dotted key -> (low, high, integer)): finite, and
+# within what still bounds something (an infinite timeout fails every Redis call).
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "snapshot_frequency": (*SNAPSHOT_FREQUENCY_RANGE, True),
+    "pool_min_size": (0, 1000, True),
+    "pool_max_size": (1, 1000, True),
+    "connect_timeout_seconds": (0.1, 600.0, False),
+    "history_cache.max_bytes": (*MAX_BYTES_RANGE, True),
+    "history_cache.ttl_seconds": (*TTL_SECONDS_RANGE, True),
+    "history_cache.timeout_seconds": (*TIMEOUT_SECONDS_RANGE, False),
+}
+
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
     "url": "a SQLite file path or ':memory:' (sqlite); a postgresql:// DSN (postgres)",
     "channel_mode": "'full' or 'delta'",
-    "snapshot_frequency": "an integer >= 1",
     "postgres_schema": "a PostgreSQL identifier: letters, digits and _, not starting with a digit",
-    "pool_min_size": "an integer >= 0",
-    "pool_max_size": "an integer >= 1 and >= pool_min_size",
-    "connect_timeout_seconds": "a number > 0",
     "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
     "fix_overwrite": "true or false",
     "fix_server_adapter": "true or false",
     # "history_cache" (the mapping's keys) is filled in from HistoryCacheConfig below
     "history_cache.backend": "'none', 'memory' or 'redis'",
-    "history_cache.max_bytes": "an integer > 0",
-    "history_cache.ttl_seconds": "an integer >= 0 (0 = no expiry)",
     "history_cache.redis_url": "a redis:// or rediss:// URL",
     "history_cache.key_prefix": "a non-empty string without whitespace",
-    "history_cache.timeout_seconds": "a number > 0",
     "history_cache.isolate": "true or false",
 }
+_ACCEPTED.update(
+    {key: range_text(low, high, integer=integer) for key, (low, high, integer) in _RANGES.items()}
+)
+_ACCEPTED["pool_max_size"] += " and >= pool_min_size"
+_ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
@@ -104,6 +124,17 @@ def redact_url(url: object) -> object:
         return url
     text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
     return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
+
+
+def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float:
+    key = section + (info.field_name or "")
+    low, high, integer = _RANGES[key]
+    try:
+        check_range(key, value, low, high, integer=integer)
+    except ConfigError:
+        # stated as the configuration's own accepted text (with its notes)
+        raise ConfigError(key, value, _ACCEPTED[key]) from None
+    return value
 
 
 def normalize_postgres_url(url: str) -> str:
@@ -123,9 +154,9 @@ class HistoryCacheConfig(BaseModel):
     backend: Literal["none", "memory", "redis"] = "memory"
     """The history cache under the guard in delta mode: ``memory`` (per process),
     ``redis`` (shared by every worker), ``none`` (no cache layer)."""
-    max_bytes: int = Field(DEFAULT_CACHE_MAX_BYTES, gt=0)
+    max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     """The memory cache's bound, in estimated bytes (least recently used threads go)."""
-    ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, ge=0)
+    ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: str | None = None
     """The Redis server of the ``redis`` cache (required for it)."""
@@ -133,7 +164,7 @@ class HistoryCacheConfig(BaseModel):
     """The Redis key prefix; default ``cg:<backend>:<hash of the database's host, port,
     database and schema, or the SQLite path>`` (no credentials), so deployments on
     different databases never share entries."""
-    timeout_seconds: float = Field(DEFAULT_CACHE_TIMEOUT_SECONDS, gt=0)
+    timeout_seconds: float = DEFAULT_CACHE_TIMEOUT_SECONDS
     """The bound on each Redis call; a slower call is counted as an error and answered
     from the saver (the cache fails open)."""
     isolate: bool = DEFAULT_ISOLATE
@@ -141,6 +172,11 @@ class HistoryCacheConfig(BaseModel):
     ``false``: readers share the cached message objects (no per-read copy, 3-6x cheaper
     warm reads on long threads), only for graphs whose nodes and callers never mutate
     state messages in place."""
+
+    @field_validator("max_bytes", "ttl_seconds", "timeout_seconds")
+    @classmethod
+    def _bounded(cls, value: float, info: ValidationInfo) -> float:
+        return _in_range(value, info, section="history_cache.")
 
     @field_validator("redis_url")
     @classmethod
@@ -186,7 +222,7 @@ class CheckpointerConfig(BaseModel):
     channel_mode: ChannelMode = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
-    snapshot_frequency: int = Field(DEFAULT_SNAPSHOT_FREQUENCY, ge=1)
+    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
     """Delta mode: a ``_DeltaSnapshot`` every N updates of a channel (the graph's schema
     takes it from ``config.state_schema``). Frozen per process."""
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
@@ -194,11 +230,11 @@ class CheckpointerConfig(BaseModel):
     postgres_schema: str | None = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
     path."""
-    pool_min_size: int = Field(1, ge=0)
+    pool_min_size: int = 1
     """PostgreSQL connection pool: minimum size."""
-    pool_max_size: int = Field(10, ge=1)
+    pool_max_size: int = 10
     """PostgreSQL connection pool: maximum size."""
-    connect_timeout_seconds: float = Field(10.0, gt=0)
+    connect_timeout_seconds: float = 10.0
     """How long opening waits for the database before ``BackendUnavailableError``."""
     encrypt: bool = False
     """``true``: LangGraph's ``EncryptedSerializer`` (AES, key from ``LANGGRAPH_AES_KEY``,
@@ -218,6 +254,13 @@ class CheckpointerConfig(BaseModel):
         if isinstance(value, str) and value in ("full", "delta"):
             return ChannelMode(value)
         return value
+
+    @field_validator(
+        "snapshot_frequency", "pool_min_size", "pool_max_size", "connect_timeout_seconds"
+    )
+    @classmethod
+    def _bounded(cls, value: float, info: ValidationInfo) -> float:
+        return _in_range(value, info)
 
     @field_validator("postgres_schema")
     @classmethod
@@ -378,6 +421,8 @@ class UnknownEnvironmentVariableError(ConfigError):
     """A ``CHECKPOINT_GUARD_*`` variable that nothing reads (usually a misspelling).
     The message names it and the closest known one; its value is never shown (it
     may hold a credential)."""
+
+    __module__ = "checkpoint_guard"  # shown where it is imported from, as every error
 
     def __init__(self, variable: str, known: list[str]) -> None:
         # Compared without the shared prefix, which would make every name look close.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Literal, cast, overload
+
 __all__ = [
     "BackendUnavailableError",
     "CacheInvalidationError",
@@ -89,6 +92,46 @@ class ConfigError(CheckpointGuardError, ValueError):
         super().__init__(text)
 
 
+def _shown_as_public(*classes: type) -> None:
+    # Tracebacks and reprs name an error where users import it from, the package's
+    # top level (``checkpoint_guard.ConfigError``), not this private module.
+    for cls in classes:
+        cls.__module__ = "checkpoint_guard"
+
+
+def range_text(low: float, high: float, *, integer: bool) -> str:
+    """What a bounded number accepts, as ``ConfigError`` messages state it."""
+    if integer:
+        return f"an integer >= {low} and <= {high}"
+    return f"a finite number >= {low:g} and <= {high:g}"
+
+
+@overload
+def check_range(key: str, value: object, low: int, high: int, *, integer: Literal[True]) -> int: ...
+@overload
+def check_range(
+    key: str, value: object, low: float, high: float, *, integer: Literal[False] = ...
+) -> float: ...
+@overload
+def check_range(key: str, value: object, low: float, high: float, *, integer: bool) -> float: ...
+def check_range(
+    key: str, value: object, low: float, high: float, *, integer: bool = False
+) -> float:
+    """Return ``value`` when it is a finite number (an ``int`` when ``integer``; never a
+    ``bool``) with ``low <= value <= high``; otherwise raise ``ConfigError`` naming ``key``,
+    the value and the range. An infinite or absurd value would be accepted and then make
+    every use fail (a socket timeout of ``inf``) or bound nothing."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not math.isfinite(cast(float, value))
+        or not low <= cast(float, value) <= high
+    ):
+        raise ConfigError(key, value, range_text(low, high, integer=integer))
+    return cast(float, value)
+
+
 class MaintenanceError(CheckpointGuardError):
     """A maintenance operation was refused (the message says why and what to do);
     the thread it names was left as stored."""
@@ -129,10 +172,22 @@ class CacheInvalidationError(CheckpointGuardError):
     def __init__(self, *, thread_id: str, checkpoint_id: str | None, cause: BaseException) -> None:
         self.thread_id = thread_id
         self.checkpoint_id = checkpoint_id
+        if checkpoint_id is None:  # maintenance: whole threads are rewritten
+            what = (
+                f"refusing to rewrite thread(s) {thread_id!r}: other processes may hold "
+                "cached histories of them, and the "
+            )
+        else:
+            what = (
+                f"refusing to write onto checkpoint {checkpoint_id!r} of thread "
+                f"{thread_id!r}: it may have descendants whose cached history the write "
+                "changes, and the "
+            )
         super().__init__(
-            f"refusing to write onto checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
-            f"it may have descendants whose cached history the write changes, and the "
-            f"history cache could not be invalidated first ({type(cause).__name__}: {cause}). "
-            "Nothing was written; retry when the cache is reachable, or run without the "
-            "cache (history_cache.backend: none)."
+            f"{what}history cache could not be invalidated first "
+            f"({type(cause).__name__}: {cause}). Nothing was written; retry when the cache "
+            "is reachable, or run without the cache (history_cache.backend: none)."
         )
+
+
+_shown_as_public(*(globals()[name] for name in __all__))

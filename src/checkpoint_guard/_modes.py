@@ -10,13 +10,14 @@ from typing import Any
 
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from ._errors import CheckpointModeReconfigurationError, ConfigError
+from ._errors import CheckpointModeReconfigurationError, ConfigError, check_range
 
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "LEGACY_MODE_METADATA_KEY",
     "MODE_METADATA_KEY",
     "PROCESS_MODE",
+    "SNAPSHOT_FREQUENCY_RANGE",
     "ChannelMode",
     "ModeFreeze",
     "checkpoint_uses_delta",
@@ -30,6 +31,8 @@ LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 _UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"
 _JS_DELTA_KEY = "delta_writes_versioned"
 DEFAULT_SNAPSHOT_FREQUENCY = 10
+SNAPSHOT_FREQUENCY_RANGE = (1, 10_000)
+"""Beyond 10,000 steps between snapshots, a read replays an unbounded history."""
 
 
 class ChannelMode(StrEnum):
@@ -53,13 +56,10 @@ def parse_mode(value: object, *, key: str = "channel_mode") -> ChannelMode:
 
 
 def parse_snapshot_frequency(value: object, *, key: str = "snapshot_frequency") -> int:
-    """Return ``value`` as a snapshot frequency, an ``int >= 1``; ``bool``, floats,
-    numeric strings and non-positive values raise ``ConfigError`` naming ``key``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, value, "an integer >= 1")
-    if value < 1:
-        raise ConfigError(key, value, "an integer >= 1")
-    return value
+    """Return ``value`` as a snapshot frequency, an ``int`` in ``SNAPSHOT_FREQUENCY_RANGE``;
+    ``bool``, floats, numeric strings and values out of range raise ``ConfigError``
+    naming ``key``."""
+    return check_range(key, value, *SNAPSHOT_FREQUENCY_RANGE, integer=True)
 
 
 def _marker_says_delta(value: object) -> bool:

@@ -22,7 +22,7 @@ from . import maintenance as _maintenance  # noqa: F401  (installs the layers' m
 from ._config import CheckpointerConfig
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .savers._inner import aopen_inner, make_serde, open_inner
-from .savers._stack import make_cache, wrap
+from .savers._stack import configured_stack, make_cache
 from .state._overwrite import apply_overwrite_fix
 
 __all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
@@ -67,7 +67,7 @@ def open_checkpointer(
         cache = make_cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+            yield configured_stack(inner, resolved, cache)
         finally:
             if cache is not None:
                 cache.close()
@@ -84,7 +84,7 @@ async def aopen_checkpointer(
         cache = make_cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+            yield configured_stack(inner, resolved, cache)
         finally:
             if cache is not None:
                 await cache.aclose()

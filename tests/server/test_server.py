@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from checkpoint_guard import MODE_METADATA_KEY, CheckpointerConfig, ModeFreeze, aopen_checkpointer
+from checkpoint_guard import MODE_METADATA_KEY, CheckpointerConfig, aopen_checkpointer
+from checkpoint_guard._modes import ModeFreeze
 from tests.server.launch import LANGGRAPH, Server, ServerDidNotStart, start_server
 from tests.support.services import service_unavailable
 

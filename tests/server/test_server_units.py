@@ -13,10 +13,10 @@ import checkpoint_guard.langgraph as lg
 from checkpoint_guard import (
     CheckpointModeMismatchError,
     CheckpointModeReconfigurationError,
-    ModeFreeze,
     aopen_checkpointer,
 )
 from checkpoint_guard import _server as server
+from checkpoint_guard._modes import ModeFreeze
 from tests.support.helpers import cfg, chat_graph, human
 from tests.support.services import service_unavailable
 

@@ -46,6 +46,9 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_TIMEOUT_SECONDS",
     "DEFAULT_TTL_SECONDS",
+    "MAX_BYTES_RANGE",
+    "TIMEOUT_SECONDS_RANGE",
+    "TTL_SECONDS_RANGE",
     "Seed",
     "Step",
     "approx_size",
@@ -73,6 +76,13 @@ DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024
 """The Redis backend's in-process tier of decoded values."""
 DEFAULT_ISOLATE = True
 """Readers get their own copies of cached messages (``history_cache.isolate``)."""
+# -- accepted ranges: beyond them a value bounds nothing or makes every call fail ---------
+MAX_BYTES_RANGE = (1, 64 * 1024**3)
+"""``max_bytes``: up to 64 GiB of one process's memory."""
+TTL_SECONDS_RANGE = (0, 366 * 24 * 3600)
+"""``ttl_seconds``: 0 (no expiry) up to a year (a longer one is no expiry in practice)."""
+TIMEOUT_SECONDS_RANGE = (0.001, 60.0)
+"""``timeout_seconds``: a cache command slower than a minute is worse than a miss."""
 
 Chunk = tuple[PendingWrite, ...]
 """The writes one checkpoint stored for one channel, in the saver's order."""

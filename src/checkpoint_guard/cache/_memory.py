@@ -10,10 +10,13 @@ from typing import Any
 from cachetools import LRUCache, TTLCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 
+from .._errors import check_range
 from ._base import (
     DEFAULT_ISOLATE,
     DEFAULT_MAX_BYTES,
+    MAX_BYTES_RANGE,
     NO_SEED,
+    TTL_SECONDS_RANGE,
     Begin,
     CacheStats,
     Chunk,
@@ -131,9 +134,9 @@ class MemoryHistoryCache:
         ttl_seconds: float | None = None,
         isolate: bool = DEFAULT_ISOLATE,
     ):
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise ValueError(f"max_bytes must be an integer > 0, got {max_bytes!r}")
-        self.max_bytes = max_bytes
+        self.max_bytes = check_range("max_bytes", max_bytes, *MAX_BYTES_RANGE, integer=True)
+        if ttl_seconds is not None:
+            check_range("ttl_seconds", ttl_seconds, *TTL_SECONDS_RANGE)
         self.isolate = isolate
         self._stats = CacheStats(tier=self.tier)
         self._lock = threading.RLock()

@@ -74,11 +74,15 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .._errors import check_range
 from ._base import (
     DEFAULT_ISOLATE,
     DEFAULT_LOCAL_MAX_BYTES,
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TTL_SECONDS,
+    MAX_BYTES_RANGE,
+    TIMEOUT_SECONDS_RANGE,
+    TTL_SECONDS_RANGE,
     Begin,
     CacheStats,
     Chunk,
@@ -208,8 +212,12 @@ class RedisHistoryCache:
         del redis
         self.url = url
         self.key_prefix = key_prefix
+        check_range("ttl_seconds", ttl_seconds, *TTL_SECONDS_RANGE)
         self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
-        self.timeout_seconds = timeout_seconds
+        self.timeout_seconds = check_range(
+            "timeout_seconds", timeout_seconds, *TIMEOUT_SECONDS_RANGE
+        )
+        check_range("local_max_bytes", local_max_bytes, *MAX_BYTES_RANGE, integer=True)
         # False: hits from the local decoded tier share its objects (no per-read
         # copy); see MemoryHistoryCache.
         self.isolate = isolate

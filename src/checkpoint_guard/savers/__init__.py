@@ -2,7 +2,8 @@
 
 ``GuardedSaver -> [CachedHistorySaver] -> inner saver``. Every layer is a
 ``SaverLayer`` (``_layer.py``) and adds one concern (``_guard.py``: marker and
-gate; ``_history.py``: the history cache); ``_inner.py`` opens the LangGraph saver
+gate; ``_history.py``: the history cache; ``_fence.py``: in full mode, a shared
+cache fenced around maintenance only); ``_inner.py`` opens the LangGraph saver
 a config names; ``_stack.py`` assembles the layers (``wrap``). Imports go down
 only (to ``cache`` and the package's base modules), never up to ``state`` or
 ``maintenance``; ``checkpoint_guard/_open.py`` opens a configured stack.
@@ -10,6 +11,7 @@ only (to ``cache`` and the package's base modules), never up to ``state`` or
 
 from __future__ import annotations
 
+from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
 from ._layer import (
@@ -22,7 +24,7 @@ from ._layer import (
     provides,
     unwrap,
 )
-from ._stack import make_cache, wrap
+from ._stack import configured_stack, make_cache, wrap
 
 __all__ = [
     "CAPABILITY_METHODS",
@@ -31,6 +33,8 @@ __all__ = [
     "GuardedSaver",
     "Maintainer",
     "SaverLayer",
+    "SharedCacheFence",
+    "configured_stack",
     "implements",
     "install_maintainer",
     "make_cache",

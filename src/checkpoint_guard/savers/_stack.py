@@ -1,29 +1,38 @@
 """``wrap``: the standard stack of layers over an inner saver; ``make_cache``: the
-history cache a config asks for. Opening a configured stack (``open_checkpointer``)
-lives above every part, in ``checkpoint_guard/_open.py``."""
+history cache a config asks for; ``configured_stack``: the stack a config asks for.
+Opening a configured stack (``open_checkpointer``) lives above every part, in
+``checkpoint_guard/_open.py``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._config import CheckpointerConfig
 from .._modes import ChannelMode, parse_mode
-from ..cache import MemoryHistoryCache, RedisHistoryCache
+from ..cache import HistoryCache, MemoryHistoryCache, RedisHistoryCache
+from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver, MeasuredHistorySaver
 
-__all__ = ["make_cache", "wrap"]
+__all__ = ["configured_stack", "make_cache", "wrap"]
 
 
 def wrap(
-    inner: BaseCheckpointSaver[Any], *, mode: Any, cache: Any = None
-) -> BaseCheckpointSaver[Any]:
+    inner: BaseCheckpointSaver[Any],
+    *,
+    mode: ChannelMode | str,
+    cache: HistoryCache | None = None,
+) -> GuardedSaver:
     """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
     cache), mode=mode)``; when ``cache`` is ``None``, in delta mode a
     ``MeasuredHistorySaver`` (history requests counted as ``cache="none"``) takes
-    the cache layer's place, in full mode nothing does."""
+    the cache layer's place, in full mode nothing does. ``mode`` is a
+    ``ChannelMode`` or ``"full"`` / ``"delta"`` (anything else raises
+    ``ConfigError``); ``cache`` is a ``MemoryHistoryCache``, a ``RedisHistoryCache``
+    or any ``HistoryCache``."""
     if cache is not None:
         inner = CachedHistorySaver(inner, cache)
     elif parse_mode(mode) is ChannelMode.DELTA:
@@ -31,10 +40,16 @@ def wrap(
     return GuardedSaver(inner, mode=mode)
 
 
-def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
-    """The history cache ``config`` asks for: ``None`` in full mode or when disabled."""
+def make_cache(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> HistoryCache | None:
+    """The history cache ``config`` asks for: ``None`` when disabled, and for a memory
+    cache in full mode (no reader in this process). A shared (Redis) cache is made in
+    every mode: maintenance run from a full-mode process must invalidate it too."""
     settings = config.history_cache
-    if config.channel_mode is ChannelMode.FULL or settings.backend == "none":
+    if settings.backend == "none" or (
+        settings.backend == "memory" and config.channel_mode is ChannelMode.FULL
+    ):
         return None
     if settings.backend == "memory":
         return MemoryHistoryCache(
@@ -50,3 +65,14 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         serde=serde,
         isolate=settings.isolate,
     )
+
+
+def configured_stack(
+    inner: BaseCheckpointSaver[Any], config: CheckpointerConfig, cache: HistoryCache | None
+) -> GuardedSaver:
+    """The stack ``config`` asks for over ``inner`` with ``make_cache``'s ``cache``:
+    ``wrap``'s, except that in full mode a shared cache sits in a ``SharedCacheFence``
+    (maintenance fences and drops it; reads and writes never touch it)."""
+    if cache is not None and config.channel_mode is ChannelMode.FULL:
+        return GuardedSaver(SharedCacheFence(inner, cache), mode=ChannelMode.FULL)
+    return wrap(inner, mode=config.channel_mode, cache=cache)

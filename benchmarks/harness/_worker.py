@@ -1,4 +1,4 @@
-"""The child-process side of the benchmark: ``python -m checkpoint_guard.bench._worker``.
+"""The child-process side of the benchmark: ``python -m benchmarks.harness._worker``.
 
 The parent writes one JSON spec line on stdin. Tasks:
 
@@ -34,7 +34,8 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 
-from ..savers import SaverLayer, wrap
+from checkpoint_guard.savers import SaverLayer, wrap
+
 from ._graph import chat_graph
 from ._reference import ReferenceLRUSaver
 
@@ -196,11 +197,11 @@ def open_stack(spec: Mapping[str, Any]) -> Iterator[Stack]:
         traffic: RedisTraffic | None = None
         isolate = not spec["stack"].endswith("-shared")
         if spec["stack"].startswith("memory"):
-            from ..cache import MemoryHistoryCache
+            from checkpoint_guard.cache import MemoryHistoryCache
 
             cache = MemoryHistoryCache(isolate=isolate)
         elif spec["stack"].startswith("redis"):
-            from ..cache import RedisHistoryCache
+            from checkpoint_guard.cache import RedisHistoryCache
 
             traffic = RedisTraffic()
             client = _counted_redis_client(spec["redis_url"], traffic)

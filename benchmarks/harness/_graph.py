@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from .. import state_schema_for_mode
+from checkpoint_guard import state_schema_for_mode
 
 __all__ = ["BenchState", "chat_graph", "fake_model"]
 

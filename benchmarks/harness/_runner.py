@@ -1,6 +1,6 @@
 """Orchestration: fresh child processes per case, timeouts, alternation, JSON lines.
 
-Every case runs in new ``python -m checkpoint_guard.bench._worker`` processes on
+Every case runs in new ``python -m benchmarks.harness._worker`` processes on
 its own storage (a SQLite file, a PostgreSQL schema in a database created for the
 run, a Redis key prefix), which is removed after the case. The parent enforces
 one deadline per case across all of its processes and kills them when it passes.
@@ -196,15 +196,16 @@ def case_storage(case: Case, env: Services, tag: str) -> Iterator[dict[str, Any]
 
 
 def _worker_command() -> list[str]:
-    return [sys.executable, "-m", "checkpoint_guard.bench._worker"]
+    return [sys.executable, "-m", "benchmarks.harness._worker"]
 
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    # the child must import the same checkpoint_guard as the parent (a checkout
-    # run without installing it included)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    # the child must import this harness and the same checkpoint_guard as the
+    # parent (a checkout run without installing it included)
+    checkout = Path(__file__).resolve().parents[2]
+    paths = (str(checkout), str(checkout / "src"), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 
 

@@ -29,8 +29,8 @@ from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 
-from ..cache import approx_size
-from ..savers import SaverLayer
+from checkpoint_guard.cache import approx_size
+from checkpoint_guard.savers import SaverLayer
 
 __all__ = ["DEFAULT_ENTRIES", "ReferenceLRUSaver"]
 
