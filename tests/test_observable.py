@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from checkpoint_guard import wrap
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver
-from tests.support.observable import FORMS, TOPICS, run_script, user_graph
+from tests.support.observable import FORMS, TOPICS, Recorder, mixed_graph, run_script, user_graph
 from tests.support.stores import KIND_APIS, make_store
 
 EXAMPLES = max(4, settings.default.max_examples // 8)
@@ -94,3 +94,37 @@ def test_delta_mode_is_observably_full_mode(
         assert delta == full
 
     check()
+
+
+@pytest.mark.parametrize("kind,api", KIND_APIS, ids=[f"{k}-{a}" for k, a in KIND_APIS])
+def test_a_delta_parent_with_plain_subagents_reads_as_full_mode(
+    kind: str, api: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # A delta parent whose subagents keep a plain `messages` channel (issue #27, item 6):
+    # the subgraph's checkpoints hold full data and are marked so; it was refused.
+    (tmp_path / "full").mkdir()
+    (tmp_path / "delta").mkdir()
+    stores = {
+        "full": make_store(kind, api == "async", request, tmp_path / "full"),
+        "delta": make_store(kind, api == "async", request, tmp_path / "delta"),
+    }
+    if kind in ("postgres", "apostgres"):
+        stores["full"].pg = request.getfixturevalue("pg_schema_pair")
+
+    async def run(mode: str) -> Any:
+        store = stores[mode]
+        driver = Driver(store.is_async)
+        async with store.open() as raw:
+            saver = raw if mode == "full" else wrap(raw, mode="delta", cache=MemoryHistoryCache())
+            graph = mixed_graph(saver, mode)
+            rec = Recorder()
+            config: Any = {"configurable": {"thread_id": "mixed"}}
+            for n in range(3):
+                out = await driver.invoke(graph, {"messages": [("user", f"turn {n}")]}, config)
+                rec.add("result", rec.values(out))
+                rec.add("state", rec.snapshot(await driver.get_state(graph, config)))
+            history = await driver.history(graph, config)
+            rec.add("history", [rec.snapshot(s, metadata=True) for s in history])
+            return rec.seen
+
+    assert asyncio.run(run("delta")) == asyncio.run(run("full"))

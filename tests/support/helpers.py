@@ -153,7 +153,9 @@ def strip_mode(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
-    """What a user sees of a StateSnapshot, without ids and timestamps."""
+    """What a user sees of a StateSnapshot: values (message ids included), next,
+    metadata without the mode bookkeeping, task names. Checkpoint ids and timestamps
+    differ between stores and are left out."""
     return (
         snapshot.values,
         snapshot.next,

@@ -259,3 +259,22 @@ async def run_script(
 
 def strip_marker(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k != MODE_METADATA_KEY}
+
+
+def mixed_graph(checkpointer: Any, mode: str, frequency: int = 3) -> Any:
+    """A parent whose ``messages`` follows ``mode`` (delta storage in delta mode) and a
+    subagent subgraph with a plain ``add_messages`` channel, as in LangGraph's deep-agent
+    layout: the subgraph's schema is the user's own, never derived."""
+
+    def think(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"subagent saw {len(state['messages'])}")]}
+
+    sub = StateGraph(SubState)
+    sub.add_node("think", think)
+    sub.add_edge(START, "think")
+    builder = StateGraph(state_schema_for_mode(UserState, mode, snapshot_frequency=frequency))
+    builder.add_node("agent", agent)
+    builder.add_node("subagent", sub.compile())
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "subagent")
+    return builder.compile(checkpointer=checkpointer)

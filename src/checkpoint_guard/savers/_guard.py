@@ -325,8 +325,16 @@ class GuardedSaver(SaverLayer):
     ) -> CheckpointMetadata:
         messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
         if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
-            # A graph compiled without the delta schema stores the whole list:
-            # the marker would label full data as delta.
+            if Address.from_config(config).checkpoint_ns:
+                # A subgraph with a plain `messages` channel (a delta parent's
+                # subagents): it stores full data, and its marker says so, so every
+                # reader gets what it can read.
+                stamped = dict(metadata)
+                stamped[MODE_METADATA_KEY] = ChannelMode.FULL.value
+                return stamped  # type: ignore[return-value]
+            # At the root, a graph compiled without the delta schema stores the whole
+            # list: the configuration and the graph disagree, and the marker would
+            # label full data as delta.
             self._refuse(_next(config, checkpoint), schema=True)
             thread_id = Address.from_config(config).thread_id
             raise _schema_refusal(
