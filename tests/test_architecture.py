@@ -26,6 +26,7 @@ RANKS: dict[str, int] = {
     "_schema": 0,
     "_forms": 0,
     "_message_ids": 0,
+    "_telemetry": 0,
     "cache": 1,
     "_config": 2,
     "savers": 3,

@@ -86,6 +86,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .. import _telemetry
 from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
 from .._modes import (
@@ -143,6 +144,7 @@ _LANDING_WAIT = 10.0
 
 def _schema_refusal(detail: str) -> ConfigError:
     """A delta-mode write of a graph compiled without the delta schema."""
+    _telemetry.gate_refusal("schema")
     return ConfigError(
         "channel_mode",
         "delta",
@@ -154,6 +156,7 @@ def _schema_refusal(detail: str) -> ConfigError:
 
 def _delta_graph_refusal(thread_id: Any, checkpoint_id: Any, action: str) -> ConfigError:
     """A full-mode write of a graph compiled with a delta schema."""
+    _telemetry.gate_refusal("schema")
     return ConfigError(
         "channel_mode",
         "full",
