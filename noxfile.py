@@ -144,6 +144,19 @@ except ImportError as exc:
     assert "pip install 'checkpoint-guard[testing]'" in str(exc), str(exc)
 else:
     raise AssertionError("checkpoint_guard.testing imported without hypothesis")
+# without the otel extra, telemetry is a silent no-op: nothing imported, the
+# counters behind stats() still count
+from checkpoint_guard import _telemetry
+from checkpoint_guard.cache import MemoryHistoryCache
+assert importlib.util.find_spec("opentelemetry") is None, "opentelemetry should not be installed"
+assert not _telemetry.available()
+assert "opentelemetry" not in sys.modules
+cache = MemoryHistoryCache()
+cache.count_request("hit", 0.001, 3)
+_telemetry.gate_refusal("write")
+with _telemetry.span("checkpoint_guard.history", {{}}) as current:
+    assert current is None
+assert cache.stats()["requests_hit"] == 1, cache.stats()
 print("imported", len(modules), "public modules; checkpoint_guard.testing names its extra")
 """
 

@@ -12,10 +12,11 @@ that receives ``{"stack", "wrapped": number of ids run with a wrapped fixture,
 An id that fails wrapped only because the guard refused, with its documented
 ``ConfigError``, to store a plain ``messages`` value under the delta marker (docs/concepts.md:
 a graph compiled without the delta schema) is recorded as ``refused``, not
-``failed``: those tests run plain-reducer graphs (or switch a delta thread to a
-plain reducer), which our contract refuses in delta mode. ``full`` wraps in full
-mode (the session reruns the refused ids that way: each must pass, or be refused
-for holding delta checkpoints). Any other failure stays a failure.
+``failed``: those tests run plain-reducer graphs at the root (or switch a delta thread
+to a plain reducer), which our contract refuses in delta mode. ``full`` wraps in full
+mode (the session reruns the refused ids that way: each must pass, or be refused for
+holding delta checkpoints or for a graph compiled with a ``DeltaChannel``). Any other
+failure stays a failure.
 """
 
 from __future__ import annotations
@@ -37,15 +38,18 @@ if STACK not in ("raw", "delta", "full"):
     raise pytest.UsageError(f"CG_UPSTREAM_STACK={STACK!r}; accepted: 'raw', 'delta', 'full'")
 
 _outcomes: dict[str, str] = {}
-# The refusal's own words (savers/_guard.py); every line of the error must match.
-REFUSALS = {
-    # delta mode: a plain `messages` value would be stored under the delta marker
+# The refusals' own words (savers/_guard.py): the error must contain every part of one.
+REFUSALS: dict[str, tuple[tuple[str, ...], ...]] = {
+    # delta mode: a plain `messages` value at the root would be stored under the delta marker
     "delta": (
-        "ConfigError: invalid channel_mode: 'delta'",
-        "'messages' channel holds a plain value",
+        ("ConfigError: invalid channel_mode: 'delta'", "'messages' channel holds a plain value"),
     ),
-    # full mode: the thread holds delta checkpoints
-    "full": ("CheckpointModeMismatchError",),
+    "full": (
+        # the thread holds delta checkpoints
+        ("CheckpointModeMismatchError",),
+        # the graph itself was compiled with a DeltaChannel (e.g. a delta subagent)
+        ("ConfigError: invalid channel_mode: 'full'", "compiled with a delta schema"),
+    ),
 }
 # ids whose checkpointer fixture was wrapped: the session checks the stack really
 # was in place. Carried in the reports' user_properties, so it reaches the
@@ -92,7 +96,7 @@ def _refused(report: pytest.TestReport) -> bool:
     refusal (``reprcrash``: the last exception of the chain, what the test saw)."""
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", "") or ""
-    return STACK in REFUSALS and all(part in message for part in REFUSALS[STACK])
+    return any(all(part in message for part in parts) for parts in REFUSALS.get(STACK, ()))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -27,6 +27,7 @@ RANKS: dict[str, int] = {
     "_forms": 0,
     "_message_ids": 0,
     "_upstream": 0,
+    "_telemetry": 0,
     "cache": 1,
     "_config": 2,
     "savers": 3,

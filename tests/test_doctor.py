@@ -23,7 +23,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from checkpoint_guard import _message_ids, _upstream, maintenance, open_checkpointer
+from checkpoint_guard import _message_ids, _telemetry, _upstream, maintenance, open_checkpointer
 from checkpoint_guard import _server as server
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache._codec import _allowlist_of
@@ -66,6 +66,7 @@ def _open_degraded(caplog: pytest.LogCaptureFixture, name: str, config: Any = No
     assert name in stats["degraded"], stats
     assert stats["degraded"][name]["turns_off"]
     assert len(_warnings(caplog, name)) == 1, caplog.text
+    assert _telemetry._DEGRADED[name]() is True  # the checkpoint_guard.degraded gauge
     return stats
 
 
@@ -116,7 +117,23 @@ def test_an_opened_stack_reports_its_stats_and_nothing_degraded() -> None:
     assert stats["degraded"] == {}
     assert stats["cache"] is not None and stats["cache"]["hits"] == 0
     with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as saver:
-        assert saver.stats() == {"mode": "full", "cache": None, "degraded": {}}
+        stats = saver.stats()
+    assert (stats["mode"], stats["cache"], stats["degraded"]) == ("full", None, {})
+    assert isinstance(stats["gate_refusals"], int)
+    assert not any(_telemetry._DEGRADED[spec.name]() for spec in _upstream.checks())
+
+
+def test_stats_count_the_gates_refusals() -> None:
+    from checkpoint_guard import CheckpointModeMismatchError, wrap
+    from tests.support.helpers import cfg, chat_graph, human
+
+    inner = InMemorySaver()
+    chat_graph(wrap(inner, mode="delta"), "delta").invoke(human(0), cfg("t"))
+    full = wrap(inner, mode="full")
+    before = full.stats()["gate_refusals"]
+    with pytest.raises(CheckpointModeMismatchError):
+        full.get_tuple(cfg("t"))
+    assert full.stats()["gate_refusals"] == before + 1
 
 
 # ---- each assumption broken -------------------------------------------------------
@@ -294,6 +311,7 @@ def _adapter_without_inner(monkeypatch: pytest.MonkeyPatch) -> type:
     module.CheckpointerCapabilities = Capabilities  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, server.ADAPTER_MODULE, module)
     monkeypatch.setattr(server, "_logged", set())
+    monkeypatch.setattr(server, "_status", server._status)  # restored after the test
     return Adapter
 
 

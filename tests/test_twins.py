@@ -59,7 +59,7 @@ ALLOWED: dict[str, str] = {
     "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
     "savers/_history.py:CachedHistorySaver._seal": "unfences when cancelled mid-seal",
     # the drivers of the sans-io plans: each executes requests on its own side
-    "maintenance/_ops.py:<module>._drive": "drives the plan: the row store's a* methods by name",
+    "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
     # Redis: the async client's API differs from the sync one
     "cache/_redis.py:RedisHistoryCache.contains": "one pipelined call vs a client read",

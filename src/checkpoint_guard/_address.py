@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 
+from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
 __all__ = ["Address", "canonical", "canonical_thread_id", "mode_mismatch", "thread_config"]
@@ -90,7 +91,9 @@ def thread_config(thread_id: Any) -> RunnableConfig:
 
 def mode_mismatch(config: RunnableConfig | None, *, action: str) -> CheckpointModeMismatchError:
     """The gate's refusal for the checkpoint ``config`` names: a full-mode reader or
-    writer met a delta checkpoint."""
+    writer met a delta checkpoint. Every such refusal is built here, once, and
+    counted (``checkpoint_guard.gate.refusals``, attribute ``operation``)."""
+    _telemetry.gate_refusal(action)
     address = Address.from_config(config)
     return CheckpointModeMismatchError(
         thread_id=str(address.thread_id),

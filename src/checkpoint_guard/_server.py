@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
 from langgraph.checkpoint.memory import InMemorySaver
 
-from . import _upstream
+from . import _telemetry, _upstream
 
 __all__ = [
     "ADAPTER_MODULE",
@@ -63,6 +63,11 @@ _logged: set[str] = set()
 def server_adapter_status() -> str:
     """The last outcome of ``forward_delta_history`` in this process."""
     return _status
+
+
+# Degraded (on the checkpoint_guard.degraded gauge) when the adapter looked
+# different from what the fix expects: the server's own walk answers.
+_telemetry.register_degraded("server_adapter", lambda: _status == ServerAdapterStatus.PROBE_FAILED)
 
 
 def _log_once(status: str, level: int, message: str, *args: Any) -> None:

@@ -7,7 +7,9 @@ per process when a stack opens (``open_checkpointer`` / ``aopen_checkpointer``) 
 demand with ``checkpoint-guard doctor``; a failed check logs ONE warning, its feature
 turns itself off (never failing open: a maintenance row layout that no longer matches
 refuses with ``MaintenanceError`` rather than guess) and it is listed in the opened
-stack's ``stats()["degraded"]``. This registry is the single source of that list.
+stack's ``stats()["degraded"]`` and on the ``checkpoint_guard.degraded`` gauge
+(attribute ``feature``: the check's name). This registry is the single source of that
+list.
 
 Inventory (module -> upstream name -> what breaks if it changes -> check):
 
@@ -61,6 +63,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from . import _telemetry
 
 __all__ = [
     "Check",
@@ -128,9 +132,17 @@ def register(
         with _lock:
             _checks[name] = Check(name, assumption, turns_off, fn)
             _results.pop(name, None)
+        # the checkpoint_guard.degraded gauge reads the remembered outcome (no check run)
+        _telemetry.register_degraded(name, lambda: _failed(name))
         return fn
 
     return decorate
+
+
+def _failed(name: str) -> bool:
+    with _lock:
+        known = _results.get(name)
+    return known is not None and not known.ok
 
 
 def checks() -> list[Check]:

@@ -9,6 +9,7 @@ in the in-process stack).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import AsyncIterator
 from functools import wraps
@@ -65,3 +66,14 @@ async def inner_calls(request: Request) -> JSONResponse:
 
 
 app.add_route("/test/inner-calls", inner_calls, methods=["GET"])
+
+if os.environ.get("CGTEST_OTEL_PROMETHEUS") == "1":
+    # What a deployment does to see checkpoint-guard's metrics on the server's own
+    # /metrics (test_server_telemetry.py): configure an OpenTelemetry SDK whose
+    # Prometheus reader registers with the prometheus_client registry that the
+    # server's /metrics serves. This module is loaded at server start.
+    from opentelemetry import metrics
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))

@@ -16,6 +16,7 @@ variables (PostgreSQL schema per test, Redis cache with a fresh prefix).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -267,3 +268,42 @@ async def test_mode_mismatch_answers_409_with_the_thread_and_the_fix(
     assert f"checkpoint-guard migrate --to full {thread_id}" in body["fix"]
     assert "CHECKPOINT_GUARD_CHANNEL_MODE=delta" in body["fix"]
     assert thread_id in str(err.value)
+
+
+# -- telemetry: our metrics on the server's /metrics ------------------------------------
+
+
+def _prometheus_samples(text: str, name: str) -> dict[str, float]:
+    """``{labels: value}`` of one Prometheus metric family's samples."""
+    out = {}
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{re.escape(name)}\{{(.*)\}} (\S+)", line)
+        if match:
+            out[match.group(1)] = float(match.group(2))
+    return out
+
+
+async def test_our_metrics_show_up_on_the_servers_metrics_endpoint(
+    tmp_path: Path, pg_schema: tuple[str, str], redis_prefix: tuple[str, str]
+) -> None:
+    """With an SDK whose Prometheus reader the application configures (``app.py``
+    under ``CGTEST_OTEL_PROMETHEUS=1``), the server's own ``GET /metrics`` serves
+    our instruments beside its ``lg_api_*`` metrics, equal to ``stats()``."""
+    settings = settings_for(pg_schema, redis_prefix, CGTEST_OTEL_PROMETHEUS="1")
+    with langgraph_dev(tmp_path, settings) as server:
+        from langgraph_sdk import get_client
+
+        thread_id = (await get_client(url=server.url).threads.create())["thread_id"]
+        await drive_turns(server, thread_id, range(5))
+        text = httpx.get(f"{server.url}/metrics", timeout=30).text
+        stats = server.stats()["history_cache"]
+    requests = _prometheus_samples(text, "checkpoint_guard_history_requests_total")
+    hits = sum(v for labels, v in requests.items() if 'result="hit"' in labels)
+    misses = sum(v for labels, v in requests.items() if 'result="miss"' in labels)
+    assert all('cache="redis"' in labels for labels in requests), requests
+    assert hits == stats["requests_hit"] >= 3, (requests, stats)
+    assert misses == stats["requests_miss"], (requests, stats)
+    assert "checkpoint_guard_history_duration_seconds_bucket" in text
+    assert "checkpoint_guard_history_writes" in text
+    # the server's own metrics are served by the same endpoint
+    assert "lg_api_" in text

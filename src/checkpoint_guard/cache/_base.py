@@ -35,6 +35,8 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
+from .. import _telemetry
+
 __all__ = [
     "Begin",
     "CacheStats",
@@ -670,16 +672,27 @@ def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> Delta
 
 class CacheStats:
     """Thread-safe counters plus rate-limited error logging (at most one log line
-    per ``log_interval`` seconds, with the count of the ones suppressed)."""
+    per ``log_interval`` seconds, with the count of the ones suppressed).
 
-    def __init__(self, log_interval: float = 60.0) -> None:
+    ``tier`` (``"memory"`` or ``"redis"``) labels the OpenTelemetry instruments
+    each count is also recorded on (``checkpoint_guard._telemetry``): one call
+    counts both, so ``stats()`` and the metrics agree. Keys: ``hits`` / ``misses``
+    (entry lookups), ``evictions``, ``errors``, ``invalidations``, and
+    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests
+    by result, ``checkpoint_guard.history.requests``)."""
+
+    def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
         self._lock = threading.Lock()
+        self.tier = tier
         self.counts: dict[str, int] = {
             "hits": 0,
             "misses": 0,
             "evictions": 0,
             "errors": 0,
             "invalidations": 0,
+            "requests_hit": 0,
+            "requests_miss": 0,
+            "requests_error": 0,
         }
         self._log_interval = log_interval
         self._last_log = float("-inf")
@@ -689,9 +702,23 @@ class CacheStats:
         """Count ``n`` more of ``name``."""
         with self._lock:
             self.counts[name] = self.counts.get(name, 0) + n
+        if name == "invalidations":
+            for _ in range(n):
+                _telemetry.cache_invalidation(self.tier)
+        elif name == "evictions":
+            _telemetry.cache_eviction(self.tier, n)
+
+    def request(self, result: str, seconds: float, writes: int) -> None:
+        """Count one history request (``result``: ``hit``, ``miss`` or ``error``)
+        that took ``seconds`` and returned ``writes`` writes."""
+        key = "requests_" + result
+        with self._lock:
+            self.counts[key] = self.counts.get(key, 0) + 1
+        _telemetry.history_request(self.tier, result, seconds, writes)
 
     def error(self, where: str, exc: BaseException) -> None:
         """Count a cache error and log it without flooding."""
+        _telemetry.cache_error(self.tier, where)
         now = time.monotonic()
         with self._lock:
             self.counts["errors"] += 1

@@ -125,6 +125,8 @@ class MemoryHistoryCache:
     callers (nothing here blocks).
     """
 
+    tier = "memory"  # the ``cache`` attribute of its telemetry
+
     def __init__(
         self,
         *,
@@ -136,7 +138,7 @@ class MemoryHistoryCache:
         if ttl_seconds is not None:
             check_range("ttl_seconds", ttl_seconds, *TTL_SECONDS_RANGE)
         self.isolate = isolate
-        self._stats = CacheStats()
+        self._stats = CacheStats(tier=self.tier)
         self._lock = threading.RLock()
         stats = self._stats
 
@@ -384,7 +386,10 @@ class MemoryHistoryCache:
             self._marks.clear()
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses``, ``evictions``, ``errors``, plus ``bytes`` and ``threads``."""
+        """``hits``, ``misses`` (entry lookups), ``evictions``, ``errors``,
+        ``invalidations``, ``requests_hit`` / ``requests_miss`` / ``requests_error``
+        (history requests by result; see ``CacheStats``), plus ``bytes`` and
+        ``threads``."""
         with self._lock:
             extra = {"bytes": int(self._threads.currsize), "threads": len(self._threads)}
         return {**self._stats.snapshot(), **extra}
@@ -392,6 +397,12 @@ class MemoryHistoryCache:
     def count_error(self, where: str, exc: BaseException) -> None:
         """Record a failure the saver layer met while using this cache."""
         self._stats.error(where, exc)
+
+    def count_request(self, result: str, seconds: float, writes: int) -> None:
+        """Record one history request the saver layer answered (``result``: ``hit``,
+        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
+        ``checkpoint_guard.history.*`` instruments."""
+        self._stats.request(result, seconds, writes)
 
     def close(self) -> None:
         """Release the cache (clears it)."""

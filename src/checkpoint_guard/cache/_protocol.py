@@ -37,7 +37,9 @@ class HistoryCache(Protocol):
       channel (``None`` when either fails), in one round trip where the backend can.
     * ``read`` returns an entry exactly as stored, or ``None``; with ``isolate``
       no caller mutation of a returned value reaches the cache.
-    * Any method may raise; the layer counts the error with ``count_error``.
+    * Any method may raise; the layer counts the error with ``count_error``, and
+      each answered history request with ``count_request`` (``stats()`` and the
+      OpenTelemetry instruments).
     """
 
     isolate: bool
@@ -74,6 +76,7 @@ class HistoryCache(Protocol):
     def clear(self) -> None: ...
     def stats(self) -> dict[str, int]: ...
     def count_error(self, where: str, exc: BaseException) -> None: ...
+    def count_request(self, result: str, seconds: float, writes: int) -> None: ...
     def close(self) -> None: ...
 
     async def abegin(

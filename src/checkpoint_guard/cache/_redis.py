@@ -186,6 +186,8 @@ class RedisHistoryCache:
     event loop).
     """
 
+    tier = "redis"  # the ``cache`` attribute of its telemetry
+
     def __init__(
         self,
         url: str | None = None,
@@ -226,7 +228,7 @@ class RedisHistoryCache:
         )
         self._given_aclient = aclient
         self._lock = threading.Lock()
-        self._stats = CacheStats()
+        self._stats = CacheStats(tier=self.tier)
         self._scripts: dict[tuple[int, str], tuple[Any, Any]] = {}
         self._local = _LocalTier(local_max_bytes)
         # thread key -> the epoch of the values last decoded into the local tier
@@ -699,12 +701,20 @@ class RedisHistoryCache:
             batch = batch[500:]
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses``, ``evictions`` (always 0: Redis evicts), ``errors``."""
+        """``hits``, ``misses`` (entry lookups), ``evictions`` (always 0: Redis
+        evicts), ``errors``, ``invalidations``, ``requests_hit`` / ``requests_miss``
+        / ``requests_error`` (history requests by result; see ``CacheStats``)."""
         return self._stats.snapshot()
 
     def count_error(self, where: str, exc: BaseException) -> None:
         """Record a failure the saver layer met while using this cache."""
         self._stats.error(where, exc)
+
+    def count_request(self, result: str, seconds: float, writes: int) -> None:
+        """Record one history request the saver layer answered (``result``: ``hit``,
+        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
+        ``checkpoint_guard.history.*`` instruments."""
+        self._stats.request(result, seconds, writes)
 
     def ping(self) -> bool:
         """Connect (if needed) and check that Redis answers."""

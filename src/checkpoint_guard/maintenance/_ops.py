@@ -28,6 +28,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .. import _telemetry
 from .._address import Address, thread_config
 from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
@@ -207,7 +208,7 @@ def _unsealed(request: _Seal) -> _Seal:
     return _Seal(request.thread_ids, request.writer, seal=False)
 
 
-def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
+def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     raw = unwrap(saver)
     rows: RowStore | None = None
     answer: Any = None
@@ -240,7 +241,7 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             _seal_sync(saver, _unsealed(request))
 
 
-async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
+async def _arun(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     raw = unwrap(saver)
     rows: RowStore | None = None
     answer: Any = None
@@ -270,6 +271,67 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     finally:
         for request in sealed.values():
             await _seal_async(saver, _unsealed(request))
+
+
+# What a maintenance span and counter call each plan (a fixed set; verify and
+# inspect are scans).
+_OPERATIONS = {
+    "_prune_plan": "prune",
+    "_copy_plan": "copy_thread",
+    "_runs_plan": "delete_for_runs",
+    "_migrate_plan": "migrate",
+    "_scan_plan": "scan",
+}
+
+
+def _observed(saver: BaseCheckpointSaver[Any], plan: _Plan) -> tuple[str, dict[str, Any]]:
+    """The operation's name and its span's attributes: fixed sets only (no
+    thread or run ids)."""
+    operation = _OPERATIONS.get(getattr(plan, "__name__", ""), "other")
+    tier = "none"
+    for layer in _layers(saver):
+        cache = layer.__dict__.get("cache")
+        if cache is not None:
+            tier = str(getattr(cache, "tier", "other"))
+    mode = getattr(saver, "mode", None)
+    return operation, {
+        "checkpoint_guard.operation": operation,
+        "checkpoint_guard.backend": _telemetry.backend_of(unwrap(saver)),
+        "checkpoint_guard.mode": str(getattr(mode, "value", mode or "unwrapped")),
+        "checkpoint_guard.cache": tier,
+    }
+
+
+def _finished(current: Any, result: Any) -> None:
+    if current is not None and isinstance(result, list):
+        current.set_attribute("checkpoint_guard.threads", len(result))
+
+
+def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
+    """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
+    operation, attributes = _observed(saver, plan)
+    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
+        try:
+            result = _run(saver, plan)
+        except BaseException:
+            _telemetry.maintenance_operation(operation, "error")
+            raise
+        _telemetry.maintenance_operation(operation, "ok")
+        _finished(current, result)
+        return result
+
+
+async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
+    operation, attributes = _observed(saver, plan)
+    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
+        try:
+            result = await _arun(saver, plan)
+        except BaseException:
+            _telemetry.maintenance_operation(operation, "error")
+            raise
+        _telemetry.maintenance_operation(operation, "ok")
+        _finished(current, result)
+        return result
 
 
 # -- shared steps ----------------------------------------------------------------------

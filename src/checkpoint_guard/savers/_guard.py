@@ -86,7 +86,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from .. import _upstream
+from .. import _telemetry, _upstream
 from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
 from .._modes import (
@@ -144,6 +144,7 @@ _LANDING_WAIT = 10.0
 
 def _schema_refusal(detail: str) -> ConfigError:
     """A delta-mode write of a graph compiled without the delta schema."""
+    _telemetry.gate_refusal("schema")
     return ConfigError(
         "channel_mode",
         "delta",
@@ -155,6 +156,7 @@ def _schema_refusal(detail: str) -> ConfigError:
 
 def _delta_graph_refusal(thread_id: Any, checkpoint_id: Any, action: str) -> ConfigError:
     """A full-mode write of a graph compiled with a delta schema."""
+    _telemetry.gate_refusal("schema")
     return ConfigError(
         "channel_mode",
         "full",
@@ -255,10 +257,12 @@ class GuardedSaver(SaverLayer):
         return f"GuardedSaver({self.inner!r}, mode={self.mode.value!r})"
 
     def stats(self) -> dict[str, Any]:
-        """What this stack is doing: ``{"mode", "cache", "degraded"}``. ``cache`` is the
-        history cache's ``stats()`` (``None`` without one); ``degraded`` maps each
-        failed upstream check of this process (``checkpoint_guard._upstream``) to its
-        reason and what it turned off (empty when every assumption holds)."""
+        """What this stack is doing: ``{"mode", "cache", "gate_refusals", "degraded"}``.
+        ``cache`` is the history cache's ``stats()`` (``None`` without one);
+        ``gate_refusals`` counts the operations the gate refused in this process (every
+        stack); ``degraded`` maps each failed upstream check of this process
+        (``checkpoint_guard._upstream``) to its reason and what it turned off (empty
+        when every assumption holds)."""
         cache: Any = None
         layer: Any = self.inner
         while isinstance(layer, SaverLayer):
@@ -269,6 +273,7 @@ class GuardedSaver(SaverLayer):
         return {
             "mode": self._mode.value,
             "cache": cache.stats() if cache is not None else None,
+            "gate_refusals": _telemetry.gate_refusals(),
             "degraded": _upstream.degraded(),
         }
 

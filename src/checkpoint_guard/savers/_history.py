@@ -67,6 +67,7 @@ import asyncio
 import builtins
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -83,14 +84,14 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from .. import _upstream
+from .. import _telemetry, _upstream
 from .._address import Address, canonical, canonical_thread_id
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
 from ._layer import SaverLayer, unwrap
 
-__all__ = ["CachedHistorySaver"]
+__all__ = ["CachedHistorySaver", "MeasuredHistorySaver"]
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
@@ -306,6 +307,12 @@ class CachedHistorySaver(SaverLayer):
     cached histories and cannot invalidate them raises ``CacheInvalidationError``
     with nothing written; maintenance operations likewise refuse before touching
     storage.
+
+    Each answered request is counted once, by result, on the cache's ``stats()``
+    and the ``checkpoint_guard.history.*`` instruments (``count_request``): ``hit``
+    when the cache answered (after extending it by the ancestors it lacked),
+    ``miss`` when the saver's own history read did, ``error`` when a cache failure
+    made it; with a span per request when an SDK tracer is configured.
     """
 
     def __init__(
@@ -316,6 +323,8 @@ class CachedHistorySaver(SaverLayer):
         self.max_walk = max_walk
         self._memory = _Memory()
         self._batch = _lists_like_get_tuple(inner)
+        self._tier: str = getattr(cache, "tier", "other")
+        self._backend = _telemetry.backend_of(unwrap(inner))
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -519,12 +528,53 @@ class CachedHistorySaver(SaverLayer):
             self.cache.count_error(method, exc)
             return _FAILED
 
+    def _outcome(
+        self,
+        started: float,
+        result: Mapping[str, DeltaChannelHistory],
+        whole: bool,
+        failed: bool,
+        current: Any,
+    ) -> None:
+        """Count one answered request (``stats()`` and the instruments): ``hit``
+        when the cache answered (after extending it by the ancestors it lacked),
+        ``miss`` when the saver's own history read did, ``error`` when a cache
+        failure made it."""
+        seconds = time.perf_counter() - started
+        outcome = ("error" if failed else "miss") if whole else "hit"
+        writes = sum(len(entry["writes"]) for entry in result.values())
+        self.cache.count_request(outcome, seconds, writes)
+        if current is not None:
+            current.set_attribute("checkpoint_guard.result", outcome)
+            current.set_attribute("checkpoint_guard.writes", writes)
+
+    def _span_attributes(self, channels: Sequence[str]) -> dict[str, Any]:
+        # Fixed sets and counts only: no thread or checkpoint id, no content.
+        return {
+            "checkpoint_guard.cache": self._tier,
+            "checkpoint_guard.backend": self._backend,
+            "checkpoint_guard.mode": "delta",
+            "checkpoint_guard.channels": len(channels),
+        }
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
+                return self._history(config, channels, sp)
+        return self._history(config, channels, None)
+
+    def _history(
+        self, config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Mapping[str, DeltaChannelHistory]:
+        started = time.perf_counter()
         config = canonical(config)
         plan = self._plan(config, channels)
         answer: Any = None
+        whole = failed = False
         try:
             while True:
                 request = plan.send(answer)
@@ -533,20 +583,36 @@ class CachedHistorySaver(SaverLayer):
                 elif request[0] == _LIST:
                     answer = list(self.inner.list(request[1], before=request[2], limit=request[3]))
                 elif request[0] == _INNER:
+                    whole = True
                     answer = self.inner.get_delta_channel_history(
                         config=request[1], channels=request[2]
                     )
                 else:
                     answer = self._cache_call(request[1], request[2])
+                    failed = failed or answer is _FAILED
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            result: Mapping[str, DeltaChannelHistory] = done.value
+        self._outcome(started, result, whole, failed, current)
+        return result
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
+                return await self._ahistory(config, channels, sp)
+        return await self._ahistory(config, channels, None)
+
+    async def _ahistory(
+        self, config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Mapping[str, DeltaChannelHistory]:
+        started = time.perf_counter()
         config = canonical(config)
         plan = self._plan(config, channels)
         answer: Any = None
+        whole = failed = False
         try:
             while True:
                 request = plan.send(answer)
@@ -560,13 +626,17 @@ class CachedHistorySaver(SaverLayer):
                         )
                     ]
                 elif request[0] == _INNER:
+                    whole = True
                     answer = await self.inner.aget_delta_channel_history(
                         config=request[1], channels=request[2]
                     )
                 else:
                     answer = await self._acache_call(request[1], request[2])
+                    failed = failed or answer is _FAILED
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            result: Mapping[str, DeltaChannelHistory] = done.value
+        self._outcome(started, result, whole, failed, current)
+        return result
 
     # -- observed reads and writes ---------------------------------------------------------
 
@@ -915,3 +985,61 @@ class CachedHistorySaver(SaverLayer):
             await super().adelete_for_runs(run_ids)
         finally:
             await self._aunseal(threads, writer)
+
+
+class MeasuredHistorySaver(SaverLayer):
+    """Delta mode without a history cache: ``get_delta_channel_history`` is the
+    inner saver's, unchanged, and each request is recorded on the telemetry
+    instruments as ``cache="none"``, ``result="miss"`` (the saver's own read),
+    with a span when an SDK tracer is configured. ``wrap`` puts it where the
+    cache layer would be; it holds no state."""
+
+    def _attributes(self, channels: Sequence[str]) -> dict[str, Any]:
+        return {
+            "checkpoint_guard.cache": "none",
+            "checkpoint_guard.backend": _telemetry.backend_of(unwrap(self.inner)),
+            "checkpoint_guard.mode": "delta",
+            "checkpoint_guard.channels": len(channels),
+        }
+
+    @staticmethod
+    def _record(started: float, result: Mapping[str, DeltaChannelHistory], current: Any) -> None:
+        writes = sum(len(entry["writes"]) for entry in result.values())
+        _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
+        if current is not None:
+            current.set_attribute("checkpoint_guard.result", "miss")
+            current.set_attribute("checkpoint_guard.writes", writes)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
+        if not channels:
+            return self.inner.get_delta_channel_history(config=config, channels=channels)
+        started = time.perf_counter()
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
+                result = self.inner.get_delta_channel_history(config=config, channels=channels)
+                self._record(started, result, sp)
+                return result
+        result = self.inner.get_delta_channel_history(config=config, channels=channels)
+        self._record(started, result, None)
+        return result
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        config = canonical(config)
+        if not channels:
+            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        started = time.perf_counter()
+        if _telemetry.tracing():
+            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
+                result = await self.inner.aget_delta_channel_history(
+                    config=config, channels=channels
+                )
+                self._record(started, result, sp)
+                return result
+        result = await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        self._record(started, result, None)
+        return result

@@ -11,11 +11,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._config import CheckpointerConfig
-from .._modes import ChannelMode
+from .._modes import ChannelMode, parse_mode
 from ..cache import HistoryCache, MemoryHistoryCache, RedisHistoryCache
 from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
-from ._history import CachedHistorySaver
+from ._history import CachedHistorySaver, MeasuredHistorySaver
 
 __all__ = ["configured_stack", "make_cache", "wrap"]
 
@@ -27,12 +27,16 @@ def wrap(
     cache: HistoryCache | None = None,
 ) -> GuardedSaver:
     """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
-    cache), mode=mode)``, without the cache layer when ``cache`` is ``None``.
-    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"`` (anything else raises
+    cache), mode=mode)``; when ``cache`` is ``None``, in delta mode a
+    ``MeasuredHistorySaver`` (history requests counted as ``cache="none"``) takes
+    the cache layer's place, in full mode nothing does. ``mode`` is a
+    ``ChannelMode`` or ``"full"`` / ``"delta"`` (anything else raises
     ``ConfigError``); ``cache`` is a ``MemoryHistoryCache``, a ``RedisHistoryCache``
     or any ``HistoryCache``."""
     if cache is not None:
         inner = CachedHistorySaver(inner, cache)
+    elif parse_mode(mode) is ChannelMode.DELTA:
+        inner = MeasuredHistorySaver(inner)
     return GuardedSaver(inner, mode=mode)
 
 

@@ -1,0 +1,354 @@
+"""OpenTelemetry metrics and spans: the one module that imports ``opentelemetry``.
+
+Libraries depend on the OpenTelemetry *API* only (the ``otel`` extra,
+``opentelemetry-api``) and stay no-ops until the application installs an SDK
+(``metrics.set_meter_provider`` / ``trace.set_tracer_provider``):
+
+* Without ``opentelemetry-api`` installed, every function here does nothing (the
+  import is guarded; nothing is printed).
+* With the API but no SDK configured, the instruments are the API's proxies, whose
+  ``add``/``record`` test one attribute and return; spans are not even started
+  (``tracing`` is checked first), so a warm turn pays a few attribute lookups.
+* Once an SDK is configured, the proxies forward to its instruments, also for
+  instruments created before it was set.
+
+Attribute values come from small fixed sets (cache tier, result, operation,
+backend): no thread ids, checkpoint ids or payloads, for cardinality and privacy.
+The counters are recorded by the same calls that count ``stats()``
+(``cache/_base.py``'s ``CacheStats``), so the two agree.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+try:
+    from opentelemetry import metrics as _metrics
+    from opentelemetry import trace as _trace
+except ImportError:  # the otel extra is not installed: everything is a no-op
+    _metrics = None  # type: ignore[assignment]
+    _trace = None  # type: ignore[assignment]
+
+__all__ = [
+    "CACHE_ERRORS",
+    "CACHE_EVICTIONS",
+    "CACHE_INVALIDATIONS",
+    "GATE_REFUSALS",
+    "HISTORY_DURATION",
+    "HISTORY_REQUESTS",
+    "HISTORY_WRITES",
+    "DEGRADED",
+    "MAINTENANCE_OPERATIONS",
+    "available",
+    "backend_of",
+    "cache_error",
+    "cache_eviction",
+    "cache_invalidation",
+    "gate_refusal",
+    "history_request",
+    "maintenance_operation",
+    "gate_refusals",
+    "register_degraded",
+    "span",
+    "tracing",
+]
+
+HISTORY_REQUESTS = "checkpoint_guard.history.requests"
+HISTORY_DURATION = "checkpoint_guard.history.duration"
+HISTORY_WRITES = "checkpoint_guard.history.writes"
+GATE_REFUSALS = "checkpoint_guard.gate.refusals"
+CACHE_INVALIDATIONS = "checkpoint_guard.cache.invalidations"
+CACHE_ERRORS = "checkpoint_guard.cache.errors"
+CACHE_EVICTIONS = "checkpoint_guard.cache.evictions"
+MAINTENANCE_OPERATIONS = "checkpoint_guard.maintenance.operations"
+DEGRADED = "checkpoint_guard.degraded"
+
+# The fixed sets attribute values are drawn from; anything else is "other".
+CACHE_TIERS = frozenset(("memory", "redis", "none"))
+RESULTS = frozenset(("hit", "miss", "error"))
+CACHE_OPERATIONS = frozenset(
+    (
+        "begin",
+        "read",
+        "contains",
+        "store",
+        "extend_read",
+        "extend_many",
+        "fence",
+        "unfence",
+        "drop",
+        "drop_thread",
+        "clear",
+        "decode",
+    )
+)
+GATE_OPERATIONS = frozenset(
+    (
+        "read",
+        "write",
+        "write onto",
+        "overwrite",
+        "start a new root over the delta head of",
+        "maintain",
+        "delete runs of",
+        "schema",
+    )
+)
+
+# Seconds: a warm read takes tens of microseconds, a cold one over a long thread
+# up to seconds (the SDK's default buckets are for milliseconds). Given as advice
+# (opentelemetry-api 1.30+); a view the application configures takes precedence.
+_DURATION_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+_WRITES_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+class _Off:
+    """The instrument used when ``opentelemetry-api`` is not installed."""
+
+    def add(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
+        return None
+
+    def record(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
+        return None
+
+
+_OFF = _Off()
+
+if _metrics is not None:
+    _meter = _metrics.get_meter("checkpoint_guard")
+
+    def _histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+        try:
+            return _meter.create_histogram(
+                name,
+                unit=unit,
+                description=description,
+                explicit_bucket_boundaries_advisory=buckets,
+            )
+        except TypeError:  # an API older than 1.30 (installed without our extra's floor)
+            return _meter.create_histogram(name, unit=unit, description=description)
+
+    _requests: Any = _meter.create_counter(
+        HISTORY_REQUESTS,
+        unit="{request}",
+        description="Delta-channel history requests answered by the history layer, by cache "
+        "tier and result (hit: from the cache, after extending it by the newest checkpoints "
+        "it lacked; miss: the saver's own history read; error: a cache failure made the "
+        "saver answer)",
+    )
+    _duration: Any = _histogram(
+        HISTORY_DURATION,
+        "s",
+        "Time to answer one delta-channel history request",
+        _DURATION_BUCKETS,
+    )
+    _writes: Any = _histogram(
+        HISTORY_WRITES,
+        "{write}",
+        "Writes returned (to be replayed) by one history request, all channels",
+        _WRITES_BUCKETS,
+    )
+    _refusals: Any = _meter.create_counter(
+        GATE_REFUSALS,
+        unit="{refusal}",
+        description="Operations the channel-mode gate refused, by operation",
+    )
+    _invalidations: Any = _meter.create_counter(
+        CACHE_INVALIDATIONS,
+        unit="{invalidation}",
+        description="Threads whose cached histories a write onto an older checkpoint dropped",
+    )
+    _errors: Any = _meter.create_counter(
+        CACHE_ERRORS,
+        unit="{error}",
+        description="History cache failures (each cost speed only: the saver answered)",
+    )
+    _evictions: Any = _meter.create_counter(
+        CACHE_EVICTIONS,
+        unit="{thread}",
+        description="Threads evicted from a process-local cache tier to stay within its bound",
+    )
+    _maintenance: Any = _meter.create_counter(
+        MAINTENANCE_OPERATIONS,
+        unit="{operation}",
+        description="Maintenance operations run, by operation and outcome",
+    )
+    _meter.create_observable_gauge(
+        DEGRADED,
+        callbacks=[lambda options: _observe_degraded()],
+        unit="1",
+        description="1 while a feature is turned off because an assumption about "
+        "LangGraph's internals failed (attribute feature), else 0",
+    )
+    _tracer: Any = _trace.get_tracer("checkpoint_guard")
+    _SILENT_TRACERS: tuple[type, ...] = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
+else:  # pragma: no cover - exercised by the wheel session's fresh venv
+    _requests = _duration = _writes = _refusals = _OFF
+    _invalidations = _errors = _evictions = _maintenance = _OFF
+    _tracer = None
+    _SILENT_TRACERS = ()
+
+
+# feature -> whether it is degraded now (asked at each collection)
+_DEGRADED: dict[str, Callable[[], bool]] = {}
+_DEGRADED_LOCK = threading.Lock()
+
+
+def register_degraded(feature: str, probe: Callable[[], bool]) -> None:
+    """Report ``feature`` on the ``checkpoint_guard.degraded`` gauge: ``probe()``
+    (cheap, no I/O) is asked at each metrics collection whether it is turned off
+    now. ``feature`` is a fixed name (an attribute value); registering it again
+    replaces its probe."""
+    with _DEGRADED_LOCK:
+        _DEGRADED[feature] = probe
+
+
+def _observe_degraded() -> Iterable[Any]:
+    with _DEGRADED_LOCK:
+        probes = list(_DEGRADED.items())
+    out = []
+    for feature, probe in probes:
+        try:
+            value = 1 if probe() else 0
+        except Exception:  # a probe must not break the collection of the others
+            value = 1
+        out.append(_metrics.Observation(value, {"feature": feature}))
+    return out
+
+
+def available() -> bool:
+    """Whether ``opentelemetry-api`` is installed (instruments and spans can be
+    recorded once the application configures an SDK)."""
+    return _metrics is not None
+
+
+def _pick(value: str, allowed: frozenset[str]) -> str:
+    return value if value in allowed else "other"
+
+
+# Attribute dicts built once per value: recording allocates nothing.
+_REQUEST_ATTRS = {(c, r): {"cache": c, "result": r} for c in CACHE_TIERS for r in RESULTS}
+_TIER_ATTRS = {c: {"cache": c} for c in (*CACHE_TIERS, "other")}
+
+
+def history_request(cache: str, result: str, seconds: float, writes: int) -> None:
+    """Record one history request: its result, duration and the writes returned."""
+    attrs = _REQUEST_ATTRS.get((cache, result)) or {
+        "cache": _pick(cache, CACHE_TIERS),
+        "result": _pick(result, RESULTS),
+    }
+    _requests.add(1, attrs)
+    _duration.record(seconds, attrs)
+    _writes.record(writes, attrs)
+
+
+def cache_invalidation(cache: str) -> None:
+    """Record a drop of a thread's cached histories forced by a write."""
+    _invalidations.add(1, _TIER_ATTRS.get(cache) or _TIER_ATTRS["other"])
+
+
+def cache_eviction(cache: str, n: int = 1) -> None:
+    """Record ``n`` threads evicted from a process-local tier."""
+    _evictions.add(n, _TIER_ATTRS.get(cache) or _TIER_ATTRS["other"])
+
+
+def cache_error(cache: str, operation: str) -> None:
+    """Record a cache failure during ``operation`` (a cache method's name)."""
+    _errors.add(
+        1, {"cache": _pick(cache, CACHE_TIERS), "operation": _pick(operation, CACHE_OPERATIONS)}
+    )
+
+
+# Refusals of the gate in this process, counted with or without an SDK (stats()).
+_REFUSED = [0]
+_REFUSED_LOCK = threading.Lock()
+
+
+def gate_refusal(operation: str) -> None:
+    """Record a refusal of the channel-mode gate (``operation``: what was refused)."""
+    with _REFUSED_LOCK:
+        _REFUSED[0] += 1
+    _refusals.add(1, {"operation": _pick(operation, GATE_OPERATIONS)})
+
+
+def gate_refusals() -> int:
+    """How many operations the gate refused in this process (every stack)."""
+    with _REFUSED_LOCK:
+        return _REFUSED[0]
+
+
+def maintenance_operation(operation: str, outcome: str) -> None:
+    """Record a maintenance operation that finished (``ok``) or raised (``error``)."""
+    _maintenance.add(1, {"operation": operation, "outcome": outcome})
+
+
+def tracing() -> bool:
+    """Whether spans are recorded: an SDK tracer provider is configured. Checked
+    per call (a provider can be set at any time), without starting a span."""
+    return _trace is not None and not isinstance(_trace.get_tracer_provider(), _SILENT_TRACERS)
+
+
+@contextmanager
+def span(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+    """A current span named ``name``, or ``None`` when no SDK tracer provider is
+    configured. Callers pass only attributes from fixed sets; ``set_attribute`` on
+    the yielded span likewise. An exception raised inside marks the span as an
+    error with its type only (``error.type``): exception messages name threads
+    and checkpoints, so they are not recorded."""
+    if not tracing():
+        yield None
+        return
+    with _tracer.start_as_current_span(
+        name,
+        attributes=dict(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            kind = type(exc).__name__
+            current.set_attribute("error.type", kind)
+            current.set_status(_trace.Status(_trace.StatusCode.ERROR, kind))
+            raise
+
+
+_BACKENDS = {
+    "InMemorySaver": "memory",
+    "MemorySaver": "memory",
+    "SqliteSaver": "sqlite",
+    "AsyncSqliteSaver": "sqlite",
+    "PostgresSaver": "postgres",
+    "AsyncPostgresSaver": "postgres",
+    "ShallowPostgresSaver": "postgres",
+    "AsyncShallowPostgresSaver": "postgres",
+}
+
+
+def backend_of(saver: object) -> str:
+    """The storage backend's name for ``saver`` (an unwrapped saver): ``memory``,
+    ``sqlite``, ``postgres`` or ``other`` (a fixed set: a span attribute)."""
+    for cls in type(saver).__mro__:
+        found = _BACKENDS.get(cls.__name__)
+        if found is not None:
+            return found
+    return "other"
