@@ -123,6 +123,16 @@ def test_an_opened_stack_reports_its_stats_and_nothing_degraded() -> None:
     assert not any(_telemetry._DEGRADED[spec.name]() for spec in _upstream.checks())
 
 
+def test_the_server_stats_list_degraded_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("starlette", reason="the `server` extra")
+    import checkpoint_guard.langgraph as lg
+
+    assert lg.stats()["degraded"] == {}
+    monkeypatch.setattr(DeltaChannel, "from_checkpoint", lambda self, checkpoint: self)
+    _upstream.run_all()
+    assert "delta-snapshot" in lg.stats()["degraded"]
+
+
 def test_stats_count_the_gates_refusals() -> None:
     from checkpoint_guard import CheckpointModeMismatchError, wrap
     from tests.support.helpers import cfg, chat_graph, human

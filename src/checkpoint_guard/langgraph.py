@@ -33,6 +33,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from . import _upstream
 from ._config import CheckpointerConfig
 from ._errors import CheckpointModeMismatchError, CheckpointModeReconfigurationError
 from ._open import aopen_checkpointer
@@ -77,8 +78,9 @@ def _cache_of(saver: BaseCheckpointSaver[Any]) -> Any:
 
 def stats() -> dict[str, Any]:
     """What the savers opened by ``checkpointer`` in this process report: their
-    mode, the server adapter fix's status and their history caches' counters
-    (summed over the open savers; ``None`` without a cache)."""
+    mode, the server adapter fix's status, their history caches' counters
+    (summed over the open savers; ``None`` without a cache) and the failed upstream
+    checks of this process (``degraded``: name -> reason and what it turned off)."""
     with _open_lock:
         savers = list(_open)
     caches = [c for c in (_cache_of(s) for s in savers) if c is not None]
@@ -94,6 +96,7 @@ def stats() -> dict[str, Any]:
         "channel_mode": str(getattr(savers[0], "mode", "")) if savers else None,
         "server_adapter": server_adapter_status(),
         "history_cache": totals,
+        "degraded": _upstream.degraded(),
     }
 
 
