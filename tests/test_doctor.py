@@ -242,7 +242,9 @@ def test_sqlite_list_order_change_turns_the_one_query_listing_off(
 
 
 def test_postgres_blob_rows_change_refuses_maintenance(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -254,7 +256,9 @@ def test_postgres_blob_rows_change_refuses_maintenance(
         return [(t, ns, ver, ch, *rest) for t, ns, ch, ver, *rest in original(self, *args)]
 
     monkeypatch.setattr(PostgresSaver, "_dump_blobs", swapped)
+    caplog.set_level(logging.WARNING, logger=UPSTREAM_LOGGER)
     assert not _upstream.holds("postgres-saver")
+    assert len(_warnings(caplog, "postgres-saver")) == 1
     assert "postgres-saver" in _upstream.degraded()
     # The row store is where every maintenance operation starts: refused, no server needed.
     with pytest.raises(MaintenanceError, match="postgres-saver"):
