@@ -424,11 +424,13 @@ async def test_maintenance_spans_and_counts(store: Store, spans: InMemorySpanExp
 def test_degraded_features_are_reported_on_a_gauge() -> None:
     from checkpoint_guard import _server
 
-    points = Points().data[_telemetry.DEGRADED]
-    assert points[frozenset({("feature", "server_adapter")})] == 0
     previous = _server._status
-    _server._status = _server.ServerAdapterStatus.PROBE_FAILED  # what a failed probe leaves
     try:
+        # set, not assumed: other tests may leave the process's adapter status behind
+        _server._status = _server.ServerAdapterStatus.NOT_SERVER
+        points = Points().data[_telemetry.DEGRADED]
+        assert points[frozenset({("feature", "server_adapter")})] == 0
+        _server._status = _server.ServerAdapterStatus.PROBE_FAILED  # a failed probe's status
         points = Points().data[_telemetry.DEGRADED]
         assert points[frozenset({("feature", "server_adapter")})] == 1
     finally:
