@@ -10,13 +10,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import checkpoint_guard as cg
+from checkpoint_guard import cli
 from checkpoint_guard._modes import ModeFreeze
 from tests.support.helpers import cfg, chat_graph, human
-from tests.test_cli_maintenance import run_cli, settings, write_config
 
-__all__ = ["settings"]  # the backend fixture, shared with the maintenance CLI tests
+
+def write_config(tmp_path: Path, **settings: Any) -> Path:
+    path = tmp_path / "cg.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Exit code and stdout; stderr is kept in ``run_cli.err``."""
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    run_cli.err = captured.err  # type: ignore[attr-defined]
+    return code, captured.out
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    if request.param == "sqlite":
+        return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite"), "channel_mode": "delta"}
+    url, schema = request.getfixturevalue("pg_schema")
+    return {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "delta"}
 
 
 def chat(settings: dict[str, Any], threads: dict[str, int]) -> dict[str, Any]:

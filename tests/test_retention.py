@@ -6,14 +6,22 @@ interrupted heads resumable; custom channels never rebuilt with a guessed reduce
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
@@ -21,7 +29,9 @@ from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
+from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache import MemoryHistoryCache
+from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
@@ -333,7 +343,7 @@ async def test_a_turn_written_while_a_thread_is_swept_survives(store: Store) -> 
 
 
 def test_sweep_rejects_bad_arguments() -> None:
-    saver = cg.wrap(cg_memory(), mode="delta")
+    saver = cg.wrap(InMemorySaver(), mode="delta")
     with pytest.raises(cg.ConfigError, match="older_than"):
         maintenance.sweep(saver, older_than=timedelta(0))
     with pytest.raises(cg.ConfigError, match="older_than"):
@@ -344,7 +354,144 @@ def test_sweep_rejects_bad_arguments() -> None:
         maintenance.sweep(saver, older_than=DAY, keep_last=2, keep_latest=False)
 
 
-def cg_memory() -> Any:
-    from langgraph.checkpoint.memory import InMemorySaver
+# -- background retention --------------------------------------------------------------
 
-    return InMemorySaver()
+
+def backend_settings(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    if kind == "sqlite":
+        return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite")}
+    if kind == "postgres":
+        url, schema = request.getfixturevalue("pg_schema")
+        return {"backend": "postgres", "url": url, "postgres_schema": schema}
+    return {"backend": "memory"}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = {
+        **backend_settings(kind, request, tmp_path),
+        "channel_mode": "delta",
+        "retention": {"older_than": "0.2s", "interval": "1s"},
+    }
+    caplog.set_level(logging.INFO, logger="checkpoint_guard.retention")
+    async with cg.aopen_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "delta", snapshot_frequency=F)
+        for i in range(5):
+            await graph.ainvoke(human(i), cfg("t"))
+        head = view(await graph.aget_state(cfg("t")))
+        # Wait (bounded) for a background round to trim the thread to its head.
+        for _ in range(300):
+            if len([s async for s in graph.aget_state_history(cfg("t"))]) == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert [view(s) async for s in graph.aget_state_history(cfg("t"))] == [head]
+        # Turns go on while the worker runs: a swept thread continues exactly.
+        await graph.ainvoke(human(5), cfg("t"))
+        values = (await graph.aget_state(cfg("t"))).values
+        assert [m.id for m in values["messages"]][-2:] == ["human-5", "ai-11"]
+        assert [t for t in asyncio.all_tasks() if t.get_name() == TASK_NAME]
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == TASK_NAME]
+    lines = [r.getMessage() for r in caplog.records if r.name == "checkpoint_guard.retention"]
+    assert any(line.startswith("retention keep_latest older than 0.2s: swept") for line in lines)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_the_sweep_lock_admits_one_worker_per_database(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    config = cg.CheckpointerConfig.from_mapping(backend_settings(kind, request, tmp_path))
+    other_db = cg.CheckpointerConfig.from_mapping(
+        {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
+        if kind == "sqlite"
+        else {**backend_settings(kind, request, tmp_path), "postgres_schema": "elsewhere"}
+    )
+    async with (
+        sweep_lock(config) as first,
+        sweep_lock(config) as second,
+        sweep_lock(other_db) as elsewhere,
+    ):
+        assert (first, second, elsewhere) == (True, False, True)
+    async with sweep_lock(config) as again:
+        assert again
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, json, logging, re, sys
+    import checkpoint_guard as cg
+    from checkpoint_guard._modes import ModeFreeze
+    from tests.support.helpers import cfg, chat_graph, human
+
+    settings, name, turns = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("checkpoint_guard.retention").addHandler(handler)
+    logging.getLogger("checkpoint_guard.retention").setLevel(logging.INFO)
+
+    async def main():
+        async with cg.aopen_checkpointer(settings, freeze=ModeFreeze()) as saver:
+            graph = chat_graph(saver, "delta", snapshot_frequency=4)
+            for i in range(turns):
+                for t in range(3):
+                    await graph.ainvoke(human(i), cfg(f"{name}-{t}"))
+                await asyncio.sleep(1.3 if i % 4 == 3 else 0.05)  # idle: swept
+
+    asyncio.run(main())
+    pruned = sum(int(n) for line in lines for n in re.findall(r"(\\d+) pruned", line))
+    print(json.dumps({"pruned": pruned, "rounds": len(lines)}))
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_two_processes_with_background_retention_lose_nothing(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two workers chat on their own threads while both sweep the shared database
+    every second (cutoff 0.3s: threads are swept between their turns). Every
+    thread ends exactly where a never-swept thread ends."""
+    settings = {
+        **backend_settings(kind, request, tmp_path),
+        "channel_mode": "delta",
+        "retention": {"older_than": "0.3s", "interval": "1s"},
+    }
+    # the tables exist before two processes race to create them
+    async with cg.aopen_checkpointer({**settings, "retention": {}}, freeze=ModeFreeze()):
+        pass
+    root = Path(__file__).resolve().parents[1]
+    turns = 12
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(settings), name, str(turns)],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("p", "q")
+    ]
+    pruned = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        pruned += json.loads(out.strip().splitlines()[-1])["pruned"]
+    assert pruned > 0  # the workers did sweep threads between their turns
+    control = chat_graph(InMemorySaver(), "delta", snapshot_frequency=4)
+    for i in range(turns):
+        control.invoke(human(i), cfg("control"))
+    want = view(control.get_state(cfg("control")))[0]
+    plain = {**settings, "retention": {}}
+    async with cg.aopen_checkpointer(plain, freeze=ModeFreeze()) as saver:
+        graph = chat_graph(saver, "delta", snapshot_frequency=4)
+        for name in ("p", "q"):
+            for t in range(3):
+                got = view(await graph.aget_state(cfg(f"{name}-{t}")))[0]
+                assert got == want, (name, t)
+        infos = await maintenance.averify(saver)
+        assert len(infos) == 6 and all(info.ok for info in infos)

@@ -21,6 +21,7 @@ from . import _message_ids
 from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
+from .maintenance._retention import aretention, retention
 from .savers._inner import aopen_inner, make_serde, open_inner
 from .savers._stack import make_cache, wrap
 from .state._overwrite import apply_overwrite_fix
@@ -67,7 +68,9 @@ def open_checkpointer(
         cache = make_cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+            stack = wrap(inner, mode=resolved.channel_mode, cache=cache)
+            with retention(stack, resolved):
+                yield stack
         finally:
             if cache is not None:
                 cache.close()
@@ -77,14 +80,19 @@ def open_checkpointer(
 async def aopen_checkpointer(
     config: ConfigSource = None, *, freeze: ModeFreeze | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """The async twin of ``open_checkpointer`` (async inner savers)."""
+    """The async twin of ``open_checkpointer`` (async inner savers). With
+    ``retention.older_than`` set, the opened stack also sweeps in the background
+    (``checkpoint_guard.maintenance._retention``) until it closes; a sync stack
+    does not (schedule ``checkpoint-guard sweep``)."""
     resolved = _prepare(config)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
         cache = make_cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield wrap(inner, mode=resolved.channel_mode, cache=cache)
+            stack = wrap(inner, mode=resolved.channel_mode, cache=cache)
+            async with aretention(stack, resolved):
+                yield stack
         finally:
             if cache is not None:
                 await cache.aclose()

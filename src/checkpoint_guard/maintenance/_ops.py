@@ -19,6 +19,7 @@ order of effects is the safety argument, the same in every backend:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -268,6 +269,8 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             if isinstance(request, _List):
                 answer = [t async for t in raw.alist(thread_config(request.thread_id))]
             elif isinstance(request, _Head):
+                # once per thread of a sweep: let the loop's other tasks (turns) run
+                await asyncio.sleep(0)
                 answer = [t async for t in raw.alist(_root_config(request.thread_id), limit=1)]
             elif isinstance(request, _Runs):
                 answer = [t async for t in raw.alist(None, filter={"run_id": request.run_id})]
