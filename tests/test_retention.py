@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,7 +19,6 @@ from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -30,41 +28,14 @@ from typing_extensions import TypedDict
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
-from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
-from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.retention import chat, rows_of, stack, states, view
 from tests.support.stores import Store
 
 F = 4
 DAY = timedelta(days=1)
-
-
-def view(snapshot: Any) -> tuple[Any, ...]:
-    """What a user sees at a checkpoint (message ids included), without the root
-    mark and mode marker maintenance bookkeeping adds."""
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k != ROOT_METADATA_KEY
-    }
-    return (
-        snapshot.values,
-        snapshot.next,
-        metadata,
-        [(t.name, t.interrupts) for t in snapshot.tasks],
-    )
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> what a user sees there (materialized by the graph)."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any], mode: str) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode=mode, cache=MemoryHistoryCache() if mode == "delta" else None)
 
 
 async def sweep(is_async: bool, saver: Any, **kw: Any) -> maintenance.SweepReport:
@@ -79,44 +50,6 @@ def boundary() -> datetime:
     at = datetime.now(UTC)
     time.sleep(0.01)
     return at
-
-
-def rows_of(store: Store, raw: Any, thread_id: str) -> Any:
-    """Every stored row of one thread, as plain data (row-for-row comparisons)."""
-    if store.kind == "memory":
-        memory = store.memory
-        return (
-            repr(dict(memory.storage.get(thread_id, {}))),
-            repr(sorted((k, v) for k, v in memory.writes.items() if k[0] == thread_id)),
-            repr(sorted((k, v) for k, v in memory.blobs.items() if k[0] == thread_id)),
-        )
-    if store.kind in ("sqlite", "aiosqlite"):
-        conn = sqlite3.connect(str(store.path))
-        try:
-            return [
-                conn.execute(
-                    f"SELECT * FROM {table} WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread_id,)
-                ).fetchall()
-                for table in ("checkpoints", "writes")
-            ]
-        finally:
-            conn.close()
-    import psycopg
-
-    assert store.pg is not None
-    url, schema = store.pg
-    with psycopg.connect(url, options=f"-c search_path={schema}") as conn:
-        return [
-            conn.execute(
-                f"SELECT * FROM {table} WHERE thread_id = %s ORDER BY 1, 2, 3, 4", (thread_id,)
-            ).fetchall()
-            for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-        ]
-
-
-async def chat(driver: Driver, graph: Any, thread_id: str, turns: range) -> None:
-    for i in turns:
-        await driver.invoke(graph, human(i), cfg(thread_id))
 
 
 @pytest.mark.parametrize("mode", ["delta", "full"])
