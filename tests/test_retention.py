@@ -428,3 +428,18 @@ async def test_two_processes_with_background_retention_lose_nothing(
                 assert got == want, (name, t)
         infos = await maintenance.averify(saver)
         assert len(infos) == 6 and all(info.ok for info in infos)
+
+
+async def test_id_less_inputs_keep_their_ids_across_a_sweep(store: Store) -> None:
+    """Inputs such as ``("user", "hi")`` get their ids from ``add_messages``; a kept
+    head must read the same ids after the sweep as before."""
+    driver = Driver(store.is_async)
+    async with store.open() as raw:
+        saver = stack(raw, "delta")
+        graph = chat_graph(saver, "delta", snapshot_frequency=F)
+        for i in range(6):
+            await driver.invoke(graph, {"messages": [("user", f"turn {i}")]}, cfg("t"))
+        cutoff = boundary()
+        head = view(await driver.get_state(graph, cfg("t")))
+        await sweep(store.is_async, saver, older_than=DAY, now=cutoff + DAY)
+        assert view(await driver.get_state(graph, cfg("t"))) == head

@@ -246,7 +246,9 @@ def _sweep_thread(
     view = yield from _view(thread_id, known)
     if not view.count():
         return SkippedThread(
-            thread_id, "no checkpoints (only writes of checkpoints that do not exist)"
+            thread_id,
+            "no checkpoints, only writes of checkpoints that do not exist (left by refused "
+            "or interrupted writes); `checkpoint-guard prune --keep-latest` removes them",
         )
     newest = newest_ts(list(view.tuples()))
     if newest is None:
