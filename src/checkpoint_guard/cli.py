@@ -416,19 +416,19 @@ def _maintain(args: argparse.Namespace) -> int:
     from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
-    print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
-    _require_store(config)
-    graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     older_than = None
-    if args.command == "sweep":
+    if args.command == "sweep":  # a bad duration is refused before the store is looked at
         from ._config import parse_duration
 
         older_than = parse_duration(args.older_than, key="--older-than")
+    print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
+    _require_store(config)
+    graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
         if older_than is not None:
-            return _sweep(args, saver, config, older_than, graph)
+            return _sweep(args, saver, older_than, graph)
         if args.command == "inspect":
             info = maintenance.inspect(saver, args.thread_id, graph=graph)
             _print_infos(args, [info], problems=True)
@@ -473,13 +473,12 @@ def _maintain(args: argparse.Namespace) -> int:
         return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
 
 
-def _sweep(args: argparse.Namespace, saver: Any, config: Any, older_than: Any, graph: Any) -> int:
-    """``sweep``: the store first (stderr), then the report (``--json``: the report's
-    data). Exit 1 when a selected thread was skipped (the reason is printed);
-    re-running the same command finishes an interrupted sweep."""
+def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, graph: Any) -> int:
+    """``sweep`` (the store is already printed): the report (``--json``: the
+    report's data). Exit 1 when a selected thread was skipped (the reason is
+    printed); re-running the same command finishes an interrupted sweep."""
     from . import maintenance
 
-    print(f"checkpoint-guard: sweeping {_store(config)}", file=sys.stderr)
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
