@@ -21,13 +21,43 @@ import platform
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from maintenance import Stores, run_turns, timed_cli  # benchmarks/maintenance.py
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from maintenance import Stores, timed_cli  # benchmarks/maintenance.py
+from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
+
+PAYLOAD = 400
+_TEXT = "lorem ipsum dolor sit amet " * (PAYLOAD // 27 + 1)
+
+
+class ChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def bot(state: dict[str, Any]) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [AIMessage(f"answer {n}: {_TEXT}"[:PAYLOAD], id=f"ai-{n}")]}
+
+
+def run_turns(settings: dict[str, Any], thread_id: str, turns: int, frequency: int) -> None:
+    """``turns`` turns of a one-node chat graph in delta mode at ``frequency``."""
+    schema = cg.state_schema_for_mode(ChatState, "delta", snapshot_frequency=frequency)
+    builder = StateGraph(schema)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    builder.add_edge("bot", END)
+    with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": thread_id}}
+        for i in range(turns):
+            graph.invoke({"messages": [HumanMessage(f"question {i}", id=f"h-{i}")]}, config)
 
 
 def build(stores: Stores, name: str, threads: int, turns: int) -> str:
