@@ -135,7 +135,9 @@ def main() -> None:
         stores = Stores(args.backend, args.pg_url, Path(tmp))
         try:
             for threads in (int(n) for n in args.threads.split(",")):
-                rows.extend(measure(stores, threads, args.turns))
+                measured = measure(stores, threads, args.turns)
+                rows.extend(measured)
+                print(json.dumps(measured), flush=True)  # kept if a larger size is cut short
         finally:
             stores.close()
     rows.sort(key=lambda r: (r["action"], r["threads"]))
