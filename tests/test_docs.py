@@ -15,7 +15,12 @@ from types import ModuleType
 
 import pytest
 
-from checkpoint_guard._config import CheckpointerConfig, HistoryCacheConfig, known_env_vars
+from checkpoint_guard._config import (
+    CheckpointerConfig,
+    HistoryCacheConfig,
+    RetentionConfig,
+    known_env_vars,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES_WITH_RUNNING_CODE = ("README.md", "docs/getting-started.md")
@@ -111,11 +116,13 @@ def test_the_configuration_reference_is_generated_from_the_model() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text()
     assert reference.CONFIG_MARK in page and reference.ENV_MARK in page
     rendered = reference.render(page)
+    sections = {"history_cache": HistoryCacheConfig, "retention": RetentionConfig}
     for name in CheckpointerConfig.model_fields:
-        if name != "history_cache":
+        if name not in sections:
             assert f"| `{name}` |" in rendered, name
-    for name in HistoryCacheConfig.model_fields:
-        assert f"| `history_cache.{name}` |" in rendered, name
+    for section, model in sections.items():
+        for name in model.model_fields:
+            assert f"| `{section}.{name}` |" in rendered, name
     for variable in known_env_vars():
         assert f"`{variable}`" in rendered, variable
 

@@ -37,6 +37,9 @@ RENAMES = {
 # "path:scope.name" (the sync name) -> why the twins legitimately differ
 ALLOWED: dict[str, str] = {
     # the opener: different savers, drivers and connection types per side
+    "maintenance/_retention.py:<module>.retention": (
+        "background sweeping runs on the stack's event loop; a sync stack has none"
+    ),
     "savers/_inner.py:<module>.open_inner": "sync vs async saver classes and connections",
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import math
 import os
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -41,9 +43,11 @@ from .cache._base import (
 __all__ = [
     "CheckpointerConfig",
     "HistoryCacheConfig",
+    "RetentionConfig",
     "UnknownEnvironmentVariableError",
     "known_env_vars",
     "normalize_postgres_url",
+    "parse_duration",
     "redact_url",
 ]
 
@@ -67,7 +71,12 @@ ENV_KEYS: dict[str, str] = {
     "CHECKPOINT_GUARD_FIX_OVERWRITE": "fix_overwrite",
     "CHECKPOINT_GUARD_FIX_SERVER_ADAPTER": "fix_server_adapter",
     "CHECKPOINT_GUARD_CACHE_KEY_PREFIX": "history_cache.key_prefix",
+    "CHECKPOINT_GUARD_RETENTION_OLDER_THAN": "retention.older_than",
+    "CHECKPOINT_GUARD_RETENTION_ACTION": "retention.action",
+    "CHECKPOINT_GUARD_RETENTION_INTERVAL": "retention.interval",
 }
+#: nested sections: ``section.key`` in a mapping or the environment
+_SECTIONS = ("history_cache", "retention")
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 # Read by the test suite and tools, never by the configuration: known, so they are
 # not reported as unknown (misspelled) configuration variables.
@@ -107,6 +116,9 @@ _ACCEPTED: dict[str, str] = {
     "history_cache.redis_url": "a redis:// or rediss:// URL",
     "history_cache.key_prefix": "a non-empty string without whitespace",
     "history_cache.isolate": "true or false",
+    "retention.older_than": "a duration > 0 and <= 100 years: 90s, 15m, 12h, 30d (or seconds)",
+    "retention.action": "'keep_latest' or 'delete'",
+    "retention.interval": "a duration >= 1s and <= 30d: 90s, 15m, 12h, 1d (or seconds)",
 }
 _ACCEPTED.update(
     {key: range_text(low, high, integer=integer) for key, (low, high, integer) in _RANGES.items()}
@@ -141,6 +153,84 @@ def normalize_postgres_url(url: str) -> str:
     """Drop a SQLAlchemy-style ``+driver`` suffix: ``postgresql+psycopg://`` ->
     ``postgresql://``."""
     return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_FORMS = "a number and a unit: 90s, 15m, 12h, 30d"
+
+
+def parse_duration(text: str, *, key: str = "duration") -> timedelta:
+    """``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` (decimals allowed: ``"1.5h"``) as a
+    ``timedelta``; anything else (no unit, a negative, zero, not finite, beyond
+    ``timedelta``) raises ``ConfigError`` naming ``key`` and the accepted forms."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(key, text, DURATION_FORMS)
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return _seconds(seconds, key, text)
+
+
+def _seconds(seconds: float, key: str, shown: object) -> timedelta:
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(key, shown, DURATION_FORMS + ", greater than zero")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ConfigError(key, shown, DURATION_FORMS + ", within 999999999 days") from None
+
+
+def _duration(value: object, key: str) -> timedelta:
+    """A config duration: a duration string, a number of seconds or a ``timedelta``."""
+    if isinstance(value, timedelta):
+        return _seconds(value.total_seconds(), key, value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _seconds(float(value), key, value)
+    if isinstance(value, str):
+        stripped = value.strip()
+        if re.fullmatch(r"\d+(?:\.\d+)?", stripped):  # seconds, as in the environment
+            return _seconds(float(stripped), key, value)
+        return parse_duration(value, key=key)
+    raise ConfigError(key, value, _ACCEPTED[key])
+
+
+class RetentionConfig(BaseModel):
+    """``retention.*``: periodic sweeping by an opened async stack (see
+    ``checkpoint_guard.maintenance.sweep``). Off while ``older_than`` is unset."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+    older_than: timedelta | None = None
+    """Sweep threads whose newest checkpoint is older than this (by the checkpoint's
+    own ``ts``); unset: no background sweeping. Env values are durations or seconds."""
+    action: Literal["keep_latest", "delete"] = "keep_latest"
+    """``keep_latest``: trim a swept thread to its head (state, pending interrupt and
+    message ids kept exactly); ``delete``: delete it."""
+    interval: timedelta = timedelta(hours=1)
+    """How often the opened async stack sweeps (one worker per database at a time)."""
+
+    @field_validator("older_than", "interval", mode="before")
+    @classmethod
+    def _durations(cls, value: object, info: Any) -> object:
+        key = f"retention.{info.field_name}"
+        if value is None and info.field_name == "older_than":
+            return None
+        parsed = _duration(value, key)
+        low, high = (
+            (timedelta(seconds=1), timedelta(days=30))
+            if info.field_name == "interval"
+            else (timedelta(0), timedelta(days=36500))
+        )
+        if not low <= parsed <= high:
+            raise ConfigError(key, value, _ACCEPTED[key])
+        return parsed
+
+    @property
+    def enabled(self) -> bool:
+        """Whether an opened async stack sweeps in the background."""
+        return self.older_than is not None
 
 
 class HistoryCacheConfig(BaseModel):
@@ -198,6 +288,7 @@ class HistoryCacheConfig(BaseModel):
 
 
 _ACCEPTED["history_cache"] = "a mapping with keys " + ", ".join(HistoryCacheConfig.model_fields)
+_ACCEPTED["retention"] = "a mapping with keys " + ", ".join(RetentionConfig.model_fields)
 
 
 class CheckpointerConfig(BaseModel):
@@ -227,6 +318,8 @@ class CheckpointerConfig(BaseModel):
     takes it from ``config.state_schema``). Frozen per process."""
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
     """The history cache (the ``history_cache.*`` keys)."""
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    """Background retention sweeps by an opened async stack (the ``retention.*`` keys)."""
     postgres_schema: str | None = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
     path."""
@@ -398,10 +491,11 @@ def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     for key, value in data.items():
         if not isinstance(key, str):
             raise ConfigError("key", key, "string keys")
-        if key == "history_cache" and isinstance(value, Mapping):
-            out[key] = dict(value)
-        elif "." in key and key.startswith("history_cache."):
-            out.setdefault("history_cache", {})[key.split(".", 1)[1]] = value
+        section = key.split(".", 1)[0]
+        if key in _SECTIONS and isinstance(value, Mapping):
+            out[key] = {**out.get(key, {}), **value}
+        elif "." in key and section in _SECTIONS:
+            out.setdefault(section, {})[key.split(".", 1)[1]] = value
         else:
             out[key] = value
     return out
@@ -410,7 +504,7 @@ def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
 def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in top.items():
-        if key == "history_cache" and isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if key in _SECTIONS and isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value
@@ -544,11 +638,10 @@ def _config_error(exc: ValidationError, data: Mapping[str, Any]) -> ConfigError:
     loc = [str(p) for p in error["loc"]] or ["config"]
     key = ".".join(loc)
     if error["type"] == "extra_forbidden":
-        known = (
-            HistoryCacheConfig.model_fields
-            if loc[:1] == ["history_cache"]
-            else CheckpointerConfig.model_fields
-        )
+        known = {
+            "history_cache": HistoryCacheConfig.model_fields,
+            "retention": RetentionConfig.model_fields,
+        }.get(loc[0] if len(loc) > 1 else "", CheckpointerConfig.model_fields)
         return ConfigError(key, error.get("input"), ", ".join(sorted(known)), unknown=True)
     value = error.get("input")
     if key in _SECRET_KEYS:

@@ -25,6 +25,7 @@ from ._config import CheckpointerConfig
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .cache import HistoryCache
 from .maintenance import _memory, _postgres, _sqlite  # noqa: F401  (register their checks)
+from .maintenance._retention import aretention, retention
 from .savers._inner import aopen_inner, make_serde, open_inner
 from .savers._stack import configured_stack, make_cache
 from .state._overwrite import apply_overwrite_fix
@@ -92,7 +93,9 @@ def open_checkpointer(
         cache = _cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield configured_stack(inner, resolved, cache)
+            stack = configured_stack(inner, resolved, cache)
+            with retention(stack, resolved):
+                yield stack
         finally:
             if cache is not None:
                 cache.close()
@@ -102,14 +105,19 @@ def open_checkpointer(
 async def aopen_checkpointer(
     config: ConfigSource = None, *, freeze: ModeFreeze | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """The async twin of ``open_checkpointer`` (async inner savers)."""
+    """The async twin of ``open_checkpointer`` (async inner savers). With
+    ``retention.older_than`` set, the opened stack also sweeps in the background
+    (``checkpoint_guard.maintenance._retention``) until it closes; a sync stack
+    does not (schedule ``checkpoint-guard sweep``)."""
     resolved = _prepare(config)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
         cache = _cache(resolved, inner.serde)
         try:
             _freeze(resolved, freeze)
-            yield configured_stack(inner, resolved, cache)
+            stack = configured_stack(inner, resolved, cache)
+            async with aretention(stack, resolved):
+                yield stack
         finally:
             if cache is not None:
                 await cache.aclose()

@@ -108,6 +108,23 @@ def _parser() -> argparse.ArgumentParser:
         help="check every assumption about LangGraph's internals (exit 1 if one fails)",
         parents=[common],
     )
+    sweep = command(
+        "sweep", "retention: prune or delete every thread idle longer than --older-than"
+    )
+    sweep.add_argument(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help="select threads whose newest checkpoint is older than this: 90s, 15m, 12h, 30d",
+    )
+    action = sweep.add_mutually_exclusive_group(required=True)
+    action.add_argument("--keep-latest", action="store_true", help="keep each thread's head")
+    action.add_argument(
+        "--keep-last", type=_positive, metavar="N", help="keep the head's newest N checkpoints"
+    )
+    action.add_argument("--delete", action="store_true", help="delete the threads")
+    sweep.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
+    graph_option(sweep)
     # The harness has its own parser: every argument after `bench` (its --help
     # included) is forwarded to it unparsed (see main).
     sub.add_parser(
@@ -126,6 +143,16 @@ def _nonnegative(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
     return value
 
 
@@ -394,12 +421,19 @@ def _maintain(args: argparse.Namespace) -> int:
     from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
+    older_than = None
+    if args.command == "sweep":  # a bad duration is refused before the store is looked at
+        from ._config import parse_duration
+
+        older_than = parse_duration(args.older_than, key="--older-than")
     print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
     _require_store(config)
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
+        if older_than is not None:
+            return _sweep(args, saver, older_than, graph)
         if args.command == "inspect":
             info = maintenance.inspect(saver, args.thread_id, graph=graph)
             _print_infos(args, [info], problems=True)
@@ -476,6 +510,36 @@ def _doctor(args: argparse.Namespace) -> int:
                 line += f": {r.reason}"
             print(line)
     return EXIT_OK if healthy else EXIT_PROBLEM
+
+
+def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, graph: Any) -> int:
+    """``sweep`` (the store is already printed): the report (``--json``: the
+    report's data). Exit 1 when a selected thread was skipped (the reason is
+    printed); re-running the same command finishes an interrupted sweep."""
+    from . import maintenance
+
+    ids = maintenance.list_threads(saver)
+    with _progress(args, len(ids), "sweep") as (tick, step):
+        report = maintenance.sweep(
+            saver,
+            older_than=older_than,
+            keep_latest=not args.delete,
+            keep_last=args.keep_last,
+            graph=graph,
+            dry_run=args.dry_run,
+            progress=tick,
+            step=step,
+            thread_ids=ids,
+        )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        if report.threads:
+            _print_changes(args, report.threads)
+        for skipped in report.skipped:
+            print(f"  {skipped.thread_id}: skipped: {skipped.reason}")
+        print(report.summary())
+    return EXIT_PROBLEM if report.skipped else EXIT_OK
 
 
 DEMO_DIR = "checkpoint-guard-demo"

@@ -20,8 +20,8 @@ checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
 Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
 rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
 ``_rows.py`` (the per-backend row seam) with ``_memory.py``, ``_sqlite.py``,
-``_postgres.py``; ``_layer.py`` serves the saver layers' optional methods
-(installed on import).
+``_postgres.py``; ``_sweep.py`` (retention: ``sweep``/``asweep``); ``_layer.py``
+serves the saver layers' optional methods (installed on import).
 """
 
 from ._layer import install as _install_layer_maintenance
@@ -49,6 +49,7 @@ from ._ops import (
     verify,
 )
 from ._rows import supported
+from ._sweep import SkippedThread, SweepReport, asweep, sweep
 from ._thread import DEFAULT_REDUCERS, Problem, Reducer, default_reducer
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "MaintenanceError",
     "Problem",
     "Reducer",
+    "SkippedThread",
+    "SweepReport",
     "ThreadFilter",
     "ThreadInfo",
     "acopy_thread",
@@ -66,6 +69,7 @@ __all__ = [
     "amigrate",
     "aprune",
     "ascan",
+    "asweep",
     "averify",
     "copy_thread",
     "default_reducer",
@@ -77,6 +81,7 @@ __all__ = [
     "reducers_from_graph",
     "scan",
     "supported",
+    "sweep",
     "verify",
 ]
 

@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from .. import _upstream
+from ._rows import Ids, unseen
 from ._thread import Rewrite
 
 __all__ = ["MemoryRows"]
@@ -163,3 +164,25 @@ class MemoryRows:
 
     async def adelete_orphans(self, thread_id: str) -> None:
         self.delete_orphans(thread_id)
+
+    def settle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
+        # No await and no lock between the check and the deletes: atomic for every
+        # coroutine of the event loop (a thread writing through the sync API from
+        # another OS thread is not excluded: InMemorySaver has no lock to take).
+        spaces = self.saver.storage.get(thread_id, {})
+        checkpoints = [(ns, cid) for ns, stored in spaces.items() for cid in stored]
+        written = [
+            (key[1], key[2])
+            for key, rows in self.saver.writes.items()
+            if rows and key[0] == thread_id
+        ]
+        why = unseen(seen, checkpoints, written)
+        if why is not None:
+            return why
+        for ns, ids in deletes.items():
+            if ids:
+                self.delete(thread_id, ns, ids)
+        return None
+
+    async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
+        return self.settle(thread_id, seen, deletes)

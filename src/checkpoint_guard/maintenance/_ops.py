@@ -19,11 +19,13 @@ order of effects is the safety argument, the same in every backend:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -61,6 +63,9 @@ __all__ = [
 ]
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
+#: other names of a strategy: langgraph-api's gRPC checkpointer service (its TTL
+#: sweep) calls ``aprune(..., strategy="delete_all")`` for ``delete``
+STRATEGY_ALIASES = {"delete_all": "delete"}
 
 
 @dataclass
@@ -126,6 +131,13 @@ class _List:
 
 
 @dataclass(frozen=True)
+class _Head:
+    """The latest checkpoint of a thread's root namespace (a list of at most one)."""
+
+    thread_id: str
+
+
+@dataclass(frozen=True)
 class _Runs:
     run_id: str
 
@@ -155,7 +167,7 @@ class _Estimate:
     kept: frozenset[tuple[str, str, Any]] = frozenset()
 
 
-_Request = _List | _Runs | _Rows | _Seal | _Estimate
+_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate
 _Plan = Generator[_Request, Any, Any]
 
 
@@ -208,6 +220,10 @@ def _unsealed(request: _Seal) -> _Seal:
     return _Seal(request.thread_ids, request.writer, seal=False)
 
 
+def _root_config(thread_id: str) -> RunnableConfig:
+    return Address(thread_id, "", None).thread_config()
+
+
 def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     raw = unwrap(saver)
     rows: RowStore | None = None
@@ -219,6 +235,8 @@ def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             request = plan.send(answer)
             if isinstance(request, _List):
                 answer = list(raw.list(thread_config(request.thread_id)))
+            elif isinstance(request, _Head):
+                answer = list(raw.list(_root_config(request.thread_id), limit=1))
             elif isinstance(request, _Runs):
                 answer = list(raw.list(None, filter={"run_id": request.run_id}))
             elif isinstance(request, _Rows):
@@ -251,6 +269,10 @@ async def _arun(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             request = plan.send(answer)
             if isinstance(request, _List):
                 answer = [t async for t in raw.alist(thread_config(request.thread_id))]
+            elif isinstance(request, _Head):
+                # once per thread of a sweep: let the loop's other tasks (turns) run
+                await asyncio.sleep(0)
+                answer = [t async for t in raw.alist(_root_config(request.thread_id), limit=1)]
             elif isinstance(request, _Runs):
                 answer = [t async for t in raw.alist(None, filter={"run_id": request.run_id})]
             elif isinstance(request, _Rows):
@@ -281,6 +303,7 @@ _OPERATIONS = {
     "_runs_plan": "delete_for_runs",
     "_migrate_plan": "migrate",
     "_scan_plan": "scan",
+    "_sweep_plan": "sweep",
 }
 
 
@@ -676,48 +699,57 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
     return reports
 
 
-def _keep_latest(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-    """Each namespace keeps its head and, for the delta channels no reducer is
-    known for, the head's chain back to where all of them are stored; the oldest
-    kept checkpoint stores the state of the other delta channels and becomes a
-    root. With every reducer known that is the head alone."""
-    _refuse_broken(view, "prune")
-    unknown = view.unknown()
-    rewrites: list[Rewrite] = []
-    deletes: dict[str, list[str]] = {}
-    kept = 0
-    for ns, checkpoints in view.by_ns.items():
-        head = view.head(ns)
-        assert head is not None
-        chain = [head]
-        cursor = head
-        while any(view.needs_replay(cursor, ch) for ch in unknown):
-            parent = view.parent_id(cursor)
-            if parent is None:
-                break
-            cursor = checkpoints[parent]  # present: _refuse_broken checked the links
-            chain.append(cursor)
-        keep = {t.checkpoint["id"] for t in chain}
-        kept += len(keep)
-        deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
-        cut = chain[-1]
-        if view.parent_id(cut) is not None:
-            rewrites.append(
-                view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
+def _keep_last(n: int) -> _Planner:
+    """Each namespace keeps its head's newest ``n`` checkpoints (the head and its
+    ``n - 1`` nearest ancestors) and, for the delta channels no reducer is known
+    for, the chain on back to where all of them are stored; the oldest kept
+    checkpoint stores the state of the other delta channels and becomes a root.
+    With every reducer known that is the ``n`` checkpoints alone."""
+
+    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
+        _refuse_broken(view, "prune")
+        unknown = view.unknown()
+        rewrites: list[Rewrite] = []
+        deletes: dict[str, list[str]] = {}
+        kept = wanted = 0
+        for ns, checkpoints in view.by_ns.items():
+            head = view.head(ns)
+            assert head is not None
+            chain = [head]
+            cursor = head
+            while len(chain) < n or any(view.needs_replay(cursor, ch) for ch in unknown):
+                parent = view.parent_id(cursor)
+                if parent is None:
+                    break
+                cursor = checkpoints[parent]  # present: _refuse_broken checked the links
+                chain.append(cursor)
+            keep = {t.checkpoint["id"] for t in chain}
+            kept += len(keep)
+            wanted += min(n, len(checkpoints))
+            deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
+            cut = chain[-1]
+            if view.parent_id(cut) is not None:
+                rewrites.append(
+                    view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
+                )
+        detail = ""
+        if kept > wanted:
+            reasons = [view.refutation(ch) or ch for ch in sorted(unknown)]
+            detail = (
+                f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
+                f"are stored, because {'; '.join(reasons)}"
             )
-    detail = ""
-    if kept > len(view.by_ns):
-        reasons = [view.refutation(ch) or ch for ch in sorted(unknown)]
-        detail = (
-            f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
-            f"are stored, because {'; '.join(reasons)}"
-        )
-        if not all(view.has_reducer(ch) for ch in unknown):
-            detail += (
-                " (a graph whose channel table declares them, graph= or the CLI's "
-                "--graph, keeps the head alone)"
-            )
-    return rewrites, deletes, detail
+            if not all(view.has_reducer(ch) for ch in unknown):
+                detail += (
+                    " (a graph whose channel table declares them, graph= or the CLI's "
+                    "--graph, keeps the head alone)"
+                )
+        return rewrites, deletes, detail
+
+    return plan
+
+
+_keep_latest = _keep_last(1)
 
 
 def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
@@ -735,6 +767,7 @@ def _prune_plan(
     where: ThreadFilter | None = None,
     step: StepProgress | None = None,
 ) -> _Plan:
+    strategy = STRATEGY_ALIASES.get(strategy, strategy)
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
     planner = _keep_latest if strategy == "keep_latest" else _delete_all

@@ -153,6 +153,23 @@ def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, 
     return rows
 
 
+def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
+    # FOR UPDATE: a migration, a prune or a full-mode guarded write onto one of
+    # these checkpoints (its riding check locks the target FOR SHARE) waits for
+    # this transaction, or backs off.
+    return (
+        (
+            "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s FOR UPDATE",
+            (thread_id,),
+        ),
+        (
+            "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM checkpoint_writes"
+            " WHERE thread_id = %s",
+            (thread_id,),
+        ),
+    )
+
+
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
@@ -160,6 +177,7 @@ _DIALECT = Dialect(
     copy=_copy,
     orphans=_orphans,
     delete_orphans=_delete_orphans,
+    listing=_listing,
 )
 
 
@@ -205,7 +223,7 @@ class PostgresRows(SqlRows):
 
     dialect = _DIALECT
 
-    def _run(self, statements: Statements) -> Any:
+    def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
         with self.saver._cursor() as cur, cur.connection.transaction():
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
@@ -226,7 +244,7 @@ class AsyncPostgresRows(AsyncSqlRows):
     UPSTREAM_CHECK = SAVER_CHECK
     dialect = _DIALECT
 
-    async def _arun(self, statements: Statements) -> Any:
+    async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
         async with self.saver._cursor() as cur, cur.connection.transaction():
 
             async def execute(sql: str, params: Sequence[Any]) -> list[Any]:

@@ -10,7 +10,7 @@ sync and async savers share every statement.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -29,10 +29,13 @@ __all__ = [
     "arun",
     "row_store_for",
     "run",
+    "settle_statements",
     "supported",
 ]
 
 Row = Any
+#: namespace -> checkpoint ids
+Ids = Mapping[str, Sequence[str]]
 #: A SQL operation: yields ``(sql, params)``, is sent the rows, returns its result.
 Statements = Generator[tuple[str, Sequence[Any]], list[Row], Any]
 
@@ -81,6 +84,31 @@ class RowStore(Protocol):
     async def aorphans(self) -> dict[str, int]: ...
     def delete_orphans(self, thread_id: str) -> None: ...
     async def adelete_orphans(self, thread_id: str) -> None: ...
+    def settle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None: ...
+    async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None: ...
+
+
+def unseen(
+    seen: Mapping[str, Sequence[str]],
+    checkpoints: Sequence[tuple[str, str]],
+    written: Sequence[tuple[str, str]],
+) -> str | None:
+    """Why a thread changed since it was read as ``seen`` (namespace -> checkpoint
+    ids), or ``None``: a stored checkpoint that was not seen, or a stored write onto
+    a checkpoint id that was not seen and is newer than every seen one (a turn in
+    flight whose checkpoint has not landed yet; an older one is a leftover)."""
+    known = {ns: set(ids) for ns, ids in seen.items()}
+    for ns, cid in checkpoints:
+        if cid not in known.get(ns, set()):
+            return f"checkpoint {cid!r} (namespace {ns!r}) was written after the thread was read"
+    for ns, cid in written:
+        ids = known.get(ns, set())
+        if cid not in ids and (not ids or cid > max(ids)):
+            return (
+                f"writes onto checkpoint {cid!r} (namespace {ns!r}), which was not stored when "
+                "the thread was read, appeared (a turn in flight)"
+            )
+    return None
 
 
 @dataclass(frozen=True)
@@ -94,6 +122,38 @@ class Dialect:
     #: thread id -> number of stored writes whose checkpoint does not exist
     orphans: Callable[[], Statements]
     delete_orphans: Callable[[str], Statements]
+    #: ``(sql, params)`` listing a thread's ``(namespace, checkpoint id)`` of its
+    #: checkpoints and of its writes; the first also locks what it reads where the
+    #: backend can (``settle``)
+    listing: Callable[[str], tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]]
+
+
+def settle_statements(
+    dialect: Dialect,
+    thread_id: str,
+    seen: Mapping[str, Sequence[str]],
+    deletes: Mapping[str, Sequence[str]],
+) -> Statements:
+    """In one transaction: list the thread's checkpoints and writes again and, when
+    nothing was added since it was read as ``seen``, delete ``deletes`` (namespace ->
+    checkpoint ids, with their writes). Returns ``None`` when deleted, else why not
+    (and nothing is deleted)."""
+    checkpoints_sql, written_sql = dialect.listing(thread_id)
+    checkpoints = yield checkpoints_sql
+    written = yield written_sql
+    why = unseen(seen, [_pair(r) for r in checkpoints], [_pair(r) for r in written])
+    if why is not None:
+        return why
+    for ns, ids in deletes.items():
+        if ids:
+            yield from dialect.delete(thread_id, ns, ids)
+    return None
+
+
+def _pair(row: Any) -> tuple[str, str]:
+    if isinstance(row, Mapping):
+        return str(row["checkpoint_ns"]), str(row["checkpoint_id"])
+    return str(row[0]), str(row[1])
 
 
 class SqlRows:
@@ -107,7 +167,9 @@ class SqlRows:
     def __init__(self, saver: Any) -> None:
         self.saver = saver
 
-    def _run(self, statements: Statements) -> Any:
+    def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
+        """Run ``statements`` in one transaction; ``exclusive``: one that no other
+        writer of the thread can interleave with, where the backend can say so."""
         raise NotImplementedError
 
     def thread_ids(self) -> list[str]:
@@ -131,6 +193,12 @@ class SqlRows:
     def delete_orphans(self, thread_id: str) -> None:
         self._run(self.dialect.delete_orphans(thread_id))
 
+    def settle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
+        result: str | None = self._run(
+            settle_statements(self.dialect, thread_id, seen, deletes), exclusive=True
+        )
+        return result
+
 
 class AsyncSqlRows:
     """The async twin of ``SqlRows`` (``_arun`` and ``arewrite`` from the backend)."""
@@ -142,7 +210,7 @@ class AsyncSqlRows:
     def __init__(self, saver: Any) -> None:
         self.saver = saver
 
-    async def _arun(self, statements: Statements) -> Any:
+    async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
         raise NotImplementedError
 
     async def athread_ids(self) -> list[str]:
@@ -165,6 +233,12 @@ class AsyncSqlRows:
 
     async def adelete_orphans(self, thread_id: str) -> None:
         await self._arun(self.dialect.delete_orphans(thread_id))
+
+    async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
+        result: str | None = await self._arun(
+            settle_statements(self.dialect, thread_id, seen, deletes), exclusive=True
+        )
+        return result
 
 
 def _factories() -> list[tuple[str, str, str]]:

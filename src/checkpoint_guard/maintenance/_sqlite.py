@@ -88,6 +88,16 @@ def _thread_ids() -> Statements:
     return [r[0] for r in rows]
 
 
+def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
+    return (
+        ("SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)),
+        (
+            "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM writes WHERE thread_id = ?",
+            (thread_id,),
+        ),
+    )
+
+
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
@@ -95,6 +105,7 @@ _DIALECT = Dialect(
     copy=_copy,
     orphans=_orphans,
     delete_orphans=_delete_orphans,
+    listing=_listing,
 )
 
 
@@ -163,11 +174,15 @@ class SqliteRows(SqlRows):
     dialect = _DIALECT
     VALUES_BY_VERSION = False  # values are inline in each checkpoint row
 
-    def _run(self, statements: Statements) -> Any:
+    def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
         # Not saver.cursor(): it commits even when a statement fails.
         with self.saver.lock:
             self.saver.setup()
             conn = self.saver.conn
+            if exclusive and not conn.in_transaction:
+                # SQLite's write lock from the first statement on: no other
+                # connection commits a write until this transaction ends.
+                conn.execute("BEGIN IMMEDIATE")
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
                 rows: list[Any] = conn.execute(sql, params).fetchall()
@@ -192,9 +207,11 @@ class AsyncSqliteRows(AsyncSqlRows):
     dialect = _DIALECT
     VALUES_BY_VERSION = False
 
-    async def _arun(self, statements: Statements) -> Any:
+    async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
         await self.saver.setup()
         async with self.saver.lock:
+            if exclusive and not self.saver.conn.in_transaction:
+                await self.saver.conn.execute("BEGIN IMMEDIATE")
             async with self.saver.conn.cursor() as cur:
 
                 async def execute(sql: str, params: Sequence[Any]) -> list[Any]:

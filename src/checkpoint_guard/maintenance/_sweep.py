@@ -1,0 +1,390 @@
+"""Retention: ``sweep`` / ``asweep`` prune or delete every thread idle for longer
+than a cutoff, with the delta-safe planners and drivers of ``_ops.py``.
+
+Selection. A thread is swept when its newest checkpoint (every namespace) has a
+``ts`` older than ``now - older_than``; the checkpoint's own timestamp, never a
+row's insertion time. The root namespace's head is read first (one row): a head
+newer than the cutoff leaves the thread untouched without reading the rest.
+
+Actions (per swept thread), exactly as ``prune`` plans them: ``keep_latest``
+keeps each namespace's head, ``keep_last=N`` the head's newest N checkpoints,
+each made self-contained before anything it depended on goes; a delta channel
+whose reducer is not known (``graph=``; ``messages`` alone has a default,
+confirmed against the thread's snapshots) is kept as stored, with the chain back
+to where it is stored, never rebuilt. ``keep_latest=False`` deletes the thread.
+A pending interrupt at the head is a pending write of the head, kept with it, so
+``Command(resume=...)`` resumes it with the same result.
+
+A turn written while a thread is swept. The sweep reads the thread, plans, makes
+the kept checkpoints self-contained (their state unchanged: a reader or a
+writer sees the same values before and after), and then deletes in one
+transaction that first lists the thread's checkpoints and writes again
+(``RowStore.settle``): when a checkpoint it did not read, or writes onto a newer
+checkpoint it did not read (a turn in flight), are there, nothing is deleted and
+the thread is reported as skipped; a later sweep sees the new head and leaves
+the thread alone. The transaction is exclusive on SQLite (``BEGIN IMMEDIATE``:
+no other connection commits until it ends) and, for the memory saver, has no
+await in it (atomic for every coroutine of the loop). On PostgreSQL it locks the
+thread's checkpoint rows ``FOR UPDATE`` (full-mode guarded writers and
+migrations wait or back off), but LangGraph's savers insert a new checkpoint
+without a lock the sweep could take, so a checkpoint committed in the same
+instant is not excluded there. What keeps such a turn whole is what is kept:
+with ``keep_latest``/``keep_last`` the head and its chain stay and are
+self-contained, so a turn continuing from the head (every ordinary turn, a
+resume, ``update_state`` on the head) reads and writes exactly as without the
+sweep, on every backend, whenever it lands. With ``delete`` a turn that loaded
+the head before the delete and stores its first checkpoint after it continues
+on a thread that no longer exists (it starts from an empty state): deleting a
+thread a user is resuming at that instant is what ``delete`` asks for, and
+every turn that landed first is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from .._address import Address
+from .._errors import ConfigError, MaintenanceError
+from ._ops import (
+    ChangeReport,
+    Progress,
+    StepProgress,
+    _adrive,
+    _delete_all,
+    _drive,
+    _Estimate,
+    _Head,
+    _keep_last,
+    _Knowledge,
+    _knowledge,
+    _Plan,
+    _Planner,
+    _Rows,
+    _Seal,
+    _thread_ids,
+    _unsealed,
+    _view,
+)
+from ._thread import Reducer
+
+__all__ = ["SkippedThread", "SweepReport", "asweep", "sweep"]
+
+logger = logging.getLogger("checkpoint_guard.retention")
+
+
+@dataclass
+class SkippedThread:
+    """A thread the sweep selected but left as stored, and why."""
+
+    thread_id: str
+    reason: str
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did (or, ``dry_run``, would do); also what ``--json`` prints.
+
+    ``seen``: threads looked at; ``untouched``: newer than the cutoff;
+    ``pruned`` / ``deleted``: swept threads; ``skipped``: selected but left as
+    stored, with the reason (a broken chain, a channel that cannot be kept exactly,
+    a turn written during the sweep). ``bytes_before`` / ``bytes_after``: the
+    backend's stored bytes of the swept and skipped threads (``estimated`` in a
+    dry run). ``threads``: one ``ChangeReport`` per swept thread."""
+
+    action: str
+    older_than_seconds: float
+    cutoff: str
+    dry_run: bool
+    seen: int = 0
+    untouched: int = 0
+    pruned: int = 0
+    deleted: int = 0
+    skipped: list[SkippedThread] = field(default_factory=list)
+    bytes_before: int = 0
+    bytes_after: int = 0
+    estimated: bool = False
+    threads: list[ChangeReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line: what the sweep did (the line the background sweep logs)."""
+        verb = "would sweep" if self.dry_run else "swept"
+        tilde = "~" if self.estimated else ""
+        return (
+            f"retention {self.action} older than {_format_duration(self.older_than_seconds)}: "
+            f"{verb} {self.pruned + self.deleted} of {self.seen} thread(s) "
+            f"({self.pruned} pruned, {self.deleted} deleted, {len(self.skipped)} skipped, "
+            f"{self.untouched} newer); stored bytes {self.bytes_before:,} -> "
+            f"{tilde}{self.bytes_after:,}"
+        )
+
+
+def _format_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def newest_ts(tuples: Sequence[CheckpointTuple]) -> datetime | None:
+    """The newest checkpoint ``ts`` among ``tuples`` (``None``: none has a readable
+    one). A ts without a zone is taken as UTC (LangGraph writes UTC)."""
+    newest: datetime | None = None
+    for tup in tuples:
+        ts = _ts(tup)
+        if ts is not None and (newest is None or ts > newest):
+            newest = ts
+    return newest
+
+
+def _ts(tup: CheckpointTuple) -> datetime | None:
+    raw = tup.checkpoint.get("ts")
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) -> None:
+    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+        raise ConfigError("older_than", older_than, "a timedelta > 0 (e.g. timedelta(days=30))")
+    if keep_last is not None:
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+            raise ConfigError("keep_last", keep_last, "an int >= 1 or None")
+        if not keep_latest:
+            raise ConfigError(
+                "keep_last", keep_last, "None with keep_latest=False (delete keeps nothing)"
+            )
+
+
+def _action(keep_latest: bool, keep_last: int | None) -> tuple[str, _Planner]:
+    if not keep_latest:
+        return "delete", _delete_all
+    if keep_last is None or keep_last == 1:
+        return "keep_latest", _keep_last(1)
+    return f"keep_last:{keep_last}", _keep_last(keep_last)
+
+
+def _sweep_plan(
+    thread_ids: Sequence[str] | None,
+    older_than: timedelta,
+    keep_latest: bool,
+    keep_last: int | None,
+    known: _Knowledge,
+    dry_run: bool,
+    now: datetime | None,
+    progress: Progress | None,
+    step: StepProgress | None,
+) -> _Plan:
+    action, planner = _action(keep_latest, keep_last)
+    cutoff = (now or datetime.now(UTC)) - older_than
+    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), dry_run)
+    sizes: dict[str, int] = yield _Rows("sizes", ())
+    if thread_ids is None:
+        thread_ids = yield _Rows("thread_ids", ())
+    swept: list[ChangeReport] = []
+    for thread_id in thread_ids:
+        report.seen += 1
+        outcome = yield from _sweep_thread(
+            thread_id, cutoff, action, planner, known, dry_run, sizes, step
+        )
+        if outcome is None:
+            report.untouched += 1
+        elif isinstance(outcome, SkippedThread):
+            report.skipped.append(outcome)
+            report.bytes_before += sizes.get(thread_id, 0)
+            report.bytes_after += sizes.get(thread_id, 0)
+        else:
+            swept.append(outcome)
+        if progress is not None:
+            progress(thread_id)
+    if swept and not dry_run:
+        after: dict[str, int] = yield _Rows("sizes", ())
+        for change in swept:
+            change.bytes_after = after.get(change.thread_id, 0)
+    for change in swept:
+        report.threads.append(change)
+        report.bytes_before += change.bytes_before or 0
+        report.bytes_after += change.bytes_after or 0
+        if action == "delete":
+            report.deleted += 1
+        else:
+            report.pruned += 1
+    report.estimated = dry_run and bool(swept)
+    return report
+
+
+def _sweep_thread(
+    thread_id: str,
+    cutoff: datetime,
+    action: str,
+    planner: _Planner,
+    known: _Knowledge,
+    dry_run: bool,
+    sizes: Mapping[str, int],
+    step: StepProgress | None,
+) -> Any:
+    """``None`` (newer than the cutoff), a ``SkippedThread``, or the thread's
+    ``ChangeReport``."""
+    head: list[CheckpointTuple] = yield _Head(thread_id)
+    newest = newest_ts(head)
+    if newest is not None and newest >= cutoff:
+        return None
+    view = yield from _view(thread_id, known)
+    if not view.count():
+        return SkippedThread(
+            thread_id,
+            "no checkpoints, only writes of checkpoints that do not exist (left by refused "
+            "or interrupted writes); `checkpoint-guard prune --keep-latest` removes them",
+        )
+    newest = newest_ts(list(view.tuples()))
+    if newest is None:
+        return SkippedThread(thread_id, "no checkpoint carries a readable ts")
+    if newest >= cutoff:
+        return None
+    try:
+        rewrites, deletes, detail = planner(view)
+    except MaintenanceError as exc:
+        return SkippedThread(thread_id, str(exc))
+    removed = sum(len(ids) for ids in deletes.values())
+    change = ChangeReport(
+        thread_id,
+        f"sweep:{action}",
+        view.count(),
+        view.count() - removed,
+        len(rewrites),
+        removed,
+        bytes_before=sizes.get(thread_id, 0),
+        dry_run=dry_run,
+        detail=detail,
+    )
+    if dry_run:
+        old = {t.checkpoint["id"]: t for t in view.tuples()}
+        pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
+        doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
+        gone = {id(t) for t in doomed}
+        kept = frozenset(
+            (Address.from_config(t.config).checkpoint_ns, ch, v)
+            for t in view.tuples()
+            if id(t) not in gone
+            for ch, v in t.checkpoint["channel_versions"].items()
+        )
+        growth: int = yield _Estimate(pairs, doomed, kept)
+        change.bytes_after = max(0, (change.bytes_before or 0) + growth)
+        change.estimated = True
+        return change
+    if not rewrites and not removed:
+        return change
+    seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
+    total = len(rewrites) + 1
+    seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
+    yield seal
+    if step is not None:
+        step(thread_id, 0, total)
+    # Survivors first (self-contained, their state unchanged), then the deletes,
+    # in one transaction that re-reads the thread first.
+    for done, rewrite in enumerate(rewrites, 1):
+        yield _Rows("rewrite", (thread_id, rewrite))
+        if step is not None:
+            step(thread_id, done, total)
+    why: str | None = yield _Rows("settle", (thread_id, seen, deletes))
+    yield _unsealed(seal)
+    if step is not None:
+        step(thread_id, total, total)
+    if why is not None:
+        return SkippedThread(thread_id, f"{why}; left for a later sweep")
+    return change
+
+
+def sweep(
+    saver: BaseCheckpointSaver[Any],
+    *,
+    older_than: timedelta,
+    keep_latest: bool = True,
+    keep_last: int | None = None,
+    graph: Any = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    thread_ids: Sequence[str] | None = None,
+    reducers: Mapping[str, Reducer] | None = None,
+    step: StepProgress | None = None,
+    now: datetime | None = None,
+) -> SweepReport:
+    """Sweep every thread (or those named) whose newest checkpoint's ``ts`` is
+    older than ``older_than``: prune it to its head (``keep_latest=True``), to the
+    head's newest ``keep_last`` checkpoints, or delete it (``keep_latest=False``).
+
+    Delta-safe: every kept checkpoint reads exactly what it read before (message
+    ids included) and keeps its pending writes, so an interrupt pending at the
+    head is resumed by ``Command(resume=...)`` with the same result; a delta
+    channel without a known reducer is kept as stored (with the chain back to
+    where it is stored) and never rebuilt. A thread that cannot be swept exactly
+    (a broken chain, a turn written while it was swept) is left as stored and
+    listed in ``SweepReport.skipped`` with the reason; threads newer than the
+    cutoff are untouched byte for byte. ``dry_run`` changes nothing and
+    estimates the bytes. Resumable: an interrupted sweep leaves every thread
+    readable and a re-run finishes it. ``progress(thread_id)`` is called as each
+    thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
+    (timezone-aware) replaces the clock. Logs one summary line
+    (``checkpoint_guard.retention``). See the module docstring for what a turn
+    written during the sweep sees on each backend."""
+    _checked(older_than, keep_latest, keep_last)
+    plan = _sweep_plan(
+        None if thread_ids is None else _thread_ids(thread_ids),
+        older_than,
+        keep_latest,
+        keep_last,
+        _knowledge(graph, reducers),
+        dry_run,
+        now,
+        progress,
+        step,
+    )
+    report: SweepReport = _drive(saver, plan)
+    logger.info(report.summary())
+    return report
+
+
+async def asweep(
+    saver: BaseCheckpointSaver[Any],
+    *,
+    older_than: timedelta,
+    keep_latest: bool = True,
+    keep_last: int | None = None,
+    graph: Any = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    thread_ids: Sequence[str] | None = None,
+    reducers: Mapping[str, Reducer] | None = None,
+    step: StepProgress | None = None,
+    now: datetime | None = None,
+) -> SweepReport:
+    """Async ``sweep``."""
+    _checked(older_than, keep_latest, keep_last)
+    plan = _sweep_plan(
+        None if thread_ids is None else _thread_ids(thread_ids),
+        older_than,
+        keep_latest,
+        keep_last,
+        _knowledge(graph, reducers),
+        dry_run,
+        now,
+        progress,
+        step,
+    )
+    report: SweepReport = await _adrive(saver, plan)
+    logger.info(report.summary())
+    return report
