@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
@@ -40,7 +41,7 @@ _TEXT = "lorem ipsum dolor sit amet " * (PAYLOAD // 27 + 1)
 
 
 class ChatState(TypedDict):
-    messages: Annotated[list[AnyMessage], lambda a, b: a + b]
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 def bot(state: dict[str, Any]) -> dict[str, Any]:
