@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tarfile
+import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -205,6 +206,8 @@ def wheel(session: nox.Session) -> None:
     )
     session.run(str(bin_ / "python"), "-c", WHEEL_CHECK, external=True)
     # outside a checkout, `checkpoint-guard bench` exits 2 saying how to run the benchmarks
+    # (nox's tmp is inside the checkout, whose harness bench would find from there)
+    session.chdir(tempfile.mkdtemp(prefix="cg-wheel-"))
     out = session.run(
         str(bin_ / "checkpoint-guard"), "bench", success_codes=[2], silent=True, external=True
     )
