@@ -846,3 +846,21 @@ def test_a_hash_of_another_boot_is_deleted_and_one_without_a_boot_keeps_only_its
         assert values == cached.expected and other.stats()["hits"] == 0
         assert cached.client.hmget(cached.key, "f:w", "fence") == [None, None]
         other.close()
+
+
+def test_an_entry_format_names_the_write_order_it_assumes() -> None:
+    # The cache returns writes in the order the saver stored them, which follows
+    # writes_sort_key; a LangGraph whose order changed must read none of the entries an
+    # earlier one made, so the order (by behaviour) is part of every thread's key.
+    from checkpoint_guard.cache import _redis
+
+    assert _redis.order_fingerprint() == _redis.order_fingerprint(lambda p, t="", i=0: (p, t, i))
+    changed = _redis.order_fingerprint(lambda p, t="", i=0: (t, p, i))
+    assert changed != _redis.order_fingerprint()
+    cache = RedisHistoryCache("redis://127.0.0.1:1", key_prefix="p")
+    key = cache._key("t")
+    try:
+        _redis.ENTRY_FORMAT, saved = f"1.{changed}", _redis.ENTRY_FORMAT
+        assert cache._key("t") != key
+    finally:
+        _redis.ENTRY_FORMAT = saved

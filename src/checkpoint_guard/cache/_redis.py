@@ -71,7 +71,7 @@ from typing import Any
 
 import msgpack
 from cachetools import LRUCache
-from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._errors import check_range
@@ -165,6 +165,31 @@ _FENCE = _lua("fence", "boot", "newer")
 _UNFENCE = _lua("unfence", "boot")
 _DROP = _lua("drop", "boot")
 _EXTEND = _lua("extend", "boot", "newer", "live", "index")
+
+
+# What an entry's layout assumes: our own layout (bumped when it changes) and the order
+# LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
+# the saver's order, which follows that contract). Both are part of every thread's key, so a
+# LangGraph whose order changed reads none of the entries an earlier one made.
+_LAYOUT = 1
+_SAMPLE = [
+    ("~__pregel_pull, agent", "b", 0),
+    ("~__pregel_pull, agent", "a", 1),
+    ("~__pregel_push, ('~__pregel_pull', 'x'), 0, True", "c", 0),
+    ("", "z", 2),
+    ("~__pregel_pull, agent", "a", 0),
+    ("~__pregel_push, 10, False", "d", 0),
+    ("~__pregel_push, 2, False", "d", 1),
+]
+
+
+def order_fingerprint(sort_key: Any = writes_sort_key) -> str:
+    """A digest of the order ``sort_key`` gives a fixed sample of writes (by behaviour)."""
+    order = sorted(range(len(_SAMPLE)), key=lambda i: sort_key(*_SAMPLE[i]))
+    return hashlib.sha256(repr(order).encode()).hexdigest()[:8]
+
+
+ENTRY_FORMAT = f"{_LAYOUT}.{order_fingerprint()}"
 
 
 def _digest(*parts: Any) -> str:
@@ -282,7 +307,7 @@ class RedisHistoryCache:
     # -- keys ------------------------------------------------------------------------------
 
     def _key(self, thread_id: Any) -> str:
-        return f"{self.key_prefix}:t:{_digest('thread', thread_id)}"
+        return f"{self.key_prefix}:t:{_digest('thread', ENTRY_FORMAT, thread_id)}"
 
     @staticmethod
     def _pointer(ns: str, channel: str, checkpoint_id: str) -> str:
