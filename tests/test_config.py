@@ -26,6 +26,7 @@ from checkpoint_guard import (
     unwrap,
 )
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.services import direct_postgres_only
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -287,6 +288,7 @@ def test_everything_closed_on_exit_even_when_body_raises(tmp_path: Path) -> None
         conn.execute("select 1")
 
 
+@direct_postgres_only
 def test_postgres_pool_closed_and_schema_created(pg_database: str) -> None:
     import uuid
 
@@ -602,6 +604,7 @@ def test_cache_defaults_are_the_backends_defaults() -> None:
     assert redis["timeout_seconds"].default == settings.timeout_seconds
 
 
+@direct_postgres_only
 async def test_async_open_never_calls_the_blocking_psycopg_connect(
     pg_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

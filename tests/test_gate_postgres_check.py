@@ -41,6 +41,7 @@ from checkpoint_guard import (
 from checkpoint_guard._modes import metadata_uses_delta
 from checkpoint_guard.savers import _probe
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.services import direct_postgres_only
 from tests.support.stores import Store, make_store
 
 WRITES = [("messages", [AIMessage("late", id="late")])]
@@ -393,7 +394,7 @@ def _connection(pg_schema: tuple[str, str]) -> Iterator[Any]:
     with psycopg.connect(
         url,
         autocommit=True,
-        prepare_threshold=0,
+        prepare_threshold=None,
         row_factory=dict_row,
         options=f"-c search_path={schema}",
     ) as conn:
@@ -583,7 +584,11 @@ def test_concurrent_writes_under_repeated_row_locks_and_migrations(
         errors: list[BaseException] = []
 
         def maint() -> None:
-            with psycopg.connect(url, options=f"-c search_path={schema}") as c:
+            # no prepared statements: through PgBouncer the next transaction's
+            # server connection would not have them
+            with psycopg.connect(
+                url, options=f"-c search_path={schema}", prepare_threshold=None
+            ) as c:
                 n = 0
                 while not stop.is_set() and current["i"] < len(threads_ids):
                     t = threads_ids[current["i"]]
@@ -637,6 +642,7 @@ def test_concurrent_writes_under_repeated_row_locks_and_migrations(
         assert not bad, f"{len(bad)} writes landed onto a committed-delta target: {bad[:5]}"
 
 
+@direct_postgres_only
 def test_a_lock_timeout_of_the_writes_own_statement_stays_the_savers_error(
     pg_schema: tuple[str, str],
 ) -> None:

@@ -64,6 +64,7 @@ ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 TOOL_ENV_VARS: dict[str, str] = {
     "CHECKPOINT_GUARD_PG_URL": "the test suite's PostgreSQL server",
     "CHECKPOINT_GUARD_REQUIRE_SERVICES": "1: tests fail instead of skipping without services",
+    "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1: the PostgreSQL tests connect through PgBouncer",
     "CHECKPOINT_GUARD_LOAD_PROCESSES": "the load test's process count",
     "CHECKPOINT_GUARD_LOAD_THREADS": "the load test's thread count",
     "CHECKPOINT_GUARD_LOAD_TURNS": "the load test's turn count",
