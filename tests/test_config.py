@@ -182,7 +182,7 @@ BAD_MAPPINGS = [
     ),
     (
         {"history_cache": {"backend": "redis"}},
-        "invalid history_cache.redis_url: None; accepted: a redis:// or rediss:// URL",
+        "invalid history_cache.redis_url: None; accepted: a redis://, rediss:// or unix:// URL",
     ),
     ({"history_cache": {"max_bytes": 0}}, "invalid history_cache.max_bytes: 0"),
     ({"history_cache": {"ttl_seconds": -1}}, "invalid history_cache.ttl_seconds: -1"),

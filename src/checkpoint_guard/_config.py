@@ -15,9 +15,15 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ._errors import ConfigError
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode
@@ -27,6 +33,8 @@ from .cache._base import (
     DEFAULT_TIMEOUT_SECONDS,
     DEFAULT_TTL_SECONDS,
 )
+from .cache._redis_url import ACCEPTED as REDIS_ACCEPTED
+from .cache._redis_url import check_redis_target
 
 __all__ = [
     "CheckpointerConfig",
@@ -57,6 +65,7 @@ ENV_KEYS: dict[str, str] = {
     "CHECKPOINT_GUARD_FIX_OVERWRITE": "fix_overwrite",
     "CHECKPOINT_GUARD_FIX_SERVER_ADAPTER": "fix_server_adapter",
     "CHECKPOINT_GUARD_CACHE_KEY_PREFIX": "history_cache.key_prefix",
+    "CHECKPOINT_GUARD_REDIS_CLUSTER": "history_cache.redis_cluster",
 }
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 # Read by the test suite and tools, never by the configuration: known, so they are
@@ -71,7 +80,7 @@ TOOL_ENV_VARS: dict[str, str] = {
 }
 # environment values that are integers / booleans (strings there, typed in files)
 _ENV_INTS = {"snapshot_frequency"}
-_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter"}
+_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter", "history_cache.redis_cluster"}
 
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
@@ -89,7 +98,8 @@ _ACCEPTED: dict[str, str] = {
     "history_cache.backend": "'none', 'memory' or 'redis'",
     "history_cache.max_bytes": "an integer > 0",
     "history_cache.ttl_seconds": "an integer >= 0 (0 = no expiry)",
-    "history_cache.redis_url": "a redis:// or rediss:// URL",
+    "history_cache.redis_url": REDIS_ACCEPTED,
+    "history_cache.redis_cluster": "true (redis_url is a node of a Redis Cluster) or false",
     "history_cache.key_prefix": "a non-empty string without whitespace",
     "history_cache.timeout_seconds": "a number > 0",
     "history_cache.isolate": "true or false",
@@ -122,17 +132,30 @@ class HistoryCacheConfig(BaseModel):
     max_bytes: int = Field(DEFAULT_CACHE_MAX_BYTES, gt=0)
     ttl_seconds: int = Field(DEFAULT_CACHE_TTL_SECONDS, ge=0)
     redis_url: str | None = None
+    # redis_url names a node of a Redis Cluster (cache/_redis_url.py has the forms)
+    redis_cluster: bool = False
     key_prefix: str | None = None
     timeout_seconds: float = Field(DEFAULT_CACHE_TIMEOUT_SECONDS, gt=0)
     # False: cached messages are shared with readers instead of copied per read.
     isolate: bool = DEFAULT_ISOLATE
 
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("not a redis URL")
-        return value
+    @model_validator(mode="after")
+    def _redis_target(self) -> HistoryCacheConfig:
+        if self.redis_url is not None:
+            try:
+                check_redis_target(self.redis_url, self.redis_cluster)
+            except ValueError as exc:
+                key = "history_cache.redis_url"
+                raise ConfigError(
+                    key, redact_url(self.redis_url), _ACCEPTED[key], detail=str(exc)
+                ) from None
+        elif self.redis_cluster:
+            raise ConfigError(
+                "history_cache.redis_cluster",
+                True,
+                "true only with a history_cache.redis_url naming a cluster node",
+            )
+        return self
 
     @field_validator("key_prefix")
     @classmethod

@@ -45,4 +45,5 @@ def make_cache(config: CheckpointerConfig, serde: Any = None) -> Any:
         timeout_seconds=settings.timeout_seconds,
         serde=serde,
         isolate=settings.isolate,
+        cluster=settings.redis_cluster,
     )
