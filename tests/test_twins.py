@@ -39,6 +39,9 @@ RENAMES = {
 ALLOWED: dict[str, str] = {
     # the opener: different savers, drivers and connection types per side
     "savers/_inner.py:<module>.open_inner": "sync vs async saver classes and connections",
+    "savers/_inner.py:<module>._setup_serialized": (
+        "the pause between lock attempts: time.sleep vs asyncio.sleep"
+    ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
