@@ -1,8 +1,8 @@
-"""Developer sessions: `nox` runs lint, typecheck, tests, server, langgraph-upstream, wheel,
-floor and docs (the README's test command). `tests` installs into a fresh venv, so it runs
-against the newest releases our ranges allow; `nox -s newest` (an eager upgrade of every
-dependency) is the same run forced, kept out of the default list to keep CI within its
-time budget."""
+"""Developer sessions: `nox` runs lint, typecheck, tests, pgbouncer, server,
+langgraph-upstream, wheel, floor and docs (the README's test command). `tests` installs
+into a fresh venv, so it runs against the newest releases our ranges allow; `nox -s
+newest` (an eager upgrade of every dependency) is the same run forced, kept out of the
+default list to keep CI within its time budget."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ nox.options.sessions = [
     "lint",
     "typecheck",
     "tests",
+    "pgbouncer",
     "server",
     "langgraph-upstream",
     "wheel",
@@ -61,6 +62,38 @@ def tests(session: nox.Session) -> None:
     """The whole test suite (PostgreSQL and Redis tests included)."""
     session.install("-e", ".[dev]")
     session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
+
+
+# The PostgreSQL suite (gate, cache, maintenance, CLI; sync and async, several
+# processes) that `pgbouncer` runs again through PgBouncer in transaction mode.
+PGBOUNCER_TESTS = (
+    "tests/test_gate_postgres_check.py",
+    "tests/test_gate_subprocess.py",
+    "tests/test_gate_gaps.py",
+    "tests/test_history_cache.py",
+    "tests/test_layer.py",
+    "tests/test_faults.py",
+    "tests/test_maintenance.py",
+    "tests/test_maintenance_exact.py",
+    "tests/test_cli_maintenance.py",
+    "tests/test_cli_maintenance_exact.py",
+    "tests/test_config.py",
+)
+
+
+@nox.session(python=PY)
+def pgbouncer(session: nox.Session) -> None:
+    """The PostgreSQL tests through a private PgBouncer (transaction pooling mode,
+    started by the fixtures on a free loopback port; needs ``pgbouncer`` on PATH)."""
+    session.install("-e", ".[dev]")
+    session.run(
+        "pytest",
+        *PGBOUNCER_TESTS,
+        "-k",
+        "postgres or pg",
+        *session.posargs,
+        env={"PYTHONFAULTHANDLER": "1", "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1"},
+    )
 
 
 @nox.session(python=PY)

@@ -5,7 +5,9 @@ per turn, Redis commands per turn, bytes sent/received per turn (client side) an
 Redis server time per turn (``INFO commandstats``), for turns ``--from`` to ``--to``.
 CPU and server time are steadier than wall time on a busy machine. Run it on two
 checkouts to compare a change (``python benchmarks/redis_warm_turn.py --from 100 --to
-130``); its numbers are ratios' inputs, not assertions.
+130``); its numbers are ratios' inputs, not assertions. ``--cluster`` reads ``--redis``
+as a node of a Redis Cluster (server time summed over its nodes), to compare a warm
+turn on a cluster with one on a single Redis.
 """
 
 from __future__ import annotations
@@ -22,21 +24,33 @@ from typing import Any
 import redis
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import START, StateGraph
+from redis.cluster import RedisCluster
 from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
 
 
-class _Counting(redis.Redis):  # type: ignore[type-arg]
+class _Count:
     commands = 0
     sent = 0
     received = 0
 
+
+class _Counting(redis.Redis):  # type: ignore[type-arg]
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        type(self).commands += 1
-        type(self).sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
+        _Count.commands += 1
+        _Count.sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
         reply = super().execute_command(*args, **options)
-        type(self).received += _size(reply)
+        _Count.received += _size(reply)
+        return reply
+
+
+class _CountingCluster(RedisCluster):
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        _Count.commands += 1
+        _Count.sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
+        reply = super().execute_command(*args, **options)
+        _Count.received += _size(reply)
         return reply
 
 
@@ -49,9 +63,17 @@ def _size(reply: Any) -> int:
 
 
 def _server_usec(client: Any) -> int:
-    """Redis's own time over every command so far (the INFO call itself included)."""
-    stats = redis.Redis.info(client, "commandstats")
-    return sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_"))
+    """Redis's own time over every command so far (the INFO calls themselves
+    included), summed over a cluster's nodes."""
+    if isinstance(client, RedisCluster):
+        nodes = [redis.Redis(host=n.host, port=n.port) for n in client.get_nodes()]
+    else:
+        nodes = [client]
+    total = 0
+    for node in nodes:
+        stats = redis.Redis.info(node, "commandstats")
+        total += sum(int(v["usec"]) for k, v in stats.items() if k.startswith("cmdstat_"))
+    return total
 
 
 class State(TypedDict):
@@ -63,6 +85,7 @@ def main() -> None:
     parser.add_argument("--from", dest="start", type=int, default=100)
     parser.add_argument("--to", dest="stop", type=int, default=130)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--cluster", action="store_true", help="--redis is a cluster node")
     args = parser.parse_args()
     schema = cg.state_schema_for_mode(State, "delta", snapshot_frequency=1000)
 
@@ -71,7 +94,7 @@ def main() -> None:
         return {"messages": [AIMessage("r" * 400, id=f"ai-{n}")]}
 
     prefix = f"bench:{uuid.uuid4().hex[:8]}"
-    client = _Counting.from_url(args.redis)
+    client: Any = (_CountingCluster if args.cluster else _Counting).from_url(args.redis)
     cache = cg.cache.RedisHistoryCache(client=client, key_prefix=prefix)
     with tempfile.TemporaryDirectory() as tmp:
         import sqlite3
@@ -93,7 +116,7 @@ def main() -> None:
         cpu0, usec0 = 0.0, 0
         for turn in range(args.stop):
             if turn == args.start:
-                before = (_Counting.commands, _Counting.sent, _Counting.received)
+                before = (_Count.commands, _Count.sent, _Count.received)
                 usec0, cpu0 = _server_usec(client), time.process_time()
             t0 = time.perf_counter()
             graph.invoke({"messages": [HumanMessage("h" * 100, id=f"h-{turn}")]}, cfg)
@@ -106,12 +129,13 @@ def main() -> None:
             json.dumps(
                 {
                     "turns": [args.start, args.stop],
+                    "redis": "cluster" if args.cluster else "single",
                     "ms_per_turn": round(statistics.median(times), 3),
                     "cpu_ms_per_turn": round(cpu * 1000 / n, 3),
                     "server_us_per_turn": round(usec / n, 1),
-                    "commands_per_turn": (_Counting.commands - before[0]) / n,
-                    "bytes_sent_per_turn": (_Counting.sent - before[1]) / n,
-                    "bytes_received_per_turn": (_Counting.received - before[2]) / n,
+                    "commands_per_turn": (_Count.commands - before[0]) / n,
+                    "bytes_sent_per_turn": (_Count.sent - before[1]) / n,
+                    "bytes_received_per_turn": (_Count.received - before[2]) / n,
                 }
             )
         )

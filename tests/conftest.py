@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.services import PG_URL, REDIS_URL, service_unavailable
+from tests.support.pgbouncer import PrivatePgBouncer
+from tests.support.services import PG_URL, REDIS_URL, THROUGH_PGBOUNCER, service_unavailable
 from tests.support.stores import KIND_APIS, Store, make_store
 
 settings.register_profile(
@@ -42,8 +43,34 @@ def _with_dbname(url: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session (dropped afterwards)."""
+def pgbouncer() -> Iterator[PrivatePgBouncer | None]:
+    """The session's PgBouncer (transaction mode) in front of ``PG_URL`` when
+    ``CHECKPOINT_GUARD_THROUGH_PGBOUNCER=1``, else None."""
+    if not THROUGH_PGBOUNCER:
+        yield None
+        return
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(PG_URL)
+    bouncer = PrivatePgBouncer(
+        str(params.get("host") or "127.0.0.1"),
+        int(params.get("port") or 5432),
+        admin=str(params.get("user") or "postgres"),
+    )
+    try:
+        bouncer.start()
+    except Exception as exc:
+        service_unavailable("PgBouncer", exc)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_direct_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test session (dropped afterwards),
+    reached directly (never through PgBouncer)."""
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - dev extra installs it
@@ -62,29 +89,53 @@ def pg_database() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _schema(pg_database: str) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="session")
+def pg_database(pg_direct_database: str, pgbouncer: PrivatePgBouncer | None) -> str:
+    """The session's database URL: direct, or through the session's PgBouncer."""
+    return pg_direct_database if pgbouncer is None else pgbouncer.url(pg_direct_database)
+
+
+def _schema(
+    pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
+) -> Iterator[tuple[str, str]]:
+    """(database url, schema name): a fresh schema for one test. Through PgBouncer
+    the url's role is one of this test's own whose default search_path is the
+    schema (PgBouncer drops the ``options`` that would set it per connection)."""
     import psycopg
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_database, autocommit=True) as conn:
+    with psycopg.connect(pg_direct_database, autocommit=True) as conn:
+        if pgbouncer is not None:
+            conn.execute(f'CREATE ROLE "{schema}" LOGIN SUPERUSER')
+            conn.execute(f'ALTER ROLE "{schema}" SET search_path = "{schema}"')
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        yield pg_database, schema
+        if pgbouncer is None:
+            yield pg_direct_database, schema
+        else:
+            yield pgbouncer.url(pg_direct_database, user=schema), schema
     finally:
-        with psycopg.connect(pg_database, autocommit=True) as conn:
+        with psycopg.connect(pg_direct_database, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            if pgbouncer is not None:
+                conn.execute(f'DROP OWNED BY "{schema}"')
+                conn.execute(f'DROP ROLE "{schema}"')
 
 
 @pytest.fixture
-def pg_schema(pg_database: str) -> Iterator[tuple[str, str]]:
+def pg_schema(
+    pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
+) -> Iterator[tuple[str, str]]:
     """(database url, schema name): a fresh schema for one test."""
-    yield from _schema(pg_database)
+    yield from _schema(pg_direct_database, pgbouncer)
 
 
 @pytest.fixture
-def pg_schema_pair(pg_database: str) -> Iterator[tuple[str, str]]:
+def pg_schema_pair(
+    pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
+) -> Iterator[tuple[str, str]]:
     """A second fresh schema, for a test comparing two stores of one backend."""
-    yield from _schema(pg_database)
+    yield from _schema(pg_direct_database, pgbouncer)
 
 
 @pytest.fixture(params=KIND_APIS, ids=[f"{k}-{a}" for k, a in KIND_APIS])

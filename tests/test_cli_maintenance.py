@@ -54,8 +54,7 @@ def messages(settings: dict[str, Any], thread_id: str, mode: str) -> list[str]:
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     if request.param == "sqlite":
         return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite"), "channel_mode": "delta"}
-    _, schema = request.getfixturevalue("pg_schema")
-    url = request.getfixturevalue("pg_database")
+    url, schema = request.getfixturevalue("pg_schema")
     return {"backend": "postgres", "url": url, "postgres_schema": schema, "channel_mode": "delta"}
 
 

@@ -27,6 +27,7 @@ from checkpoint_guard import (
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
+from tests.support.services import direct_postgres_only
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -182,7 +183,7 @@ BAD_MAPPINGS = [
     ),
     (
         {"history_cache": {"backend": "redis"}},
-        "invalid history_cache.redis_url: None; accepted: a redis:// or rediss:// URL",
+        "invalid history_cache.redis_url: None; accepted: a redis://, rediss:// or unix:// URL",
     ),
     ({"history_cache": {"max_bytes": 0}}, "invalid history_cache.max_bytes: 0"),
     ({"history_cache": {"ttl_seconds": -1}}, "invalid history_cache.ttl_seconds: -1"),
@@ -390,6 +391,7 @@ def test_everything_closed_on_exit_even_when_body_raises(tmp_path: Path) -> None
         conn.execute("select 1")
 
 
+@direct_postgres_only
 def test_postgres_pool_closed_and_schema_created(pg_database: str) -> None:
     import uuid
 
@@ -706,6 +708,7 @@ def test_cache_defaults_are_the_backends_defaults() -> None:
     assert redis["timeout_seconds"].default == settings.timeout_seconds
 
 
+@direct_postgres_only
 async def test_async_open_never_calls_the_blocking_psycopg_connect(
     pg_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
         from psycopg.rows import dict_row
         from langgraph.checkpoint.postgres import PostgresSaver
         url, schema = target
-        conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+        conn = psycopg.connect(url, autocommit=True, prepare_threshold=None, row_factory=dict_row,
                                options=f"-c search_path={schema}")
         raw = PostgresSaver(conn)
     saver = GuardedSaver(raw, mode="full")

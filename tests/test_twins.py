@@ -41,6 +41,9 @@ ALLOWED: dict[str, str] = {
         "background sweeping runs on the stack's event loop; a sync stack has none"
     ),
     "savers/_inner.py:<module>.open_inner": "sync vs async saver classes and connections",
+    "savers/_inner.py:<module>._setup_serialized": (
+        "the pause between lock attempts: time.sleep vs asyncio.sleep"
+    ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",

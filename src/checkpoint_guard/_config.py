@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -26,6 +25,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from ._errors import ConfigError, check_range, range_text
@@ -39,6 +39,8 @@ from .cache._base import (
     TIMEOUT_SECONDS_RANGE,
     TTL_SECONDS_RANGE,
 )
+from .cache._redis_url import ACCEPTED as REDIS_ACCEPTED
+from .cache._redis_url import check_redis_target
 
 __all__ = [
     "CheckpointerConfig",
@@ -74,6 +76,7 @@ ENV_KEYS: dict[str, str] = {
     "CHECKPOINT_GUARD_RETENTION_OLDER_THAN": "retention.older_than",
     "CHECKPOINT_GUARD_RETENTION_ACTION": "retention.action",
     "CHECKPOINT_GUARD_RETENTION_INTERVAL": "retention.interval",
+    "CHECKPOINT_GUARD_REDIS_CLUSTER": "history_cache.redis_cluster",
 }
 #: nested sections: ``section.key`` in a mapping or the environment
 _SECTIONS = ("history_cache", "retention")
@@ -83,13 +86,14 @@ ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 TOOL_ENV_VARS: dict[str, str] = {
     "CHECKPOINT_GUARD_PG_URL": "the test suite's PostgreSQL server",
     "CHECKPOINT_GUARD_REQUIRE_SERVICES": "1: tests fail instead of skipping without services",
+    "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1: the PostgreSQL tests connect through PgBouncer",
     "CHECKPOINT_GUARD_LOAD_PROCESSES": "the load test's process count",
     "CHECKPOINT_GUARD_LOAD_THREADS": "the load test's thread count",
     "CHECKPOINT_GUARD_LOAD_TURNS": "the load test's turn count",
 }
 # environment values that are integers / booleans (strings there, typed in files)
 _ENV_INTS = {"snapshot_frequency"}
-_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter"}
+_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter", "history_cache.redis_cluster"}
 
 # Every number's accepted range (dotted key -> (low, high, integer)): finite, and
 # within what still bounds something (an infinite timeout fails every Redis call).
@@ -113,7 +117,8 @@ _ACCEPTED: dict[str, str] = {
     "fix_server_adapter": "true or false",
     # "history_cache" (the mapping's keys) is filled in from HistoryCacheConfig below
     "history_cache.backend": "'none', 'memory' or 'redis'",
-    "history_cache.redis_url": "a redis:// or rediss:// URL",
+    "history_cache.redis_url": REDIS_ACCEPTED,
+    "history_cache.redis_cluster": "true (redis_url is a node of a Redis Cluster) or false",
     "history_cache.key_prefix": "a non-empty string without whitespace",
     "history_cache.isolate": "true or false",
     "retention.older_than": "a duration > 0 and <= 100 years: 90s, 15m, 12h, 30d (or seconds)",
@@ -249,7 +254,12 @@ class HistoryCacheConfig(BaseModel):
     ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: str | None = None
-    """The Redis server of the ``redis`` cache (required for it)."""
+    """The Redis server of the ``redis`` cache (required for it): ``redis://``,
+    ``rediss://``, ``unix://``, or ``redis+sentinel://host:port[,host:port...]/service[/db]``
+    for a Sentinel-managed primary."""
+    redis_cluster: bool = False
+    """``true``: ``redis_url`` names one node of a Redis Cluster (the client finds the
+    others)."""
     key_prefix: str | None = None
     """The Redis key prefix; default ``cg:<backend>:<hash of the database's host, port,
     database and schema, or the SQLite path>`` (no credentials), so deployments on
@@ -268,12 +278,23 @@ class HistoryCacheConfig(BaseModel):
     def _bounded(cls, value: float, info: ValidationInfo) -> float:
         return _in_range(value, info, section="history_cache.")
 
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("not a redis URL")
-        return value
+    @model_validator(mode="after")
+    def _redis_target(self) -> HistoryCacheConfig:
+        if self.redis_url is not None:
+            try:
+                check_redis_target(self.redis_url, self.redis_cluster)
+            except ValueError as exc:
+                key = "history_cache.redis_url"
+                raise ConfigError(
+                    key, redact_url(self.redis_url), _ACCEPTED[key], detail=str(exc)
+                ) from None
+        elif self.redis_cluster:
+            raise ConfigError(
+                "history_cache.redis_cluster",
+                True,
+                "true only with a history_cache.redis_url naming a cluster node",
+            )
+        return self
 
     @field_validator("key_prefix")
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -18,8 +19,10 @@ def _free_port() -> int:
 class PrivateRedis:
     """A redis-server of this test's own, on a free loopback port."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, args: Sequence[str] = ()) -> None:
         self.port = _free_port()
+        # extra redis-server arguments (cluster mode, replicaof, ...)
+        self.args = list(args)
         # where SAVE writes its snapshot, which a restart then loads (None: the cwd)
         self.folder = folder
         self.proc: subprocess.Popen[bytes] | None = None
@@ -43,6 +46,7 @@ class PrivateRedis:
                 "--enable-debug-command",
                 "local",
                 *(["--dir", str(self.folder)] if self.folder is not None else []),
+                *self.args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -4,6 +4,11 @@ PostgreSQL: ``CHECKPOINT_GUARD_PG_URL`` (default ``postgresql://postgres@127.0.0
 Redis: ``CHECKPOINT_GUARD_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``). Without a
 server the tests that need it skip, unless ``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI),
 where they fail.
+
+``CHECKPOINT_GUARD_THROUGH_PGBOUNCER=1``: the PostgreSQL fixtures (``pg_database``,
+``pg_schema``) hand out URLs of a private PgBouncer in transaction pooling mode in
+front of that server (``tests/support/pgbouncer.py``); databases, schemas and roles
+are still made and dropped directly on the server.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import pytest
 PG_URL = os.environ.get("CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("CHECKPOINT_GUARD_REDIS_URL", "redis://127.0.0.1:6379/0")
 REQUIRE_SERVICES = os.environ.get("CHECKPOINT_GUARD_REQUIRE_SERVICES") == "1"
+THROUGH_PGBOUNCER = os.environ.get("CHECKPOINT_GUARD_THROUGH_PGBOUNCER") == "1"
 
 
 def service_unavailable(what: str, exc: BaseException) -> None:
@@ -23,3 +29,10 @@ def service_unavailable(what: str, exc: BaseException) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(message + " (CHECKPOINT_GUARD_REQUIRE_SERVICES=1)")
     pytest.skip(message)
+
+
+# For the few tests that need a per-connection server setting in the startup packet
+# (``options=-c lock_timeout=...``), which PgBouncer 1.18 cannot forward.
+direct_postgres_only = pytest.mark.skipif(
+    THROUGH_PGBOUNCER, reason="sets a server setting in the startup options PgBouncer drops"
+)

@@ -59,7 +59,7 @@ class Store:
             with psycopg.connect(
                 url,
                 autocommit=True,
-                prepare_threshold=0,
+                prepare_threshold=None,
                 row_factory=dict_row,
                 options=f"-c search_path={schema}",
             ) as pconn:
@@ -76,7 +76,7 @@ class Store:
             async with await psycopg.AsyncConnection.connect(
                 url,
                 autocommit=True,
-                prepare_threshold=0,
+                prepare_threshold=None,
                 row_factory=dict_row,
                 options=f"-c search_path={schema}",
             ) as apconn:

@@ -96,6 +96,7 @@ from ._base import (
     keep_seed,
 )
 from ._codec import CodecError, ValueCodec
+from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
 
 __all__ = ["RedisHistoryCache"]
 
@@ -203,7 +204,13 @@ class RedisHistoryCache:
     """History cache shared by every worker through Redis.
 
     ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
-    ``redis.asyncio.Redis``); ``key_prefix`` isolates deployments sharing one
+    ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
+    client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
+    ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
+    those sentinels manage (``cache/_redis_url.py``). Every script touches one key,
+    the thread's hash, so one thread lives in one slot and each script runs on the
+    shard that owns it (whose own run and replication ids are the hash's boot);
+    ``key_prefix`` isolates deployments sharing one
     Redis; ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds``
     bounds every Redis call, so a slow or stopped Redis costs at most that much
     per call (the saver layer then answers from the database). ``serde`` is the
@@ -225,9 +232,15 @@ class RedisHistoryCache:
         serde: SerializerProtocol | None = None,
         local_max_bytes: int = DEFAULT_LOCAL_MAX_BYTES,
         isolate: bool = DEFAULT_ISOLATE,
+        cluster: bool = False,
     ) -> None:
         if url is None and client is None and aclient is None:
             raise ValueError("RedisHistoryCache needs a url, a client or an aclient")
+        if url is not None:
+            try:
+                check_redis_target(url, cluster)
+            except ValueError as exc:
+                raise ValueError(f"RedisHistoryCache url: {exc}; accepted: {ACCEPTED}") from None
         if not key_prefix or any(ch.isspace() for ch in key_prefix):
             raise ValueError(
                 f"key_prefix must be a non-empty string without spaces: {key_prefix!r}"
@@ -236,6 +249,7 @@ class RedisHistoryCache:
 
         del redis
         self.url = url
+        self.cluster = cluster
         self.key_prefix = key_prefix
         check_range("ttl_seconds", ttl_seconds, *TTL_SECONDS_RANGE)
         self.ttl_ms = int(ttl_seconds * 1000) if ttl_seconds else 0
@@ -286,9 +300,7 @@ class RedisHistoryCache:
     def _sync(self) -> Any:
         with self._lock:
             if self._client is None:
-                import redis
-
-                self._client = redis.Redis.from_url(self._url(), **self._options())
+                self._client = _connect(self._url(), self.cluster, False, self._options())
             return self._client
 
     def _async(self) -> Any:
@@ -298,9 +310,7 @@ class RedisHistoryCache:
         with self._lock:
             aclient = self._aclients.get(loop)
             if aclient is None:
-                import redis.asyncio
-
-                aclient = redis.asyncio.Redis.from_url(self._url(), **self._options())
+                aclient = _connect(self._url(), self.cluster, True, self._options())
                 self._aclients[loop] = aclient
             return aclient
 
@@ -867,6 +877,51 @@ class RedisHistoryCache:
         for aclient in clients:
             await aclient.aclose()
         self.close()
+
+
+def _connect(url: str, cluster: bool, is_async: bool, options: dict[str, Any]) -> Any:
+    """A client for ``url``: one server, a cluster (``cluster``) or the primary a
+    ``redis+sentinel://`` url's sentinels name (found again after a failover)."""
+    sentinel = parse_sentinel_url(url)
+    if sentinel is not None:
+        if is_async:
+            from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+            factory: Any = AsyncSentinel
+        else:
+            from redis.sentinel import Sentinel
+
+            factory = Sentinel
+        manager = factory(list(sentinel.sentinels), sentinel_kwargs=dict(options))
+        return manager.master_for(
+            sentinel.service,
+            db=sentinel.db,
+            username=sentinel.username,
+            password=sentinel.password,
+            ssl=sentinel.ssl,
+            **options,
+        )
+    if cluster:
+        if is_async:
+            from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+            return AsyncRedisCluster.from_url(url, **_cluster_options(options))
+        from redis.cluster import RedisCluster
+
+        return RedisCluster.from_url(url, **_cluster_options(options))
+    if is_async:
+        import redis.asyncio
+
+        return redis.asyncio.Redis.from_url(url, **options)
+    import redis
+
+    return redis.Redis.from_url(url, **options)
+
+
+def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
+    # A cluster client retries a command after refreshing its slot map (a moved
+    # slot, a promoted replica); each attempt is still bounded by the timeouts.
+    return {k: v for k, v in options.items() if k != "retry_on_timeout"}
 
 
 def _text(value: Any) -> str:

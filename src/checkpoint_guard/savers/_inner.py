@@ -2,14 +2,21 @@
 
 ``open_inner`` / ``aopen_inner`` yield a set-up saver (tables created once) and
 close every connection, pool or file they opened on exit, also when the body
-raises. PostgreSQL connections get the settings the upstream savers require:
-autocommit, ``prepare_threshold=0`` and dict rows.
+raises. PostgreSQL connections get the settings the upstream savers require
+(autocommit, dict rows) and no server-side prepared statements
+(``prepare_threshold=None``) and no session state beyond the startup packet's
+``search_path``, checked once on open: so they work the same directly and through
+PgBouncer in transaction pooling mode, where consecutive transactions of one
+client connection run on different server connections. The tables are set up
+once across processes: ``setup()`` runs under a transaction-scoped advisory lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -95,7 +102,10 @@ def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
 
     kwargs: dict[str, Any] = {
         "autocommit": True,
-        "prepare_threshold": 0,
+        # Never prepare server-side: behind PgBouncer in transaction mode a name
+        # prepared on one server connection is missing (or taken) on the next one.
+        # (psycopg prepares after ``prepare_threshold`` executions; 0 = at once.)
+        "prepare_threshold": None,
         "row_factory": dict_row,
         "connect_timeout": max(1, int(config.connect_timeout_seconds)),
     }
@@ -121,17 +131,17 @@ def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
 
 
 def _pg_prepare(config: CheckpointerConfig) -> None:
-    """Fail fast with a clear, credential-free error; create the schema if asked."""
+    """Fail fast with a clear, credential-free error; create the schema if asked
+    and check that connections really land in it."""
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.Connection.connect(
-            url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
-        )
+        conn = psycopg.Connection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         if config.postgres_schema:
+            _check_schema(config, conn.execute(_SEARCH_PATH).fetchone())
             conn.execute(_create_schema(config.postgres_schema))
 
 
@@ -140,14 +150,108 @@ async def _apg_prepare(config: CheckpointerConfig) -> None:
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = await psycopg.AsyncConnection.connect(
-            url, autocommit=True, connect_timeout=max(1, int(config.connect_timeout_seconds))
-        )
+        conn = await psycopg.AsyncConnection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     async with conn:
         if config.postgres_schema:
+            _check_schema(config, await (await conn.execute(_SEARCH_PATH)).fetchone())
             await conn.execute(_create_schema(config.postgres_schema))
+
+
+_SEARCH_PATH = "SELECT current_setting('search_path') AS path"
+
+
+def _check_schema(config: CheckpointerConfig, row: Any) -> None:
+    # The schema reaches the server in the startup packet's ``options``. A pooler
+    # that drops it (PgBouncer's ``ignore_startup_parameters = options``) would
+    # silently put every table in another schema: refuse, before making anything.
+    got = row["path"] if row else None
+    if got not in (config.postgres_schema, f'"{config.postgres_schema}"'):
+        raise ConfigError(
+            "postgres_schema",
+            config.postgres_schema,
+            "a schema every connection lands in: the server must receive the "
+            "'options' startup parameter (through PgBouncer: >= 1.20 with "
+            "track_extra_parameters = search_path), or set the role's default with "
+            "ALTER ROLE ... SET search_path",
+            detail=f"a connection opened with it has search_path = {got!r}",
+        )
+
+
+# The key of the advisory lock that serializes ``setup()`` across processes (per
+# schema: one database may hold several stacks' tables).
+_SETUP_LOCK = (
+    "SELECT pg_try_advisory_xact_lock(hashtext('checkpoint_guard.setup:' || current_schema()))"
+    " AS held"
+)
+# Pauses between attempts while another process sets the tables up.
+_SETUP_POLL_S = (0.01, 0.5)
+
+
+def _setup_pause(pause: float) -> float:
+    return min(pause * 2, _SETUP_POLL_S[1])
+
+
+@contextmanager
+def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
+    """Hold the setup lock (on a connection of its own) while the body runs.
+
+    LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
+    is ``CREATE INDEX CONCURRENTLY``), so two processes running it at once on an
+    empty database race on the catalog and on ``checkpoint_migrations`` and can
+    deadlock. The lock is transaction-scoped (so it is released whatever happens
+    to this connection, and PgBouncer in transaction mode keeps the transaction
+    on one server connection). It is tried, not waited for: a statement waiting
+    for it would hold a snapshot that the holder's ``CREATE INDEX CONCURRENTLY``
+    waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
+    index build are two connections). A process that gets the lock after another
+    one set the tables up finds the migrations applied and does nothing."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = psycopg.Connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    with conn:
+        pause = _SETUP_POLL_S[0]
+        while True:
+            row = conn.execute(_SETUP_LOCK).fetchone()
+            if row and row["held"]:
+                break
+            conn.rollback()  # no snapshot kept while waiting
+            time.sleep(pause)
+            pause = _setup_pause(pause)
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+@asynccontextmanager
+async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
+    """Async ``_setup_serialized``."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, **{**_pg_kwargs(config), "autocommit": False}
+        )
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    async with conn:
+        pause = _SETUP_POLL_S[0]
+        while True:
+            row = await (await conn.execute(_SETUP_LOCK)).fetchone()
+            if row and row["held"]:
+                break
+            await conn.rollback()
+            await asyncio.sleep(pause)
+            pause = _setup_pause(pause)
+        try:
+            yield
+        finally:
+            await conn.rollback()
 
 
 def _create_schema(schema: str) -> Any:
@@ -197,7 +301,8 @@ def open_inner(
             raise _pg_error(config.url or "", exc) from None
         try:
             pg_saver = PostgresSaver(pool, serde=serde)
-            pg_saver.setup()
+            with _setup_serialized(config):
+                pg_saver.setup()
             yield pg_saver
         finally:
             pool.close()
@@ -245,7 +350,8 @@ async def aopen_inner(
             raise _pg_error(config.url or "", exc) from None
         try:
             pg_saver = AsyncPostgresSaver(pool, serde=serde)
-            await pg_saver.setup()
+            async with _asetup_serialized(config):
+                await pg_saver.setup()
             yield pg_saver
         finally:
             await pool.close()

@@ -64,6 +64,7 @@ def make_cache(
         timeout_seconds=settings.timeout_seconds,
         serde=serde,
         isolate=settings.isolate,
+        cluster=settings.redis_cluster,
     )
 
 

@@ -1,0 +1,101 @@
+"""Which Redis a ``RedisHistoryCache`` talks to: one server, a cluster or a
+Sentinel-managed primary (pure: parsing and checks; the clients are made in
+``_redis.py``).
+
+Forms (``history_cache.redis_url`` and ``history_cache.redis_cluster``):
+
+* ``redis://[[user]:password@]host:port[/db]`` (``rediss://`` for TLS, ``unix://``):
+  one server.
+* the same ``redis://`` / ``rediss://`` URL of any node, with ``redis_cluster: true``:
+  Redis Cluster (the client discovers the other nodes; database 0 only).
+* ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``
+  (``rediss+sentinel://`` for TLS to the primary): the primary the sentinels name for
+  ``service``, found again after a failover. The credentials are the primary's; the
+  sentinels are reached without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["SENTINEL_SCHEMES", "SentinelTarget", "check_redis_target", "parse_sentinel_url"]
+
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+PLAIN_SCHEMES = ("redis", "rediss", "unix")
+ACCEPTED = (
+    "a redis://, rediss:// or unix:// URL (with redis_cluster: true, a redis:// or "
+    "rediss:// URL of any cluster node, database 0), or "
+    "redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]"
+)
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A parsed ``redis+sentinel://`` URL."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+    ssl: bool
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget | None:
+    """The sentinels, service and database of a ``redis+sentinel://`` URL; ``None``
+    for any other scheme. Raises ``ValueError`` saying what is wrong."""
+    scheme = _scheme(url)
+    if scheme not in SENTINEL_SCHEMES:
+        return None
+    rest = url.split("://", 1)[1]
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    sentinels: list[tuple[str, int]] = []
+    for part in hosts.split(","):
+        host, colon, port = part.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"sentinel address {part.strip()!r} is not host:port")
+        sentinels.append((host.strip("[]"), int(port)))
+    path = path.split("?", 1)[0].strip("/")
+    service, _, db = path.partition("/")
+    if not service:
+        raise ValueError("no service name after the sentinel addresses (…/service[/db])")
+    if db and not db.isdigit():
+        raise ValueError(f"database {db!r} is not a number")
+    return SentinelTarget(
+        sentinels=tuple(sentinels),
+        service=unquote(service),
+        db=int(db or 0),
+        username=username,
+        password=password,
+        ssl=scheme == "rediss+sentinel",
+    )
+
+
+def check_redis_target(url: str, cluster: bool) -> None:
+    """Raise ``ValueError`` (saying why) unless ``url`` / ``cluster`` name a Redis
+    this cache can use."""
+    scheme = _scheme(url)
+    if scheme in SENTINEL_SCHEMES:
+        if cluster:
+            raise ValueError("a sentinel URL names one primary, not a cluster")
+        parse_sentinel_url(url)
+        return
+    if scheme not in PLAIN_SCHEMES:
+        raise ValueError(f"scheme {scheme or url!r} is not a Redis one")
+    if cluster:
+        if scheme == "unix":
+            raise ValueError("a cluster is reached over TCP, not a unix socket")
+        db = urlsplit(url).path.strip("/")
+        if db not in ("", "0"):
+            raise ValueError(f"Redis Cluster has only database 0, not {db!r}")
