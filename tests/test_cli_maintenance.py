@@ -185,7 +185,8 @@ def test_bench_without_a_checkout_exits_2_saying_how_to_run_the_benchmarks(
 ) -> None:
     # as installed from the wheel: no checkout above the directory or the package
     # (the wheel session runs the same command from a real wheel install)
-    monkeypatch.chdir(tmp_path)
+    # (the filesystem root, not tmp_path: nox's floor session puts TMPDIR inside the checkout)
+    monkeypatch.chdir(tmp_path.anchor)
     monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "pkgs" / "cli.py"))
     assert cli.main(["bench", "--preset", "quick"]) == 2
     err = capsys.readouterr().err
