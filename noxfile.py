@@ -67,7 +67,10 @@ def tests(session: nox.Session) -> None:
 # The PostgreSQL suite (gate, cache, maintenance, CLI; sync and async, several
 # processes) that `pgbouncer` runs again through PgBouncer in transaction mode.
 PGBOUNCER_TESTS = (
-    "tests/test_gate_postgres_check.py",
+    "tests/test_gate_interleavings.py",
+    "tests/test_refusal_stores_nothing.py",
+    "tests/test_thread_ids.py",
+    "tests/test_maintenance_subgraphs.py",
     "tests/test_gate_subprocess.py",
     "tests/test_gate_gaps.py",
     "tests/test_history_cache.py",
