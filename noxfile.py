@@ -35,7 +35,7 @@ nox.options.error_on_missing_interpreters = True
 PY = "3.11"
 ROOT = Path(__file__).resolve().parent
 # The extras a user may install; their floors (and the core's) are what `floor` pins.
-RUNTIME_EXTRAS = ("sqlite", "postgres", "redis", "encryption", "testing")
+RUNTIME_EXTRAS = ("sqlite", "postgres", "redis", "encryption", "otel", "testing")
 # What `floor` and `newest` run: the suite without the two tests whose point is scale
 # (the 3-process load test and the benchmark harness), which the `tests` session runs.
 VERSION_MATRIX_ARGS = ("--ignore=tests/test_load.py", "--ignore=tests/test_bench.py")

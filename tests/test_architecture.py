@@ -165,3 +165,62 @@ def test_no_test_imports_conftest_or_another_test_module(path: Path) -> None:
         if "conftest" in m.split(".") or any(p.startswith("test_") for p in m.split("."))
     )
     assert bad == [], f"{path.relative_to(TESTS)} imports {bad}"
+
+
+# The modules that may touch LangGraph's private names: the registry of checks, which
+# imports the names several modules share, and one module per upstream component it
+# reaches into (PostgresSaver's helpers, Pregel's id assignment, the server's adapter).
+# Layout knowledge without private names (InMemorySaver.storage positions, the SQLite
+# tables) lives in maintenance/_memory.py and maintenance/_sqlite.py, checked likewise.
+PRIVATE_NAME_OWNERS = {
+    "_upstream.py",
+    "maintenance/_postgres.py",
+    "_message_ids.py",
+    "_server.py",
+}
+_UPSTREAM_PRIVATE_ATTRS = {"_dump_blobs", "_cursor", "_allowed_msgpack_modules"}
+
+
+def _private_upstream_uses(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] in ("langgraph", "langgraph_api") and (
+                any(p.startswith("_") for p in parts[1:])
+                or any(a.name.startswith("_") for a in node.names)
+            ):
+                found.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.Attribute) and node.attr in _UPSTREAM_PRIVATE_ATTRS:
+            found.append(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text in _UPSTREAM_PRIVATE_ATTRS or (
+                text.startswith(("langgraph.", "langgraph_api."))
+                and " " not in text
+                and any(p.startswith("_") for p in text.split(".")[1:])
+            ):
+                found.append(repr(text))
+    return found
+
+
+def test_the_private_name_scan_sees_each_form() -> None:
+    source = (
+        "from langgraph.checkpoint.serde.types import _DeltaSnapshot\n"
+        "from langgraph._internal._typing import MISSING\n"
+        "saver._dump_blobs()\n"
+        "importlib.import_module('langgraph.pregel._messages')\n"
+        "getattr(serde, '_allowed_msgpack_modules')\n"
+        "from langgraph.types import Overwrite\n"
+    )
+    assert len(_private_upstream_uses(source)) == 5
+
+
+def test_only_a_few_modules_touch_langgraphs_private_names() -> None:
+    touching = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if _private_upstream_uses(path.read_text())
+    }
+    assert touching == PRIVATE_NAME_OWNERS, sorted(touching)
+    assert len(PRIVATE_NAME_OWNERS) <= 5

@@ -385,7 +385,6 @@ def test_changed_missing_sentinel_refuses_state_replacement(
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import langgraph._internal._typing as typing_module
     from langgraph.channels.last_value import LastValue
 
     from checkpoint_guard import StateUnavailableError
@@ -393,7 +392,8 @@ def test_changed_missing_sentinel_refuses_state_replacement(
 
     channels = {"n": LastValue(int)}
     assert replacement_writes(channels, {"n": 1}, {}, "keep") == {"n": 1}
-    monkeypatch.setattr(typing_module, "MISSING", object())  # a new sentinel upstream
+    # the name we import is no longer the sentinel channels test for (a new one upstream)
+    monkeypatch.setattr(_upstream, "MISSING", object())
     _upstream.reset()
     _open_degraded(caplog, "missing-sentinel")
     with pytest.raises(StateUnavailableError, match="missing-sentinel"):

@@ -422,19 +422,21 @@ async def test_maintenance_spans_and_counts(store: Store, spans: InMemorySpanExp
 
 
 def test_degraded_features_are_reported_on_a_gauge() -> None:
-    from checkpoint_guard import _server
+    from checkpoint_guard import _upstream
 
-    previous = _server._status
+    name = "server-adapter"
+    _upstream.reset(name)  # other tests may leave an outcome behind
     try:
-        # set, not assumed: other tests may leave the process's adapter status behind
-        _server._status = _server.ServerAdapterStatus.NOT_SERVER
         points = Points().data[_telemetry.DEGRADED]
-        assert points[frozenset({("feature", "server_adapter")})] == 0
-        _server._status = _server.ServerAdapterStatus.PROBE_FAILED  # a failed probe's status
+        assert points[frozenset({("feature", name)})] == 0
+        _upstream.record_failure(name, "the adapter keeps no _inner")  # found while in use
         points = Points().data[_telemetry.DEGRADED]
-        assert points[frozenset({("feature", "server_adapter")})] == 1
+        assert points[frozenset({("feature", name)})] == 1
+        # one point per registered check, each feature once (the registry is the list)
+        features = [dict(key)["feature"] for key in points]
+        assert sorted(features) == sorted(check.name for check in _upstream.checks())
     finally:
-        _server._status = previous
+        _upstream.reset(name)
 
 
 _OLD_API = """

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
 from ._errors import CheckpointModeReconfigurationError, ConfigError, check_range
+from ._upstream import DeltaSnapshot
 
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
@@ -91,7 +90,7 @@ def _channel_values_use_delta(checkpoint: Mapping[str, Any] | None) -> bool:
     values = checkpoint.get("channel_values")
     if not isinstance(values, Mapping):
         return False
-    return any(isinstance(v, _DeltaSnapshot) for v in values.values())
+    return any(isinstance(v, DeltaSnapshot) for v in values.values())
 
 
 def checkpoint_uses_delta(obj: object) -> bool:

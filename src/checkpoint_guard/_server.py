@@ -29,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
 from langgraph.checkpoint.memory import InMemorySaver
 
-from . import _telemetry, _upstream
+from . import _upstream
 
 __all__ = [
     "ADAPTER_MODULE",
@@ -63,11 +63,6 @@ _logged: set[str] = set()
 def server_adapter_status() -> str:
     """The last outcome of ``forward_delta_history`` in this process."""
     return _status
-
-
-# Degraded (on the checkpoint_guard.degraded gauge) when the adapter looked
-# different from what the fix expects: the server's own walk answers.
-_telemetry.register_degraded("server_adapter", lambda: _status == ServerAdapterStatus.PROBE_FAILED)
 
 
 def _log_once(status: str, level: int, message: str, *args: Any) -> None:
@@ -210,17 +205,9 @@ async def forward_delta_history(enabled: bool = True) -> str:
         return _status
     try:
         forwards = await _adapter_forwards(adapter_cls, module)
-    except Exception as exc:
+    except Exception as exc:  # the check passed moments ago: remember it as failed now
+        _upstream.record_failure(CHECK, f"{type(exc).__name__}: {exc}")
         _status = ServerAdapterStatus.PROBE_FAILED
-        _log_once(
-            _status,
-            logging.WARNING,
-            "checkpoint-guard: could not probe the LangGraph server's %s (%s: %s); delta "
-            "history is left to the server (one aget_tuple per ancestor)",
-            _ADAPTER_CLASS,
-            type(exc).__name__,
-            exc,
-        )
         return _status
     if forwards:
         _status = ServerAdapterStatus.UPSTREAM

@@ -11,21 +11,27 @@ stack's ``stats()["degraded"]`` and on the ``checkpoint_guard.degraded`` gauge
 (attribute ``feature``: the check's name). This registry is the single source of that
 list.
 
-Inventory (module -> upstream name -> what breaks if it changes -> check):
+Inventory (module -> upstream name -> what breaks if it changes -> check). The
+private names several modules use are imported here only (``DeltaSnapshot``,
+``MISSING``, ``msgpack_allowlist``); besides this module, only ``maintenance/_postgres``,
+``_message_ids`` and ``_server`` name a private upstream name, each for the one
+component it owns (``tests/test_architecture.py`` keeps that list):
 
-* ``_modes``, ``savers/_guard``, ``cache/_base``, ``cache/_codec``, ``testing`` ->
-  ``langgraph.checkpoint.serde.types._DeltaSnapshot`` (a DeltaChannel's periodic
-  snapshot, a seed of the history): the cache's segments start at it, the codec
-  encodes it, the gate sees delta data by it -> ``delta-snapshot`` (turns the history
-  cache off in delta mode; the gate still reads the marker).
-* ``state/_accessor``, ``state/_graphs`` -> ``langgraph._internal._typing.MISSING``
-  (``from_checkpoint(MISSING)`` gives a channel its empty value): state replacement
-  writes and the value maintenance gives a never-written channel -> ``missing-sentinel``
-  (state replacement refused with ``StateUnavailableError``).
-* ``cache/_codec`` -> ``JsonPlusSerializer._allowed_msgpack_modules`` (the serde's
-  explicit msgpack allowlist): the history cache decodes the classes the saver's serde
-  allows -> ``msgpack-allowlist`` (the cache widens nothing: values of those classes
-  are read from the saver).
+* ``DeltaSnapshot`` (``langgraph.checkpoint.serde.types._DeltaSnapshot``, a
+  DeltaChannel's periodic snapshot, a seed of the history), used by ``_modes``,
+  ``savers/_guard``, ``cache/_base``, ``cache/_codec``, ``maintenance``, ``testing``:
+  the cache's segments start at it, the codec encodes it, the gate sees delta data by
+  it -> ``delta-snapshot`` (turns the history cache off in delta mode; the gate still
+  reads the marker).
+* ``MISSING`` (``langgraph._internal._typing.MISSING``: ``from_checkpoint(MISSING)``
+  gives a channel its empty value), used by ``state/_accessor``, ``state/_graphs``:
+  state replacement writes and the value maintenance gives a never-written channel ->
+  ``missing-sentinel`` (state replacement refused with ``StateUnavailableError``; if
+  the name moves, a stand-in makes that check fail instead of the import).
+* ``msgpack_allowlist`` (``JsonPlusSerializer._allowed_msgpack_modules``, the serde's
+  explicit msgpack allowlist), used by ``cache/_codec``: the history cache decodes the
+  classes the saver's serde allows -> ``msgpack-allowlist`` (the cache widens nothing:
+  values of those classes are read from the saver).
 * ``maintenance/_memory`` -> ``InMemorySaver.storage[thread][ns][id] = (checkpoint,
   metadata, parent)``, ``writes[(thread, ns, id)][(task, idx)] = (task, channel, typed,
   path)``, ``blobs[(thread, ns, channel, version)] = typed``: maintenance reads and
@@ -64,16 +70,37 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The private names several modules share are imported here only (the others take
+# these names from this module), so this file and the one module per upstream
+# component that owns a name (maintenance/_postgres, _message_ids, _server) are the
+# only ones that touch LangGraph's private names: tests/test_architecture.py keeps it so.
+from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
+
 from . import _telemetry
 
+try:
+    from langgraph._internal._typing import MISSING
+except ImportError:  # moved upstream: the missing-sentinel check fails and says so
+
+    class _Moved:
+        def __repr__(self) -> str:
+            return "<langgraph._internal._typing.MISSING moved>"
+
+    MISSING = _Moved()
+
+
 __all__ = [
+    "MISSING",
     "Check",
     "CheckResult",
+    "DeltaSnapshot",
     "NotApplicable",
     "check",
     "checks",
     "degraded",
     "holds",
+    "msgpack_allowlist",
+    "record_failure",
     "register",
     "reset",
     "result",
@@ -175,15 +202,35 @@ def result(name: str) -> CheckResult:
     with _lock:
         known = _results.setdefault(name, outcome)
     if known is outcome and not outcome.ok:
-        _logger.warning(
-            "checkpoint-guard: LangGraph no longer behaves as assumed (%s: %s): %s; "
-            "turned off: %s. Run `checkpoint-guard doctor` for every check.",
-            name,
-            outcome.assumption,
-            outcome.reason,
-            outcome.turns_off,
-        )
+        _warn(outcome)
     return known
+
+
+def _warn(outcome: CheckResult) -> None:
+    _logger.warning(
+        "checkpoint-guard: LangGraph no longer behaves as assumed (%s: %s): %s; "
+        "turned off: %s. Run `checkpoint-guard doctor` for every check.",
+        outcome.name,
+        outcome.assumption,
+        outcome.reason,
+        outcome.turns_off,
+    )
+
+
+def record_failure(name: str, reason: str) -> CheckResult:
+    """Remember check ``name`` as failed with ``reason`` (a feature found the
+    assumption broken while using it, after the check had passed): one warning,
+    listed as degraded like a failed check. Returns the remembered outcome."""
+    spec = _checks[name]
+    failed = CheckResult(name, "degraded", reason, spec.assumption, spec.turns_off)
+    with _lock:
+        known = _results.get(name)
+        if known is None or known.ok:
+            _results[name] = failed
+        else:
+            return known
+    _warn(failed)
+    return failed
 
 
 def holds(name: str) -> bool:
@@ -221,22 +268,21 @@ def reset(name: str | None = None) -> None:
 
 @register(
     "delta-snapshot",
-    assumption="langgraph.checkpoint.serde.types._DeltaSnapshot(value) is the seed a "
+    assumption="langgraph.checkpoint.serde.types.DeltaSnapshot(value) is the seed a "
     "DeltaChannel restores from, holding the list in .value, round-tripped by the serde",
     turns_off="the history cache in delta mode (reads go to the saver)",
 )
 def _delta_snapshot() -> str | None:
     from langgraph.channels.delta import DeltaChannel
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
     channel: Any = DeltaChannel(lambda state, writes: [*(state or []), *writes], list)
-    stored = _DeltaSnapshot([1])
+    stored = DeltaSnapshot([1])
     if list(stored.value) != [1] or channel.from_checkpoint(stored).get() != [1]:
-        return "a DeltaChannel does not restore its value from _DeltaSnapshot(value)"
+        return "a DeltaChannel does not restore its value from DeltaSnapshot(value)"
     serde = JsonPlusSerializer()
     back = serde.loads_typed(serde.dumps_typed(stored))
-    if type(back) is not _DeltaSnapshot or list(back.value) != [1]:
+    if type(back) is not DeltaSnapshot or list(back.value) != [1]:
         return f"the serde returns {type(back).__name__} for a _DeltaSnapshot"
     return None
 
@@ -249,7 +295,6 @@ def _delta_snapshot() -> str | None:
     "replace channel values; refused with StateUnavailableError)",
 )
 def _missing_sentinel() -> str | None:
-    from langgraph._internal._typing import MISSING
     from langgraph.channels.binop import BinaryOperatorAggregate
 
     def merge(a: Any, b: Any) -> Any:
@@ -263,6 +308,22 @@ def _missing_sentinel() -> str | None:
     if not made.is_available() or made.get() != []:
         return "a list channel made from MISSING is not []"
     return None
+
+
+def msgpack_allowlist(serde: Any) -> frozenset[tuple[str, str]]:
+    """The explicit msgpack allowlist of ``serde`` (an ``EncryptedSerializer``'s
+    inner one too) as ``(module, name)`` pairs, or nothing: a permissive serde (the
+    default, which imports any name) widens nothing, and neither does a serde whose
+    allowlist is no longer where the ``msgpack-allowlist`` check found it."""
+    if not holds("msgpack-allowlist"):
+        return frozenset()  # narrower than the serde: those values are read from the saver
+    inner = getattr(serde, "serde", serde)
+    allowed = getattr(inner, "_allowed_msgpack_modules", None)
+    if not isinstance(allowed, (set, frozenset)):
+        return frozenset()
+    return frozenset(
+        (key[0], key[1]) for key in allowed if isinstance(key, tuple) and len(key) >= 2
+    )
 
 
 @register(

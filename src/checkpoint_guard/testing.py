@@ -51,9 +51,10 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, _DeltaSnapshot
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
 from ._modes import MODE_METADATA_KEY
+from ._upstream import DeltaSnapshot
 
 __all__ = [
     "CHANNELS",
@@ -90,7 +91,7 @@ write_values = st.one_of(
 """Values a task may write: scalars, or a message list (ids from a small pool)."""
 
 _snapshots = st.builds(
-    lambda v: _DeltaSnapshot([HumanMessage(f"s{v}", id=f"s{v}")]), st.integers(0, 3)
+    lambda v: DeltaSnapshot([HumanMessage(f"s{v}", id=f"s{v}")]), st.integers(0, 3)
 )
 channel_values = st.fixed_dictionaries(
     {},

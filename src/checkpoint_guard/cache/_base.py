@@ -32,10 +32,10 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from pydantic import BaseModel
 
 from .. import _telemetry
+from .._upstream import DeltaSnapshot
 
 __all__ = [
     "Begin",
@@ -167,8 +167,8 @@ def fresh(value: Any) -> Any:
         return _copy_tuple(value)
     if isinstance(value, _IMMUTABLE):
         return value
-    if cls is _DeltaSnapshot:
-        return _DeltaSnapshot(fresh(value.value))
+    if cls is DeltaSnapshot:
+        return DeltaSnapshot(fresh(value.value))
     return copy.deepcopy(value)
 
 
@@ -393,13 +393,13 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     value = seed.value
     if not seed.present:
         return seed, 0
-    items = value.value if type(value) is _DeltaSnapshot else value
+    items = value.value if type(value) is DeltaSnapshot else value
     if type(items) is not list or not items:
         return seed, approx_size(value)
     held: dict[str, Any] = {}
     pools: list[Any] = []
     if also is not None and also.present:  # older than the chunks: theirs win an id
-        pools.append(also.value.value if type(also.value) is _DeltaSnapshot else also.value)
+        pools.append(also.value.value if type(also.value) is DeltaSnapshot else also.value)
     pools += [v for chunk in known for _, _, v in chunk]
     for pool in pools:
         for message in pool if type(pool) is list else (pool,):
@@ -423,7 +423,7 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
             size += approx_size(item, depth)
     if not shared:
         return seed, size
-    return Seed(True, _DeltaSnapshot(out) if wrapped else out), size
+    return Seed(True, DeltaSnapshot(out) if wrapped else out), size
 
 
 _SIZED = frozenset((str, dict, list))
@@ -464,7 +464,7 @@ def approx_size(value: Any, _depth: int = 0) -> int:
         return sys.getsizeof(value)
     if isinstance(value, _IMMUTABLE):
         return 32
-    if isinstance(value, _DeltaSnapshot):
+    if isinstance(value, DeltaSnapshot):
         return 32 + approx_size(value.value, _depth + 1)
     if isinstance(value, Mapping):
         size = 64
@@ -619,7 +619,7 @@ def keep_seed(seed: Seed) -> Seed:
     list), with each item's copier chosen once (plain messages copied without a
     look at their fields). Only for values the cache owns and never hands out."""
     value = seed.value
-    items = value.value if type(value) is _DeltaSnapshot else value
+    items = value.value if type(value) is DeltaSnapshot else value
     if not seed.present or type(items) is not list or not items:
         return seed
     return Seed(True, value, tuple(map(_item_copier, items)))
@@ -628,11 +628,11 @@ def keep_seed(seed: Seed) -> Seed:
 def fresh_seed(seed: Seed) -> Any:
     """A copy of ``seed.value``, as ``fresh`` makes it (by the kept copiers)."""
     value, copiers = seed.value, seed.copiers
-    items = value.value if type(value) is _DeltaSnapshot else value
+    items = value.value if type(value) is DeltaSnapshot else value
     if copiers is None or type(items) is not list or len(items) != len(copiers):
         return fresh(value)
     copied = list(map(call, copiers, items))
-    return _DeltaSnapshot(copied) if items is not value else copied
+    return DeltaSnapshot(copied) if items is not value else copied
 
 
 def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:

@@ -40,10 +40,10 @@ import ormsgpack
 from langchain_core import messages as lc
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .. import _upstream
 from .._errors import CodecError
+from .._upstream import DeltaSnapshot
 from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 
 __all__ = ["DECODE_ALLOWLIST", "CodecError", "ValueCodec"]
@@ -301,18 +301,9 @@ def _write(row: Any) -> tuple[str, str, Any]:
 
 
 def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
-    """The explicit msgpack allowlist of the saver's serde (an
-    ``EncryptedSerializer``'s inner one too), or nothing: a permissive serde
-    (the default, which imports any name) widens nothing."""
-    if not _upstream.holds("msgpack-allowlist"):
-        return frozenset()  # narrower than the serde: those values are read from the saver
-    inner = getattr(serde, "serde", serde)
-    allowed = getattr(inner, "_allowed_msgpack_modules", None)
-    if not isinstance(allowed, (set, frozenset)):
-        return frozenset()
-    return frozenset(
-        (key[0], key[1]) for key in allowed if isinstance(key, tuple) and len(key) >= 2
-    )
+    """The explicit msgpack allowlist of the saver's serde, or nothing (see
+    ``_upstream.msgpack_allowlist``)."""
+    return _upstream.msgpack_allowlist(serde)
 
 
 class ValueCodec:
@@ -349,7 +340,7 @@ class ValueCodec:
         cls = type(obj)
         if cls is tuple:
             return msgpack.ExtType(_TUPLE, self._pack(list(obj)))
-        if cls is _DeltaSnapshot:
+        if cls is DeltaSnapshot:
             return msgpack.ExtType(_SNAPSHOT, self._pack(self._messages_form(obj.value)))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
@@ -440,7 +431,7 @@ class ValueCodec:
                 raise CodecError("cached tuple is malformed")
             return tuple(items)
         if code == _SNAPSHOT:
-            return _DeltaSnapshot(self._unpack(data))
+            return DeltaSnapshot(self._unpack(data))
         if code == _SERDE:
             pair = msgpack.unpackb(data, raw=False)
             if type(pair) is not list or len(pair) != 2:
@@ -500,7 +491,7 @@ class ValueCodec:
         # a class is resolved only when the (module, name) pair is allowlisted.
         inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         if code == _EXT_SNAPSHOT:
-            return _DeltaSnapshot(inner)
+            return DeltaSnapshot(inner)
         if type(inner) not in (list, tuple) or len(inner) < 3:
             raise CodecError(f"cached serde extension {code} is malformed")
         module, name, arg = inner[0], inner[1], inner[2]

@@ -28,12 +28,12 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .. import _telemetry
 from .._address import Address, thread_config
 from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
+from .._upstream import DeltaSnapshot
 from ..savers._layer import SaverLayer, unwrap
 from ._rows import RowStore, row_store_for
 from ._thread import Problem, Reducer, Rewrite, ThreadView
@@ -899,7 +899,7 @@ def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
     if metadata_uses_delta(tup.metadata):
         return True
     values = tup.checkpoint["channel_values"]
-    if any(isinstance(v, _DeltaSnapshot) for v in values.values()):
+    if any(isinstance(v, DeltaSnapshot) for v in values.values()):
         return True
     return any(view.needs_replay(tup, ch) for ch in view.delta_channels)
 

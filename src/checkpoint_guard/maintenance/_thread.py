@@ -39,7 +39,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .._address import Address
 from .._modes import (
@@ -49,6 +48,7 @@ from .._modes import (
     checkpoint_uses_delta,
 )
 from .._schema import merge_message_writes
+from .._upstream import DeltaSnapshot
 from ..state._lineage import ROOT_METADATA_KEY
 
 __all__ = [
@@ -155,7 +155,7 @@ class ThreadView:
             if isinstance(counters, Mapping):
                 found.update(str(k) for k in counters)
             for ch, value in tup.checkpoint["channel_values"].items():
-                if isinstance(value, _DeltaSnapshot):
+                if isinstance(value, DeltaSnapshot):
                     found.add(ch)
         return found
 
@@ -188,7 +188,7 @@ class ThreadView:
 
     def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
         value = tup.checkpoint["channel_values"].get(ch, _MISSING)
-        if isinstance(value, _DeltaSnapshot):
+        if isinstance(value, DeltaSnapshot):
             return value.value
         return value
 
@@ -268,7 +268,7 @@ class ThreadView:
                 stored = tup.checkpoint["channel_values"].get(ch, _MISSING)
                 parent = self.parent_id(tup)
                 if (
-                    not isinstance(stored, _DeltaSnapshot)
+                    not isinstance(stored, DeltaSnapshot)
                     or parent is None
                     or parent not in checkpoints
                     or not self._plain_child(checkpoints[parent], tup)
@@ -513,7 +513,7 @@ class ThreadView:
         values = dict(checkpoint["channel_values"])
         versions: dict[str, Any] = {}
         for ch, value in self.materialize(tup, wanted).items():
-            values[ch] = value if plain else _DeltaSnapshot(value)
+            values[ch] = value if plain else DeltaSnapshot(value)
             versions[ch] = checkpoint["channel_versions"][ch]
         checkpoint["channel_values"] = values
         metadata: dict[str, Any] = dict(tup.metadata or {})
@@ -538,11 +538,11 @@ class ThreadView:
         for key in (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY, _UPSTREAM_COUNTERS_KEY):
             metadata.pop(key, None)
         rewrite.metadata = metadata  # type: ignore[assignment]
-        # A plain value under a _DeltaSnapshot's key still counts as delta for
+        # A plain value under a DeltaSnapshot's key still counts as delta for
         # LangGraph.js readers; every snapshot becomes plain.
         values = dict(rewrite.checkpoint["channel_values"])
         for ch, value in list(values.items()):
-            if isinstance(value, _DeltaSnapshot):
+            if isinstance(value, DeltaSnapshot):
                 values[ch] = value.value
                 rewrite.versions[ch] = rewrite.checkpoint["channel_versions"][ch]
         rewrite.checkpoint["channel_values"] = values

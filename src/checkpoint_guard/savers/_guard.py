@@ -84,7 +84,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .. import _telemetry, _upstream
 from .._address import Address, canonical, mode_mismatch, thread_config
@@ -97,6 +96,7 @@ from .._modes import (
     metadata_uses_delta,
     parse_mode,
 )
+from .._upstream import DeltaSnapshot
 from ._layer import SaverLayer
 
 __all__ = ["GuardedSaver"]
@@ -345,7 +345,7 @@ class GuardedSaver(SaverLayer):
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
     ) -> CheckpointMetadata:
         messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
-        if messages is not _ABSENT and not isinstance(messages, _DeltaSnapshot):
+        if messages is not _ABSENT and not isinstance(messages, DeltaSnapshot):
             if Address.from_config(config).checkpoint_ns:
                 # A subgraph with a plain `messages` channel (a delta parent's
                 # subagents): it stores full data, and its marker says so, so every

@@ -14,7 +14,6 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -30,6 +29,7 @@ from .._errors import (
     StateUnavailableError,
 )
 from .._modes import ChannelMode, checkpoint_uses_delta, parse_mode
+from .._upstream import MISSING
 from ..savers._guard import GuardedSaver
 from ..savers._layer import SaverLayer
 from ._graphs import (

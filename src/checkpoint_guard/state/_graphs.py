@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, get_type_hints
 
-from langgraph._internal._typing import MISSING
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
@@ -29,6 +28,7 @@ from .._modes import (
     parse_snapshot_frequency,
 )
 from .._schema import state_schema_for_mode
+from .._upstream import MISSING
 
 __all__ = [
     "DEFAULT_GRAPH_CACHE_MAX",
