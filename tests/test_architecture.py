@@ -21,6 +21,7 @@ NAME = "checkpoint_guard"
 # modules use each other, and so do the tools)
 RANKS: dict[str, int] = {
     "_errors": 0,
+    "_backends": 0,
     "_address": 0,
     "_modes": 0,
     "_schema": 0,

@@ -43,7 +43,6 @@ __all__ = [
     "DEGRADED",
     "MAINTENANCE_OPERATIONS",
     "available",
-    "backend_of",
     "cache_error",
     "cache_eviction",
     "cache_invalidation",
@@ -330,25 +329,3 @@ def span(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
             current.set_attribute("error.type", kind)
             current.set_status(_trace.Status(_trace.StatusCode.ERROR, kind))
             raise
-
-
-_BACKENDS = {
-    "InMemorySaver": "memory",
-    "MemorySaver": "memory",
-    "SqliteSaver": "sqlite",
-    "AsyncSqliteSaver": "sqlite",
-    "PostgresSaver": "postgres",
-    "AsyncPostgresSaver": "postgres",
-    "ShallowPostgresSaver": "postgres",
-    "AsyncShallowPostgresSaver": "postgres",
-}
-
-
-def backend_of(saver: object) -> str:
-    """The storage backend's name for ``saver`` (an unwrapped saver): ``memory``,
-    ``sqlite``, ``postgres`` or ``other`` (a fixed set: a span attribute)."""
-    for cls in type(saver).__mro__:
-        found = _BACKENDS.get(cls.__name__)
-        if found is not None:
-            return found
-    return "other"

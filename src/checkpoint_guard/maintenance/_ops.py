@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from .. import _telemetry
 from .._address import Address, thread_config
+from .._backends import backend_name
 from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from .._upstream import DeltaSnapshot
@@ -319,7 +320,7 @@ def _observed(saver: BaseCheckpointSaver[Any], plan: _Plan) -> tuple[str, dict[s
     mode = getattr(saver, "mode", None)
     return operation, {
         "checkpoint_guard.operation": operation,
-        "checkpoint_guard.backend": _telemetry.backend_of(unwrap(saver)),
+        "checkpoint_guard.backend": backend_name(unwrap(saver)),
         "checkpoint_guard.mode": str(getattr(mode, "value", mode or "unwrapped")),
         "checkpoint_guard.cache": tier,
     }

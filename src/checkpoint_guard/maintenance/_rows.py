@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .. import _upstream
+from .. import _backends, _upstream
 from .._errors import MaintenanceError
 from ._thread import Rewrite
 
@@ -241,33 +241,15 @@ class AsyncSqlRows:
         return result
 
 
-def _factories() -> list[tuple[str, str, str]]:
-    # (saver module, saver class, our row-store class): imported lazily so a
-    # missing optional extra only matters for the backend that needs it.
-    return [
-        ("langgraph.checkpoint.memory", "InMemorySaver", "MemoryRows"),
-        ("langgraph.checkpoint.sqlite", "SqliteSaver", "SqliteRows"),
-        ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", "AsyncSqliteRows"),
-        ("langgraph.checkpoint.postgres", "PostgresSaver", "PostgresRows"),
-        ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", "AsyncPostgresRows"),
-    ]
-
-
 def _row_store_class(saver_type: type) -> type | None:
     import importlib
-    import sys
 
-    for module_name, class_name, rows_name in _factories():
-        module = sys.modules.get(module_name)
-        if module is None:
-            continue  # never imported: no saver of that type can exist
-        saver_class = getattr(module, class_name, None)
-        if isinstance(saver_class, type) and issubclass(saver_type, saver_class):
-            backend = rows_name.removeprefix("Async").removesuffix("Rows").lower()
-            rows_module = importlib.import_module(f"{__package__}._{backend}")
-            cls: type = getattr(rows_module, rows_name)
-            return cls
-    return None
+    backend = _backends.backend_of_type(saver_type)
+    if backend is None:
+        return None
+    rows_module = importlib.import_module(f"{__package__}._{backend.name}")
+    cls: type = getattr(rows_module, backend.rows)
+    return cls
 
 
 def supported(saver_type: type) -> tuple[bool, bool]:
@@ -285,10 +267,9 @@ def row_store_for(saver: BaseCheckpointSaver[Any]) -> RowStore:
     upstream layout check (``_upstream``) fails."""
     cls = _row_store_class(type(saver))
     if cls is None:
-        names = ", ".join(c for _, c, _ in _factories())
         raise TypeError(
-            f"checkpoint-guard maintenance does not know {type(saver).__name__}; "
-            f"supported savers: {names}"
+            f"checkpoint-guard maintenance does not know this saver: "
+            f"{_backends.refusal(type(saver))}"
         )
     check = getattr(cls, "UPSTREAM_CHECK", None)
     if check is not None and not _upstream.holds(check):

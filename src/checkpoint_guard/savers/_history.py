@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import threading
 import time
 import uuid
@@ -86,6 +85,7 @@ from langgraph.checkpoint.base import (
 
 from .. import _telemetry, _upstream
 from .._address import Address, canonical, canonical_thread_id
+from .._backends import backend_name, backend_of
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
@@ -155,28 +155,14 @@ def check_sqlite_list() -> str | None:
 
 
 def _lists_like_get_tuple(saver: BaseCheckpointSaver[Any]) -> bool:
-    """Whether ``saver`` lists checkpoints in one query with the same pending
-    writes, in the same order, as ``get_tuple`` returns them (SQLite: checked by
-    behaviour once per process, ``LIST_CHECK``; PostgreSQL: by reading its code,
-    the two share their row loading). For these, one ``list(before=..., limit=k)``
-    replaces ``k`` reads of ancestors; other savers (``InMemorySaver`` lists in
-    time linear in the thread) are read one ``get_tuple`` at a time."""
-    known: list[type] = []
-    with contextlib.suppress(ImportError):
-        from langgraph.checkpoint.sqlite import SqliteSaver
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        if type(unwrap(saver)) in (SqliteSaver, AsyncSqliteSaver) and not _upstream.holds(
-            LIST_CHECK
-        ):
-            return False
-        known += [SqliteSaver, AsyncSqliteSaver]
-    with contextlib.suppress(ImportError):
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        known += [PostgresSaver, AsyncPostgresSaver]
-    return type(unwrap(saver)) in known
+    """Whether one ``list(before=..., limit=k)`` of ``saver`` replaces ``k`` reads of
+    ancestors (``Backend.lists_like_get_tuple``; on SQLite only while the
+    ``LIST_CHECK`` behaviour check holds); other savers are read one ``get_tuple``
+    at a time."""
+    backend = backend_of(unwrap(saver))
+    if backend is None or not backend.lists_like_get_tuple:
+        return False
+    return backend.name != "sqlite" or _upstream.holds(LIST_CHECK)
 
 
 class _Facts:
@@ -324,7 +310,7 @@ class CachedHistorySaver(SaverLayer):
         self._memory = _Memory()
         self._batch = _lists_like_get_tuple(inner)
         self._tier: str = getattr(cache, "tier", "other")
-        self._backend = _telemetry.backend_of(unwrap(inner))
+        self._backend = backend_name(unwrap(inner))
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
@@ -997,7 +983,7 @@ class MeasuredHistorySaver(SaverLayer):
     def _attributes(self, channels: Sequence[str]) -> dict[str, Any]:
         return {
             "checkpoint_guard.cache": "none",
-            "checkpoint_guard.backend": _telemetry.backend_of(unwrap(self.inner)),
+            "checkpoint_guard.backend": backend_name(unwrap(self.inner)),
             "checkpoint_guard.mode": "delta",
             "checkpoint_guard.channels": len(channels),
         }

@@ -1,0 +1,150 @@
+"""Which LangGraph saver a stack sits on: one table, one rule.
+
+Everything the package does differently per storage (the telemetry attribute, the
+history layer's one-query ancestor listing, maintenance's row store) asks
+``backend_of`` and nothing else, so a saver is treated as the same backend everywhere.
+
+The rule: a saver is backend ``B``'s when its class is ``B``'s class, or a subclass
+that keeps ``B``'s storage methods (it overrides none of ``STORAGE_METHODS``). What
+the package knows about a backend (where its rows live, that its ``list`` returns
+``get_tuple``'s pending writes) is knowledge of those methods; a subclass that
+replaces one of them (a different table, extra reads, counted calls) may store or
+read differently, so it is an unknown saver: read through the public API only, and
+maintenance refuses it naming the override. Everything else about a subclass
+(constructor, extra helpers) keeps its backend.
+
+Modules are looked up in ``sys.modules`` only: a backend whose module was never
+imported has no saver in this process, and a missing optional extra never matters
+for the others.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+__all__ = [
+    "STORAGE_METHODS",
+    "Backend",
+    "backend_name",
+    "backend_of",
+    "backend_of_type",
+    "known_savers",
+    "overridden",
+    "refusal",
+]
+
+# The methods whose behaviour the package's per-backend knowledge rests on.
+STORAGE_METHODS = (
+    "get_tuple",
+    "list",
+    "put",
+    "put_writes",
+    "delete_thread",
+    "aget_tuple",
+    "alist",
+    "aput",
+    "aput_writes",
+    "adelete_thread",
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One known LangGraph saver class.
+
+    ``name`` is the storage (``memory``, ``sqlite``, ``postgres``); ``is_async``
+    whether the class is the async saver (its sync methods refuse to run on the
+    event loop); ``rows`` the maintenance row store's class name in
+    ``maintenance/_{name}.py``; ``lists_like_get_tuple`` whether one
+    ``list(before=..., limit=k)`` returns each checkpoint with ``get_tuple``'s pending
+    writes in ``get_tuple``'s order (SQLite: also checked by behaviour,
+    ``sqlite-list-like-get-tuple``; PostgreSQL: both load rows with the same query
+    code; ``InMemorySaver`` lists in time linear in the thread, so it is read one
+    ``get_tuple`` at a time)."""
+
+    name: str
+    module: str
+    cls_name: str
+    is_async: bool
+    rows: str
+    lists_like_get_tuple: bool
+
+
+_KNOWN = (
+    Backend("memory", "langgraph.checkpoint.memory", "InMemorySaver", False, "MemoryRows", False),
+    Backend("sqlite", "langgraph.checkpoint.sqlite", "SqliteSaver", False, "SqliteRows", True),
+    Backend(
+        "sqlite",
+        "langgraph.checkpoint.sqlite.aio",
+        "AsyncSqliteSaver",
+        True,
+        "AsyncSqliteRows",
+        True,
+    ),
+    Backend(
+        "postgres", "langgraph.checkpoint.postgres", "PostgresSaver", False, "PostgresRows", True
+    ),
+    Backend(
+        "postgres",
+        "langgraph.checkpoint.postgres.aio",
+        "AsyncPostgresSaver",
+        True,
+        "AsyncPostgresRows",
+        True,
+    ),
+)
+
+
+def _class_of(backend: Backend) -> type | None:
+    module = sys.modules.get(backend.module)
+    found = getattr(module, backend.cls_name, None) if module is not None else None
+    return found if isinstance(found, type) else None
+
+
+def overridden(saver_type: type, base: type) -> list[str]:
+    """The storage methods ``saver_type`` (a subclass of ``base``) replaces."""
+    return [
+        m for m in STORAGE_METHODS if getattr(saver_type, m, None) is not getattr(base, m, None)
+    ]
+
+
+def backend_of(saver: object) -> Backend | None:
+    """The backend of ``saver`` (an unwrapped saver) by the module's rule, or
+    ``None`` for a saver the package does not know (including a subclass that
+    replaces a storage method)."""
+    return backend_of_type(type(saver))
+
+
+def backend_of_type(saver_type: type) -> Backend | None:
+    """``backend_of`` for a saver class."""
+    for backend in _KNOWN:
+        cls = _class_of(backend)
+        if cls is not None and issubclass(saver_type, cls):
+            return None if overridden(saver_type, cls) else backend
+    return None
+
+
+def backend_name(saver: object) -> str:
+    """``memory``, ``sqlite``, ``postgres`` or ``other`` (a fixed set: a telemetry
+    attribute)."""
+    backend = backend_of(saver)
+    return backend.name if backend is not None else "other"
+
+
+def known_savers() -> list[str]:
+    """The class names of the known savers (for error messages)."""
+    return [backend.cls_name for backend in _KNOWN]
+
+
+def refusal(saver_type: type) -> str:
+    """Why a saver of ``saver_type`` is not a known backend, for an error message."""
+    for backend in _KNOWN:
+        cls = _class_of(backend)
+        if cls is not None and issubclass(saver_type, cls):
+            names = ", ".join(overridden(saver_type, cls))
+            return (
+                f"{saver_type.__name__} derives from {cls.__name__} but replaces its storage "
+                f"methods ({names}), so where and how it stores is not known"
+            )
+    return f"{saver_type.__name__} is not one of the known savers ({', '.join(known_savers())})"
