@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import _server as server
-from checkpoint_guard import wrap
+from checkpoint_guard import _upstream, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
 from tests.support.helpers import CountingSaver, cfg, chat_graph, human
 
@@ -148,7 +148,13 @@ async def test_disabled_and_probe_failure_change_nothing(
             super().__init__(inner, None)
 
     reshaped = adapter_module(_Reshaped)
-    with caplog.at_level(logging.WARNING, logger="checkpoint_guard.server"):
-        assert await server.forward_delta_history() == "probe-failed"
-    assert "aget_delta_channel_history" not in reshaped.__dict__
-    assert "could not probe" in caplog.text
+    _upstream.reset(server.CHECK)  # whatever an earlier test left: checked afresh
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert await server.forward_delta_history() == "probe-failed"
+        assert "aget_delta_channel_history" not in reshaped.__dict__
+        # loud, in the one registry: a warning, and listed as degraded
+        assert "LangGraph no longer behaves as assumed (server-adapter" in caplog.text
+        assert "server-adapter" in _upstream.degraded()
+    finally:
+        _upstream.reset(server.CHECK)
