@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Any
+
+from . import _upstream
 
 __all__ = [
     "STORAGE_METHODS",
@@ -30,6 +33,7 @@ __all__ = [
     "backend_of",
     "backend_of_type",
     "known_savers",
+    "lists_like_get_tuple",
     "overridden",
     "refusal",
 ]
@@ -58,10 +62,7 @@ class Backend:
     event loop); ``rows`` the maintenance row store's class name in
     ``maintenance/_{name}.py``; ``lists_like_get_tuple`` whether one
     ``list(before=..., limit=k)`` returns each checkpoint with ``get_tuple``'s pending
-    writes in ``get_tuple``'s order (SQLite: also checked by behaviour,
-    ``sqlite-list-like-get-tuple``; PostgreSQL: both load rows with the same query
-    code; ``InMemorySaver`` lists in time linear in the thread, so it is read one
-    ``get_tuple`` at a time)."""
+    writes in ``get_tuple``'s order (see ``lists_like_get_tuple``)."""
 
     name: str
     module: str
@@ -148,3 +149,54 @@ def refusal(saver_type: type) -> str:
                 f"methods ({names}), so where and how it stores is not known"
             )
     return f"{saver_type.__name__} is not one of the known savers ({', '.join(known_savers())})"
+
+
+LIST_CHECK = "sqlite-list-like-get-tuple"
+
+
+def lists_like_get_tuple(saver: object) -> bool:
+    """Whether one ``list(before=..., limit=k)`` of ``saver`` (unwrapped) replaces
+    ``k`` reads of ancestors: its backend says so (PostgreSQL: ``list`` and
+    ``get_tuple`` load rows with the same query code; SQLite: while ``LIST_CHECK``
+    holds; ``InMemorySaver`` lists in time linear in the thread). Other savers are
+    read one ``get_tuple`` at a time."""
+    backend = backend_of(saver)
+    if backend is None or not backend.lists_like_get_tuple:
+        return False
+    return backend.name != "sqlite" or _upstream.holds(LIST_CHECK)
+
+
+@_upstream.register(
+    LIST_CHECK,
+    assumption="SqliteSaver.list(config, before=..., limit=k) yields each checkpoint with "
+    "the same pending writes, in the same order, as get_tuple (parallel tasks included)",
+    turns_off="the one-query ancestor listing on SQLite (ancestors are read one get_tuple "
+    "at a time)",
+)
+def check_sqlite_list() -> str | None:
+    """Store a parent and a child with writes of two tasks on a throwaway in-memory
+    ``SqliteSaver``; ``list(before=child)`` must return the parent as ``get_tuple`` does."""
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError as exc:
+        raise _upstream.NotApplicable("langgraph-checkpoint-sqlite is not installed") from exc
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        parent = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        for task, value in (("b", 2), ("a", 1)):
+            saver.put_writes(parent, [("c", value), ("d", value)], task)
+        child = saver.put(parent, empty_checkpoint(), {"step": 1}, {})
+        listed = list(saver.list(config, before=child, limit=1))
+        read = saver.get_tuple(parent)
+        if len(listed) != 1 or read is None:
+            return f"list(before=child, limit=1) gave {len(listed)} checkpoints"
+        if (
+            listed[0].config["configurable"]["checkpoint_id"]
+            != read.config["configurable"]["checkpoint_id"]
+        ):
+            return "list(before=child) does not start at the parent"
+        if list(listed[0].pending_writes or []) != list(read.pending_writes or []):
+            return "list and get_tuple return different pending writes or orders"
+    return None

@@ -40,7 +40,7 @@ component it owns (``tests/test_architecture.py`` keeps that list):
 * ``maintenance/_sqlite`` -> ``SqliteSaver.conn`` / ``.lock``, tables ``checkpoints`` /
   ``writes`` and their columns (raw SQL for sizes, copy, delete, orphans) ->
   ``sqlite-tables`` (maintenance on SQLite refuses).
-* ``savers/_history`` -> ``SqliteSaver.list(before=..., limit=k)`` returns each
+* ``_backends`` (for ``savers/_history``) -> ``SqliteSaver.list(before=..., limit=k)`` returns each
   checkpoint with ``get_tuple``'s pending writes in ``get_tuple``'s order (one query
   replaces k ancestor reads) -> ``sqlite-list-like-get-tuple`` (ancestors read one
   ``get_tuple`` at a time). PostgreSQL's equivalent is not checked (it needs a server).

@@ -83,9 +83,9 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from .. import _telemetry, _upstream
+from .. import _telemetry
 from .._address import Address, canonical, canonical_thread_id
-from .._backends import backend_name, backend_of
+from .._backends import backend_name, lists_like_get_tuple
 from .._errors import CacheInvalidationError
 from ..cache._base import Begin, Chunk, Seed, Step, fresh
 from ..cache._protocol import HistoryCache
@@ -113,56 +113,6 @@ def _same(value: Any) -> Any:
 
 def _answer(value: Any) -> Mapping[str, DeltaChannelHistory]:
     return cast(Mapping[str, DeltaChannelHistory], value)
-
-
-LIST_CHECK = "sqlite-list-like-get-tuple"
-
-
-@_upstream.register(
-    LIST_CHECK,
-    assumption="SqliteSaver.list(config, before=..., limit=k) yields each checkpoint with "
-    "the same pending writes, in the same order, as get_tuple (parallel tasks included)",
-    turns_off="the one-query ancestor listing on SQLite (ancestors are read one get_tuple "
-    "at a time)",
-)
-def check_sqlite_list() -> str | None:
-    """Store a parent and a child with writes of two tasks on a throwaway in-memory
-    ``SqliteSaver``; ``list(before=child)`` must return the parent as ``get_tuple`` does."""
-    try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError as exc:
-        raise _upstream.NotApplicable("langgraph-checkpoint-sqlite is not installed") from exc
-    from langgraph.checkpoint.base import empty_checkpoint
-
-    with SqliteSaver.from_conn_string(":memory:") as saver:
-        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        parent = saver.put(config, empty_checkpoint(), {"step": 0}, {})
-        for task, value in (("b", 2), ("a", 1)):
-            saver.put_writes(parent, [("c", value), ("d", value)], task)
-        child = saver.put(parent, empty_checkpoint(), {"step": 1}, {})
-        listed = list(saver.list(config, before=child, limit=1))
-        read = saver.get_tuple(parent)
-        if len(listed) != 1 or read is None:
-            return f"list(before=child, limit=1) gave {len(listed)} checkpoints"
-        if (
-            listed[0].config["configurable"]["checkpoint_id"]
-            != read.config["configurable"]["checkpoint_id"]
-        ):
-            return "list(before=child) does not start at the parent"
-        if list(listed[0].pending_writes or []) != list(read.pending_writes or []):
-            return "list and get_tuple return different pending writes or orders"
-    return None
-
-
-def _lists_like_get_tuple(saver: BaseCheckpointSaver[Any]) -> bool:
-    """Whether one ``list(before=..., limit=k)`` of ``saver`` replaces ``k`` reads of
-    ancestors (``Backend.lists_like_get_tuple``; on SQLite only while the
-    ``LIST_CHECK`` behaviour check holds); other savers are read one ``get_tuple``
-    at a time."""
-    backend = backend_of(unwrap(saver))
-    if backend is None or not backend.lists_like_get_tuple:
-        return False
-    return backend.name != "sqlite" or _upstream.holds(LIST_CHECK)
 
 
 class _Facts:
@@ -308,7 +258,7 @@ class CachedHistorySaver(SaverLayer):
         self.cache = cache
         self.max_walk = max_walk
         self._memory = _Memory()
-        self._batch = _lists_like_get_tuple(inner)
+        self._batch = lists_like_get_tuple(unwrap(inner))
         self._tier: str = getattr(cache, "tier", "other")
         self._backend = backend_name(unwrap(inner))
 
