@@ -228,13 +228,14 @@ class PostgresRows(SqlRows):
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
                 cur.execute(sql, params, prepare=False)
-                return cur.fetchall() if cur.description is not None else []
+                return list(cur.fetchall()) if cur.description is not None else []
 
             return run(statements, execute)
 
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        self.saver.put(rewrite.put_config(thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        config = rewrite.put_config(thread_id)
+        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, {})
         self._run(_reparent(thread_id, rewrite))
 
 

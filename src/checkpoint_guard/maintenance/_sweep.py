@@ -50,7 +50,6 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .._address import Address
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
@@ -59,7 +58,7 @@ from ._ops import (
     _adrive,
     _delete_all,
     _drive,
-    _Estimate,
+    _estimate_of,
     _Head,
     _keep_last,
     _Knowledge,
@@ -272,17 +271,7 @@ def _sweep_thread(
         detail=detail,
     )
     if dry_run:
-        old = {t.checkpoint["id"]: t for t in view.tuples()}
-        pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-        doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
-        gone = {id(t) for t in doomed}
-        kept = frozenset(
-            (Address.from_config(t.config).checkpoint_ns, ch, v)
-            for t in view.tuples()
-            if id(t) not in gone
-            for ch, v in t.checkpoint["channel_versions"].items()
-        )
-        growth: int = yield _Estimate(pairs, doomed, kept)
+        growth: int = yield _estimate_of(view, rewrites, deletes)
         change.bytes_after = max(0, (change.bytes_before or 0) + growth)
         change.estimated = True
         return change
