@@ -180,8 +180,9 @@ def _unanalyzed() -> Statements:
     # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
     # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
     # makes LangGraph's own read of one thread look costly enough to JIT-compile
-    # (about 0.5 s a thread, against 10 ms with statistics). pg_stats lists only
-    # what this user may read; a table that is not there is not ours to judge.
+    # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
+    # statistics). pg_stats lists only what this user may read: a table it may
+    # not read is not ours to judge. Names resolve as the saver's own do.
     rows = yield (
         "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
         " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"
