@@ -86,7 +86,7 @@ _SQLITE_TABLES = {
 }
 
 
-def copy_rows(raw: Any, source: str, threads: int) -> None:
+def copy_rows(raw: Any, source: str, threads: int, *, analyze: bool = True) -> None:
     """Copy every row of ``source`` to ``t-00001`` .. ``t-{threads - 1}``: one
     statement per table (PostgreSQL ``generate_series``, SQLite a recursive CTE)."""
     if "postgres" in type(raw).__module__:
@@ -102,7 +102,8 @@ def copy_rows(raw: Any, source: str, threads: int) -> None:
             # (it is off on some servers, this benchmark's included). Without them
             # PostgreSQL guesses thousands of rows per thread and JIT-compiles each
             # thread read: about 0.5 s per thread at 10,000 threads (docs/retention.md).
-            cur.execute("ANALYZE checkpoints, checkpoint_blobs, checkpoint_writes")
+            if analyze:
+                cur.execute(f"ANALYZE {', '.join(_PG_TABLES)}")
         return
     ids = (
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"

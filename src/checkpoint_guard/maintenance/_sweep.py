@@ -165,7 +165,7 @@ def unanalyzed_warning(tables: Sequence[str]) -> str:
         f"retention: the database has no planner statistics for {names} (never analyzed: "
         "autovacuum is off, or has not caught up with a restore or bulk load); PostgreSQL may "
         "then plan each thread read for thousands of rows and JIT-compile it, which made a "
-        "10,000-thread sweep about 20 times slower (docs/retention.md, 'PostgreSQL needs "
+        "10,000-thread sweep over ten times slower (docs/retention.md, 'PostgreSQL needs "
         f"planner statistics'). Run `ANALYZE {names}`"
     )
 
