@@ -5,7 +5,7 @@
     python benchmarks/sweep.py --backend postgres --threads 1000,10000
 
 For each thread count, two stores of ``--turns``-turn delta threads (copies of one
-conversation, so the per-thread work is the same) are built; once every
+conversation, so the per-thread work is the same; see ``build``) are built; once every
 checkpoint is older than one second, ``sweep --older-than 1s --keep-latest`` runs
 on one and ``sweep --older-than 1s --delete`` on the other. Prints a Markdown
 table (threads per second, the growth of the per-thread time from the smallest
@@ -30,7 +30,6 @@ from maintenance import Stores, timed_cli  # benchmarks/maintenance.py
 from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
-from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
 
 PAYLOAD = 400
@@ -61,13 +60,62 @@ def run_turns(settings: dict[str, Any], thread_id: str, turns: int, frequency: i
 
 
 def build(stores: Stores, name: str, threads: int, turns: int) -> str:
-    """A store of ``threads`` copies of one ``turns``-turn conversation; its config."""
+    """A store of ``threads`` copies of one ``turns``-turn conversation; its config.
+
+    The conversation is run once, as thread ``t-00000``; the copies are made by
+    one ``INSERT ... SELECT`` per table over every target id (the rows
+    ``copy_thread`` would write, same checkpoint ids, thread id changed), so a
+    10,000-thread store takes seconds, not 200,000 graph turns."""
     settings, config = stores.new(name)
     run_turns(settings, "t-00000", turns, 10)
     with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
-        for i in range(1, threads):
-            maintenance.copy_thread(saver, "t-00000", f"t-{i:05d}")
+        copy_rows(cg.unwrap(saver), "t-00000", threads)
     return config
+
+
+_PG_TABLES = {
+    "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata",
+    "checkpoint_blobs": "checkpoint_ns, channel, version, type, blob",
+    "checkpoint_writes": (
+        "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob"
+    ),
+}
+_SQLITE_TABLES = {
+    "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata",
+    "writes": "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value",
+}
+
+
+def copy_rows(raw: Any, source: str, threads: int, *, analyze: bool = True) -> None:
+    """Copy every row of ``source`` to ``t-00001`` .. ``t-{threads - 1}``: one
+    statement per table (PostgreSQL ``generate_series``, SQLite a recursive CTE)."""
+    if "postgres" in type(raw).__module__:
+        ids = "SELECT 't-' || lpad(i::text, 5, '0') AS id FROM generate_series(1, %s) AS i"
+        with raw._cursor() as cur:
+            for table, columns in _PG_TABLES.items():
+                cur.execute(
+                    f"INSERT INTO {table} (thread_id, {columns}) SELECT ids.id, {columns}"
+                    f" FROM {table}, ({ids}) AS ids WHERE {table}.thread_id = %s",
+                    (threads - 1, source),
+                )
+            # Planner statistics, as autovacuum's analyze gives a deployment's tables
+            # (it is off on some servers, this benchmark's included). Without them
+            # PostgreSQL guesses thousands of rows per thread and JIT-compiles each
+            # thread read: about 0.5 s per thread at 10,000 threads (docs/retention.md).
+            if analyze:
+                cur.execute(f"ANALYZE {', '.join(_PG_TABLES)}")
+        return
+    ids = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
+        " SELECT printf('t-%05d', i) AS id FROM n"
+    )
+    with raw.cursor() as cur:
+        for table, columns in _SQLITE_TABLES.items():
+            cur.execute(
+                f"INSERT INTO {table} (thread_id, {columns}) SELECT ids.id, {columns}"
+                f" FROM {table}, ({ids}) AS ids WHERE {table}.thread_id = ?",
+                (threads - 1, source),
+            )
 
 
 def measure(stores: Stores, threads: int, turns: int) -> list[dict[str, Any]]:

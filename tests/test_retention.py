@@ -7,6 +7,7 @@ interrupted heads resumable; custom channels never rebuilt with a guessed reduce
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import subprocess
@@ -32,7 +33,7 @@ from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human
 from tests.support.retention import chat, rows_of, stack, states, view
-from tests.support.stores import Store
+from tests.support.stores import Store, make_store
 
 F = 4
 DAY = timedelta(days=1)
@@ -273,6 +274,121 @@ async def test_a_turn_written_while_a_thread_is_swept_survives(store: Store) -> 
                 else _sync(maintenance.verify, saver, ["t"])
             )
             assert info.ok, info.problems
+
+
+@pytest.mark.parametrize("kind", ["postgres", "apostgres"])
+async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL's window (docs/retention.md, "A turn written onto the thread being
+    swept"): another worker's turn commits its checkpoint after the delete
+    transaction's check and before its deletes. The check did not see it, so the
+    sweep deletes what it planned. With keep_latest the turn continued from the
+    kept head: the thread reads exactly as a never-swept one. With delete the turn
+    continued from a deleted head: its checkpoint stays, without its parent, and
+    verify reports the thread broken."""
+    from checkpoint_guard.maintenance import _postgres
+
+    store = make_store(kind, kind == "apostgres", request, tmp_path)
+    driver = Driver(store.is_async)
+    sync_store = Store("postgres", False, pg=store.pg)
+    async with store.open() as raw, sync_store.open() as other_raw:
+        saver = stack(raw, "delta")
+        graph = chat_graph(saver, "delta", snapshot_frequency=F)
+        for thread_id in ("t", "control"):
+            await chat(driver, graph, thread_id, range(6))
+        # Another worker (its own connection) writes the turn.
+        other = chat_graph(stack(other_raw, "delta"), "delta", snapshot_frequency=F)
+        dialect = _postgres.PostgresRows.dialect
+        wrote: list[int] = []
+        for turn, keep_latest in ((6, True), (7, False)):
+
+            def delete(thread_id: str, ns: str, ids: Any, turn: int = turn) -> Any:
+                # the first statement after the check: the turn lands here
+                if not wrote:
+                    other.invoke(human(turn), cfg("t"))
+                    wrote.append(turn)
+                return dialect.delete(thread_id, ns, ids)
+
+            wrote.clear()
+            hooked = dataclasses.replace(dialect, delete=delete)
+            for cls in (_postgres.PostgresRows, _postgres.AsyncPostgresRows):
+                monkeypatch.setattr(cls, "dialect", hooked)
+            report = await sweep(
+                store.is_async,
+                saver,
+                older_than=DAY,
+                now=boundary() + DAY,
+                thread_ids=["t"],
+                keep_latest=keep_latest,
+            )
+            monkeypatch.undo()
+            assert wrote == [turn] and report.skipped == []
+            assert (report.pruned, report.deleted) == ((1, 0) if keep_latest else (0, 1))
+            [info] = await (
+                maintenance.averify(saver, ["t"])
+                if store.is_async
+                else _sync(maintenance.verify, saver, ["t"])
+            )
+            if keep_latest:
+                await chat(driver, graph, "control", range(turn, turn + 1))
+                got = view(await driver.get_state(graph, cfg("t")))
+                want = view(await driver.get_state(graph, cfg("control")))
+                assert got[0] == want[0]
+                assert info.ok, info.problems
+            else:
+                assert info.checkpoints >= 1 and not info.ok
+
+
+def _pg_sql(store: Store, *statements: str) -> None:
+    import psycopg
+
+    assert store.pg is not None
+    url, schema = store.pg
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:
+        for sql in statements:
+            conn.execute(sql)
+
+
+TABLES = "checkpoints, checkpoint_blobs, checkpoint_writes"
+
+
+async def test_a_sweep_warns_of_postgres_tables_without_planner_statistics(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On PostgreSQL the sweep warns once, naming the savers' tables the planner has
+    no statistics for and the ANALYZE that gives them (without them each thread read
+    can be JIT-compiled: the 0.5 s a thread of docs/retention.md); once analyzed, no
+    warning. Memory and SQLite read a thread by its key whatever they know: never."""
+    postgres = store.kind in ("postgres", "apostgres")
+    driver = Driver(store.is_async)
+    async with store.open() as raw:
+        if postgres:
+            # autovacuum must not analyze the tables behind the test's back
+            _pg_sql(
+                store,
+                *(f"ALTER TABLE {t} SET (autovacuum_enabled = false)" for t in TABLES.split(", ")),
+            )
+        saver = stack(raw, "delta")
+        graph = chat_graph(saver, "delta", snapshot_frequency=F)
+        await chat(driver, graph, "t", range(3))
+
+        async def warnings() -> list[str]:
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="checkpoint_guard.retention"):
+                report = await sweep(store.is_async, saver, older_than=DAY)
+            assert report.untouched == 1  # nothing to sweep: the warning is about reads
+            return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+        found = await warnings()
+        if not postgres:
+            assert found == []
+            return
+        assert len(found) == 1, found
+        assert f"no planner statistics for {TABLES}" in found[0]
+        assert found[0].endswith(f"Run `ANALYZE {TABLES}`")
+        _pg_sql(store, f"ANALYZE {TABLES}")
+        assert await warnings() == []
 
 
 def test_sweep_rejects_bad_arguments() -> None:

@@ -1,7 +1,8 @@
 """Sync and async twins stay identical, mechanically.
 
 Every pair of functions in one scope (a module or a class) named ``x`` / ``ax``
-(also ``_x`` / ``_ax`` and ``__x__`` / ``__ax__``) is compared as syntax trees
+(also ``_x`` / ``_ax`` and ``__x__`` / ``__ax__``), and every such pair across a
+class ``X`` and its async twin ``AsyncX`` in one module, is compared as syntax trees
 once the async one is turned back into sync code: ``await e`` -> ``e``,
 ``async for`` / ``async with`` / async comprehensions -> their sync forms, every
 name ``ax`` whose twin ``x`` the sync function uses -> ``x`` (names, attributes,
@@ -67,6 +68,10 @@ ALLOWED: dict[str, str] = {
     # the drivers of the sans-io plans: each executes requests on its own side
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
+    "maintenance/_sqlite.py:SqliteRows._run": (
+        "sqlite3's connection executes directly; aiosqlite's setup is awaited outside its "
+        "asyncio lock and statements go through a cursor"
+    ),
     # Redis: the async client's API differs from the sync one
     "cache/_redis.py:RedisHistoryCache.contains": "one pipelined call vs a client read",
     "cache/_redis.py:RedisHistoryCache.clear": "scan_iter is an async iterator",
@@ -84,6 +89,12 @@ EXPECTED = {
     "cache/_redis.py:RedisHistoryCache.begin",
     "cache/_memory.py:MemoryHistoryCache.begin",
     "savers/_inner.py:<module>._pg_prepare",
+    # retention: the sweep and the row operations it drives, sync class vs async class
+    "maintenance/_sweep.py:<module>.sweep",
+    "maintenance/_rows.py:SqlRows.settle",
+    "maintenance/_postgres.py:PostgresRows.rewrite",
+    "maintenance/_postgres.py:PostgresRows._run",
+    "maintenance/_sqlite.py:SqliteRows.rewrite",
 }
 
 
@@ -214,21 +225,34 @@ def _is_bridge(async_fn: ast.AsyncFunctionDef, sync_name: str) -> bool:
     )
 
 
+def _functions(body: list[ast.stmt]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {n.name: n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
 def _pairs() -> dict[str, tuple[ast.FunctionDef, ast.AsyncFunctionDef]]:
+    """Twins in one scope (``x``/``ax`` in a module or a class) and across a class
+    pair of one module (``X.x`` / ``AsyncX.ax``: a sync class and its async twin,
+    such as the maintenance row stores), keyed by the sync side."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        scopes = [("<module>", tree.body)] + [
-            (n.name, n.body) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+        classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        scopes = [("<module>", tree.body, tree.body)] + [
+            (name, cls.body, cls.body) for name, cls in classes.items()
         ]
-        for scope, body in scopes:
-            fns = {n.name: n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-            for name, fn in fns.items():
+        scopes += [
+            (name[len("Async") :], classes[name[len("Async") :]].body, cls.body)
+            for name, cls in classes.items()
+            if name.startswith("Async") and name[len("Async") :] in classes
+        ]
+        for scope, sync_body, async_body in scopes:
+            sync_fns, async_fns = _functions(sync_body), _functions(async_body)
+            for name, fn in async_fns.items():
                 if not isinstance(fn, ast.AsyncFunctionDef):
                     continue
                 for prefix in ("__a", "_a", "a"):
                     twin = (
-                        fns.get(prefix[:-1] + name[len(prefix) :])
+                        sync_fns.get(prefix[:-1] + name[len(prefix) :])
                         if name.startswith(prefix)
                         else None
                     )

@@ -186,3 +186,10 @@ class MemoryRows:
 
     async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
         return self.settle(thread_id, seen, deletes)
+
+    def unanalyzed(self) -> list[str]:
+        # dictionaries: no query planner
+        return []
+
+    async def aunanalyzed(self) -> list[str]:
+        return self.unanalyzed()

@@ -563,6 +563,25 @@ def _apply(
             step(thread_id, total, total)
 
 
+def _estimate_of(
+    view: ThreadView, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
+) -> _Estimate:
+    """The request that estimates the bytes a thread's plan adds: each rewrite
+    with the checkpoint it replaces, the deleted checkpoints, and every value a
+    kept checkpoint still references (not freed)."""
+    old = {t.checkpoint["id"]: t for t in view.tuples()}
+    pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
+    doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
+    gone = {id(t) for t in doomed}
+    kept = frozenset(
+        (Address.from_config(t.config).checkpoint_ns, ch, v)
+        for t in view.tuples()
+        if id(t) not in gone
+        for ch, v in t.checkpoint["channel_versions"].items()
+    )
+    return _Estimate(pairs, doomed, kept)
+
+
 def _estimate(raw: BaseCheckpointSaver[Any], rows: RowStore, plan: _Estimate) -> int:
     """Bytes the plan adds to storage (negative when it frees some): the saver's
     serde size of each rewritten value minus the value it replaces, minus each
@@ -672,17 +691,7 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
         report.deleted = removed
         report.detail = detail
         if run.dry_run:
-            old = {t.checkpoint["id"]: t for t in view.tuples()}
-            pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-            doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
-            gone = {id(t) for t in doomed}
-            kept = frozenset(
-                (Address.from_config(t.config).checkpoint_ns, ch, v)
-                for t in view.tuples()
-                if id(t) not in gone
-                for ch, v in t.checkpoint["channel_versions"].items()
-            )
-            growth: int = yield _Estimate(pairs, doomed, kept)
+            growth: int = yield _estimate_of(view, rewrites, deletes)
             report.bytes_after = max(0, (report.bytes_before or 0) + growth)
             report.estimated = True
         elif rewrites or removed or run.orphans:

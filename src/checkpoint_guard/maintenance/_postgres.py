@@ -154,9 +154,11 @@ def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, 
 
 
 def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
-    # FOR UPDATE: a migration, a prune or a full-mode guarded write onto one of
-    # these checkpoints (its riding check locks the target FOR SHARE) waits for
-    # this transaction, or backs off.
+    # FOR UPDATE: another maintenance transaction on these rows (a second sweep's
+    # settle, a prune's delete, a migration's rewrite) waits for this one, so two
+    # sweeps of a thread delete exactly once. A turn's new checkpoint is an INSERT
+    # of a new key: no row lock stops it (docs/retention.md, "Turns while a sweep
+    # runs", says what that leaves open).
     return (
         (
             "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s FOR UPDATE",
@@ -170,6 +172,30 @@ def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tu
     )
 
 
+_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def _unanalyzed() -> Statements:
+    # No statistics for thread_id (the table was never analyzed: autovacuum off,
+    # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
+    # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
+    # makes LangGraph's own read of one thread look costly enough to JIT-compile
+    # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
+    # statistics). pg_stats lists only what this user may read: a table it may
+    # not read is not ours to judge. Names resolve as the saver's own do.
+    rows = yield (
+        "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
+        " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE pg_relation_size(c.oid) > 0 AND has_table_privilege(c.oid, 'SELECT')"
+        " AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname"
+        " AND s.tablename = t.name AND s.attname = 'thread_id')"
+        " ORDER BY array_position(%s::text[], t.name)",
+        (list(_TABLES), list(_TABLES)),
+    )
+    return [r["name"] for r in rows]
+
+
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
@@ -178,6 +204,7 @@ _DIALECT = Dialect(
     orphans=_orphans,
     delete_orphans=_delete_orphans,
     listing=_listing,
+    unanalyzed=_unanalyzed,
 )
 
 
@@ -228,13 +255,14 @@ class PostgresRows(SqlRows):
 
             def execute(sql: str, params: Sequence[Any]) -> list[Any]:
                 cur.execute(sql, params, prepare=False)
-                return cur.fetchall() if cur.description is not None else []
+                return list(cur.fetchall()) if cur.description is not None else []
 
             return run(statements, execute)
 
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        self.saver.put(rewrite.put_config(thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        config = rewrite.put_config(thread_id)
+        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, {})
         self._run(_reparent(thread_id, rewrite))
 
 

@@ -86,6 +86,8 @@ class RowStore(Protocol):
     async def adelete_orphans(self, thread_id: str) -> None: ...
     def settle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None: ...
     async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None: ...
+    def unanalyzed(self) -> list[str]: ...
+    async def aunanalyzed(self) -> list[str]: ...
 
 
 def unseen(
@@ -126,6 +128,9 @@ class Dialect:
     #: checkpoints and of its writes; the first also locks what it reads where the
     #: backend can (``settle``)
     listing: Callable[[str], tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]]
+    #: the tables holding rows that the database's query planner has no statistics
+    #: for (``None``: a backend whose plans for a thread's rows do not depend on them)
+    unanalyzed: Callable[[], Statements] | None = None
 
 
 def settle_statements(
@@ -199,6 +204,12 @@ class SqlRows:
         )
         return result
 
+    def unanalyzed(self) -> list[str]:
+        if self.dialect.unanalyzed is None:
+            return []
+        result: list[str] = self._run(self.dialect.unanalyzed())
+        return result
+
 
 class AsyncSqlRows:
     """The async twin of ``SqlRows`` (``_arun`` and ``arewrite`` from the backend)."""
@@ -238,6 +249,12 @@ class AsyncSqlRows:
         result: str | None = await self._arun(
             settle_statements(self.dialect, thread_id, seen, deletes), exclusive=True
         )
+        return result
+
+    async def aunanalyzed(self) -> list[str]:
+        if self.dialect.unanalyzed is None:
+            return []
+        result: list[str] = await self._arun(self.dialect.unanalyzed())
         return result
 
 

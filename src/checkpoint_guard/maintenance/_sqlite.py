@@ -197,7 +197,8 @@ class SqliteRows(SqlRows):
             return result
 
     def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        self.saver.put(rewrite.put_config(thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        config = rewrite.put_config(thread_id)
+        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, {})
 
 
 class AsyncSqliteRows(AsyncSqlRows):

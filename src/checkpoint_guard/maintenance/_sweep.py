@@ -19,24 +19,24 @@ A turn written while a thread is swept. The sweep reads the thread, plans, makes
 the kept checkpoints self-contained (their state unchanged: a reader or a
 writer sees the same values before and after), and then deletes in one
 transaction that first lists the thread's checkpoints and writes again
-(``RowStore.settle``): when a checkpoint it did not read, or writes onto a newer
-checkpoint it did not read (a turn in flight), are there, nothing is deleted and
-the thread is reported as skipped; a later sweep sees the new head and leaves
-the thread alone. The transaction is exclusive on SQLite (``BEGIN IMMEDIATE``:
-no other connection commits until it ends) and, for the memory saver, has no
-await in it (atomic for every coroutine of the loop). On PostgreSQL it locks the
-thread's checkpoint rows ``FOR UPDATE`` (full-mode guarded writers and
-migrations wait or back off), but LangGraph's savers insert a new checkpoint
-without a lock the sweep could take, so a checkpoint committed in the same
-instant is not excluded there. What keeps such a turn whole is what is kept:
-with ``keep_latest``/``keep_last`` the head and its chain stay and are
-self-contained, so a turn continuing from the head (every ordinary turn, a
-resume, ``update_state`` on the head) reads and writes exactly as without the
-sweep, on every backend, whenever it lands. With ``delete`` a turn that loaded
-the head before the delete and stores its first checkpoint after it continues
-on a thread that no longer exists (it starts from an empty state): deleting a
-thread a user is resuming at that instant is what ``delete`` asks for, and
-every turn that landed first is kept.
+(``RowStore.settle``, "the check"): when a checkpoint it did not read, or writes
+onto a newer checkpoint it did not read (a turn in flight), are there, nothing is
+deleted and the thread is reported as skipped; a later sweep sees the new head
+and leaves the thread alone. The deletes name only checkpoints the sweep read.
+No checkpoint can be committed between the check and the deletes on SQLite
+(``BEGIN IMMEDIATE`` holds the write lock) nor, for coroutines of the sweep's
+loop, in memory (no await in between); on PostgreSQL one can (LangGraph's
+saver inserts a checkpoint without a lock the sweep could take; the check's
+``FOR UPDATE`` only makes other maintenance of those rows wait), and so can a
+sync write to an ``InMemorySaver`` from another OS thread. Such a checkpoint is
+treated as one written just after the sweep. Every turn continuing from a kept
+checkpoint (the head: every ordinary turn, a resume, ``update_state`` on the
+head) is whole whenever it lands, on every backend: its parent stays,
+self-contained, with the values it shares. A turn continuing from a checkpoint
+the sweep deletes (``delete``; or a fork from an older checkpoint) and landing
+after the check keeps its checkpoint without its parent (``verify`` reports the
+thread broken). docs/retention.md, "A turn written onto the thread being
+swept", has the table.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .._address import Address
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
@@ -59,7 +58,7 @@ from ._ops import (
     _adrive,
     _delete_all,
     _drive,
-    _Estimate,
+    _estimate_of,
     _Head,
     _keep_last,
     _Knowledge,
@@ -158,6 +157,19 @@ def _ts(tup: CheckpointTuple) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def unanalyzed_warning(tables: Sequence[str]) -> str:
+    """What the sweep logs when the database's query planner has no statistics
+    for ``tables`` (PostgreSQL tables never analyzed)."""
+    names = ", ".join(tables)
+    return (
+        f"retention: the database has no planner statistics for {names} (never analyzed: "
+        "autovacuum is off, or has not caught up with a restore or bulk load); PostgreSQL may "
+        "then plan each thread read for thousands of rows and JIT-compile it, which made a "
+        "10,000-thread sweep over ten times slower (docs/retention.md, 'PostgreSQL needs "
+        f"planner statistics'). Run `ANALYZE {names}`"
+    )
+
+
 def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) -> None:
     if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
         raise ConfigError("older_than", older_than, "a timedelta > 0 (e.g. timedelta(days=30))")
@@ -193,6 +205,9 @@ def _sweep_plan(
     cutoff = (now or datetime.now(UTC)) - older_than
     report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), dry_run)
     sizes: dict[str, int] = yield _Rows("sizes", ())
+    unanalyzed: list[str] = yield _Rows("unanalyzed", ())
+    if unanalyzed:
+        logger.warning(unanalyzed_warning(unanalyzed))
     if thread_ids is None:
         thread_ids = yield _Rows("thread_ids", ())
     swept: list[ChangeReport] = []
@@ -272,17 +287,7 @@ def _sweep_thread(
         detail=detail,
     )
     if dry_run:
-        old = {t.checkpoint["id"]: t for t in view.tuples()}
-        pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-        doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
-        gone = {id(t) for t in doomed}
-        kept = frozenset(
-            (Address.from_config(t.config).checkpoint_ns, ch, v)
-            for t in view.tuples()
-            if id(t) not in gone
-            for ch, v in t.checkpoint["channel_versions"].items()
-        )
-        growth: int = yield _Estimate(pairs, doomed, kept)
+        growth: int = yield _estimate_of(view, rewrites, deletes)
         change.bytes_after = max(0, (change.bytes_before or 0) + growth)
         change.estimated = True
         return change
