@@ -811,7 +811,9 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
         # ... read 2 runs whole meanwhile and teaches the process a few more ...
         assert reader.read("t", "", "messages", middle) == walk(middle)["messages"]
         # ... then read 1 parses its reply and assembles its entry
-        got = reader._serve(key, reader._missing(key, "", "messages", index))
+        got = reader._serve(
+            key, reader._missing(key, "", "messages", reader._pointer("", "messages", far), index)
+        )
         assert got == walk(far)["messages"]
     finally:
         writer.close()

@@ -68,7 +68,6 @@ ALLOWED: dict[str, str] = {
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
     # Redis: the async client's API differs from the sync one
-    "cache/_redis.py:RedisHistoryCache.contains": "one pipelined call vs a client read",
     "cache/_redis.py:RedisHistoryCache.clear": "scan_iter is an async iterator",
     "cache/_redis.py:RedisHistoryCache.close": "aclose closes the per-loop clients too",
 }

@@ -15,6 +15,6 @@ if not index(key, ARGV[1], hseg, hknown, out) then return nil end
 if not cold then return out end
 local fields = {}
 if out[2] ~= '-' then fields[1] = out[2] end
-for i = 6, #out do fields[#fields + 1] = out[i] end
+for i = 7, #out do fields[#fields + 1] = out[i] end
 if not append_values(key, fields, 1, out) then return nil end
 return out
