@@ -72,7 +72,7 @@ def _cached_thread(redis_prefix: Any, thread: str, turns: int) -> Iterator[_Cach
             .get_state(cfg(thread))
             .values
         )
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         yield _Cached(raw, cache, client, graph, expected, key)
     finally:
         client.close()
@@ -314,12 +314,12 @@ def test_hostile_thread_ids_are_isolated(redis_prefix: Any) -> None:
         import redis
 
         client = redis.Redis.from_url(redis_prefix[0])
-        keys = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        keys = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         assert len(keys) == len(HOSTILE)
         assert all(len(k) < 120 for k in keys)
         cache.drop_thread("*")
         dropped = cache._key("*").encode()
-        for key in client.scan_iter(match=redis_prefix[1] + ":*"):
+        for key in client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"):
             pointers = [f for f in client.hkeys(key) if f.startswith(b"p:")]
             assert (not pointers) if key == dropped else pointers, key
         assert graph.get_state(cfg("t:*")).values["messages"][0].content == "t:*-0"
@@ -497,7 +497,7 @@ def test_cached_values_are_encrypted_with_the_saver_serde(
         for i in range(3):
             graph.invoke({"messages": [HumanMessage(f"secret-{i}", id=f"s{i}")]}, cfg("enc"))
         graph.get_state(cfg("enc"))
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         blobs = b"".join(v for f, v in client.hgetall(key).items() if f.startswith(b"c:"))
         assert blobs and b"secret-" not in blobs
         other = make_cache(redis_prefix, serde=raw.serde)
@@ -574,7 +574,7 @@ async def test_a_channel_keeps_at_most_four_seed_values_and_stays_exact(
     def seeds() -> list[bytes]:
         return [
             field
-            for key in client.scan_iter(match=prefix + ":*")
+            for key in client.scan_iter(match=prefix + ":*", _type="HASH")
             for field in client.hkeys(key)
             if field.startswith(b"e:")
         ]
@@ -637,7 +637,7 @@ async def test_a_corrupt_seed_list_deletes_nothing_but_seed_values(redis_prefix:
         graph = chat_graph(saver, "delta", snapshot_frequency=3)
         for i in range(4):
             graph.invoke(human(i), cfg("c"))
-        (key,) = list(client.scan_iter(match=prefix + ":*"))
+        (key,) = list(client.scan_iter(match=prefix + ":*", _type="HASH"))
         (listed,) = [f for f in client.hkeys(key) if f.startswith(b"z:")]
         pointer = next(f for f in client.hkeys(key) if f.startswith(b"p:"))
         client.hset(key, listed, b",".join([b"gen", b"epoch", pointer] * 3))

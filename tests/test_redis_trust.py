@@ -55,7 +55,7 @@ def _thread(
         pointer = RedisHistoryCache._pointer(
             "", "messages", head.config["configurable"]["checkpoint_id"]
         )
-        (key,) = list(client.scan_iter(match=prefix + ":*"))
+        (key,) = list(client.scan_iter(match=prefix + ":*", _type="HASH"))
         assert client.hexists(key, pointer)
         yield raw, client, key, pointer.encode()
     finally:
@@ -172,4 +172,29 @@ def test_under_encryption_a_value_moved_to_another_field_does_not_decode(
         got, other = _read_fresh(redis_prefix, raw, "t")
         assert got == _expected(raw, "t")
         assert other.stats()["errors"] >= 1
+        other.close()
+
+
+def test_an_older_copy_of_a_threads_hash_restored_live_is_not_served(
+    redis_prefix: Any,
+) -> None:
+    """DUMP a thread's hash, write onto an old checkpoint (which drops the entries
+    that could include it), RESTORE ... REPLACE the dump in the running server (its
+    run and replication ids unchanged, so the boot stamp cannot tell): a fresh
+    worker reads the storage's answer, not an entry the write had dropped."""
+    from langchain_core.messages import HumanMessage
+
+    with _thread(redis_prefix, None, "t", 6) as (raw, client, key, _):
+        dump = client.dump(key)
+        items = list(raw.list(cfg("t")))
+        middle = items[len(items) // 2]
+        url, prefix = redis_prefix
+        writer = RedisHistoryCache(url, key_prefix=prefix)
+        saver = wrap(raw, mode="delta", cache=writer)
+        saver.put_writes(middle.config, [("messages", [HumanMessage("late", id="late")])], "late")
+        assert writer.stats()["invalidations"] == 1
+        writer.close()
+        client.restore(key, 0, dump, replace=True)
+        got, other = _read_fresh(redis_prefix, raw, "t")
+        assert got == _expected(raw, "t")
         other.close()

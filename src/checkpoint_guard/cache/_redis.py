@@ -1,9 +1,10 @@
 """``RedisHistoryCache``: the shared backend (every worker sees one cache).
 
-Key scheme: one Redis hash per thread, ``{key_prefix}:t:{sha256(thread id)}``;
-the thread id is hashed, so no id (``*``, ``?``, ``[``, ``:``, NUL, unicode, 10 KB)
-can name, match or purge another thread's key, and deleting a thread is one
-``DEL``. Inside the hash every field name is a hex digest as well:
+Key scheme: one Redis hash per thread, ``{key_prefix}:t:{{h(thread id)}}``, and
+its record ``{key_prefix}:t:{{h(thread id)}}:r`` (the digest in braces is the hash
+tag: both keys share a cluster slot); the thread id is hashed, so no id (``*``,
+``?``, ``[``, ``:``, NUL, unicode, 10 KB) can name, match or purge another thread's
+key. Inside the hash every field name is a hex digest as well:
 
 * ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n},{tag}"``: a pointer (the
   entry is the segment's seed and its first ``n`` chunks; the tag authenticates that
@@ -38,6 +39,18 @@ can name, match or purge another thread's key, and deleting a thread is one
   version's) keeps only its fences, under a new epoch and generation
   (``lib_boot.lua``).
 
+The record (a plain key next to the hash) holds the hash's current generation;
+every script that replaces the generation writes both, and every script checks
+them (``booted`` in ``lib_boot.lua``). A hash whose generation is not its record's
+is an older copy brought back without a restart (``RESTORE ... REPLACE`` of one
+thread's key): its boot stamp matches, but writes since its save may have dropped
+its entries, so it is deleted like a hash of another boot. Only the generation is
+recorded because every drop and every write replaces it; an older copy that
+differs only by entries stored since (no generation change) holds nothing stale.
+An older copy of *both* keys (a whole dataset restored into a live server) is
+consistent and cannot be told from the present: docs/operations.md says what an
+operator does then (delete the prefix's keys or change ``key_prefix``).
+
 **The index is authenticated.** Chunk and seed values go through the saver's serde
 (so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
 and in which order is plain index data (pointers, ``s:`` and ``q:`` fields) that
@@ -69,8 +82,8 @@ tag, the segment's seed field changed) makes the entry a miss, counted in
   partial restore of fields, a buggy tool); a writer to Redis can forge anything
   then, as it could forge the values themselves.
 * What a tag cannot show is freshness: a whole older copy of a thread's hash (tags
-  included) is consistent. That is the boot stamp's and the ``{...}:r`` record's
-  job (below), and an operator's (docs/operations.md).
+  included) is consistent. That is the boot stamp's and the record's
+  job (above), and an operator's (docs/operations.md).
 
 The writer needs the makeup digest of the entry it extends: the parent's tag holds
 it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
@@ -271,8 +284,9 @@ class RedisHistoryCache:
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
     ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``). Every script touches one key,
-    the thread's hash, so one thread lives in one slot and each script runs on the
+    those sentinels manage (``cache/_redis_url.py``). Every script touches two keys,
+    the thread's hash and its record, under one hash tag, so one thread lives in one
+    slot and each script runs on the
     shard that owns it (whose own run and replication ids are the hash's boot);
     ``key_prefix`` isolates deployments sharing one
     Redis; ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds``
@@ -391,7 +405,8 @@ class RedisHistoryCache:
     # -- keys ------------------------------------------------------------------------------
 
     def _key(self, thread_id: Any) -> str:
-        return f"{self.key_prefix}:t:{_digest('thread', ENTRY_FORMAT, thread_id)}"
+        # the digest is the key's hash tag: the thread's record shares its slot
+        return f"{self.key_prefix}:t:{{{_digest('thread', ENTRY_FORMAT, thread_id)}}}"
 
     @staticmethod
     def _pointer(ns: str, channel: str, checkpoint_id: str) -> str:
@@ -412,7 +427,7 @@ class RedisHistoryCache:
             fields += [self._pointer(ns, channel, c) for c in ids]
             fields += ["-"] * (g - len(ids))
         argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), g, *fields]
-        return (_BEGIN, [self._key(thread_id)], argv)
+        return (_BEGIN, _keys(self._key(thread_id)), argv)
 
     def _began(
         self, thread_id: Any, ns: str, reply: Any, probes: Sequence[tuple[str, Sequence[str]]]
@@ -475,11 +490,11 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, checkpoint_id: str, writer: str
     ) -> tuple[Any, ...]:
         argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), checkpoint_id, "f:" + writer]
-        return (_FENCE, [self._key(thread_id)], argv)
+        return (_FENCE, _keys(self._key(thread_id)), argv)
 
     def _unfence_args(self, thread_id: Any, writer: str) -> tuple[Any, ...]:
         argv = [uuid.uuid4().hex, self.ttl_ms, "f:" + writer]
-        return (_UNFENCE, [self._key(thread_id)], argv)
+        return (_UNFENCE, _keys(self._key(thread_id)), argv)
 
     def _fenced(self, dropped: Any) -> bool:
         if dropped:
@@ -487,7 +502,7 @@ class RedisHistoryCache:
         return bool(dropped)
 
     def _fresh_args(self, script: str, thread_id: Any) -> tuple[Any, ...]:
-        return (script, [self._key(thread_id)], [uuid.uuid4().hex, self.ttl_ms])
+        return (script, _keys(self._key(thread_id)), [uuid.uuid4().hex, self.ttl_ms])
 
     # -- request building (shared by sync and async) ---------------------------------------
 
@@ -501,7 +516,7 @@ class RedisHistoryCache:
 
     def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
         held, seg, known = self._hint(key, ns, channel)
-        return (_INDEX, [key], [self._pointer(ns, channel, cid), held, seg, known])
+        return (_INDEX, _keys(key), [self._pointer(ns, channel, cid), held, seg, known])
 
     def _block(
         self,
@@ -773,7 +788,7 @@ class RedisHistoryCache:
                 tag,
                 check,
             ]
-        return (_EXTEND, [key], argv), kept
+        return (_EXTEND, _keys(key), argv), kept
 
     def _extended(self, key: str, reply: Any, kept: list[tuple[str, int, Any]]) -> str | None:
         """After the extend script: its epoch when every step was applied, and keep
@@ -838,7 +853,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = self._run(_VALUES, [key], [epoch, *missing])
+                blobs = self._run(_VALUES, _keys(key), [epoch, *missing])
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -989,7 +1004,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = await self._arun(_VALUES, [key], [epoch, *missing])
+                blobs = await self._arun(_VALUES, _keys(key), [epoch, *missing])
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -1123,6 +1138,11 @@ def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
     # A cluster client retries a command after refreshing its slot map (a moved
     # slot, a promoted replica); each attempt is still bounded by the timeouts.
     return {k: v for k, v in options.items() if k != "retry_on_timeout"}
+
+
+def _keys(key: str) -> list[str]:
+    """A script's keys: the thread's hash and its record (``lua/lib_boot.lua``)."""
+    return [key, key + ":r"]
 
 
 def _text(value: Any) -> str:

@@ -1,4 +1,4 @@
--- KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
+-- KEYS[1], KEYS[2] the record; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
 -- ARGV[4] the newest child id of the steps, ARGV[5] R, the number of entries to read
 -- back after the steps, then R groups of 3 (pointer, hint segment, hint known; see
 -- index), then one group of 10 per step, oldest first: child pointer, parent pointer
@@ -24,8 +24,8 @@
 -- keeps as many seeded segments), oldest stored first out; the segments of a
 -- dropped seed read as misses (held_seed), so a reader falls back to the saver.
 local MAX_SEEDS = 4
-local key = KEYS[1]
-booted(key)
+local key, rec = KEYS[1], KEYS[2]
+booted(key, rec)
 local ttl = tonumber(ARGV[1])
 if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
   return 0
@@ -110,7 +110,10 @@ if applied > 0 then
   if newer(ARGV[4], redis.call('HGET', key, ARGV[3])) then
     redis.call('HSET', key, ARGV[3], ARGV[4])
   end
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ttl)
+    redis.call('PEXPIRE', rec, ttl)
+  end
 end
 if applied * 10 < #ARGV - first + 1 then return 0 end
 local out = {redis.call('HGET', key, 'epoch')}

@@ -1,10 +1,10 @@
--- KEYS[1] thread hash; ARGV[1] pointer field; ARGV[2] the epoch whose values the
+-- KEYS[1] thread hash, KEYS[2] its record; ARGV[1] pointer field; ARGV[2] the epoch whose values the
 -- caller holds ('' for none); ARGV[3] the segment it knows positions of, ARGV[4] how
 -- many. -> {epoch, index(...)} | nil, followed, when the caller holds nothing of
 -- this epoch, by the values of the seed and of every chunk field: a cold reader gets
 -- everything in one round trip.
 local key = KEYS[1]
-booted(key)
+booted(key, KEYS[2])
 local epoch = redis.call('HGET', key, 'epoch')
 if not epoch then return nil end
 local cold = epoch ~= ARGV[2]
