@@ -208,6 +208,52 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
         writer.close()
 
 
+def test_a_long_entry_s_values_come_with_one_hmget_after_its_index(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``_INLINE_VALUES`` values a cold reader's index comes back alone (Lua would
+    copy every value twice) and the values follow in one plain ``HMGET`` that names the
+    epoch too: when the thread was dropped in between, the read is a miss, never values
+    of another epoch under the old index."""
+    from checkpoint_guard.cache import _redis
+
+    monkeypatch.setattr(_redis, "_INLINE_VALUES", 2)
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    counted = _counting_client(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
+        for i in range(5):
+            graph.invoke(human(i), cfg("hm"))
+        graph.get_state(cfg("hm"))
+        head = raw.get_tuple(cfg("hm"))
+        assert head is not None
+        cid = head.config["configurable"]["checkpoint_id"]
+        cold = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+        got = cold.read("hm", "", CHANNELS[0], cid)
+        assert [c for c in counted.commands if c != "SCRIPT LOAD"] == ["EVALSHA", "HMGET"]
+        assert got is not None and got == writer.read("hm", "", CHANNELS[0], cid)
+        # the index read, then the thread dropped, then the values fetched
+        other = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+        key, pointer = other._key("hm"), other._pointer("", CHANNELS[0], cid)
+        index = other._run(*other._index_args(key, "", CHANNELS[0], cid))
+        plan = other._missing(key, "", CHANNELS[0], pointer, index)
+        assert plan is not None and plan[4] is None  # the values were not inline
+        saved = counted.hgetall(key)
+        writer.drop_thread("hm")
+        # the same field names hold other values under the new epoch (the chunks
+        # rotated): values fetched under the old index would assemble another history
+        chunks = sorted(f for f in saved if f.startswith(b"c:"))
+        rotated = {f: saved[chunks[(i + 1) % len(chunks)]] for i, f in enumerate(chunks)}
+        counted.hset(
+            key, mapping={**{f: v for f, v in saved.items() if f[:2] in (b"e:", b"s:")}, **rotated}
+        )
+        assert other._serve(key, plan) is None
+    finally:
+        counted.close()
+        writer.close()
+
+
 @pytest.mark.parametrize("snapshot_frequency", [3, 1000])
 def test_returned_values_cannot_corrupt_the_cache_cold_or_warm(
     redis_prefix: Any, snapshot_frequency: int

@@ -103,7 +103,10 @@ saver's serde; encryption carries through).
 A read first fetches the entry's index (epoch, seed field, the chunk field names
 past those this process knows), then only the values this process does not hold
 yet (a process that holds nothing of the thread's current epoch gets them with
-the index: one round trip). Values are
+the index, one round trip, when the entry has at most ``_INLINE_VALUES`` values;
+past that, and for a warm process's missing values, one plain ``HMGET`` that also
+names ``epoch``, so values of a later epoch are never assembled under an older
+index). Values are
 kept in a small local tier keyed by ``(thread, epoch, field)``: those this
 process decoded, and those it stored itself. A field's content never changes
 within an epoch, so a warm worker fetches and decodes nothing, and a worker that
@@ -217,7 +220,6 @@ def _lua(name: str, *libs: str) -> str:
 
 
 _INDEX = _lua("index", "boot", "values", "live", "index")
-_VALUES = _lua("values", "boot", "values")
 _BEGIN = _lua("begin", "boot", "live")
 _FENCE = _lua("fence", "boot", "newer")
 _UNFENCE = _lua("unfence", "boot")
@@ -250,6 +252,9 @@ def order_fingerprint(sort_key: Any = writes_sort_key) -> str:
 ENTRY_FORMAT = f"{_LAYOUT}.{order_fingerprint()}"
 
 
+# At most this many values come back with a cold reader's index (index.lua); a
+# longer entry's values are one plain HMGET after it.
+_INLINE_VALUES = 256
 _TAG_BYTES = 16
 _SEED_LINK = b"seed\0"
 
@@ -516,7 +521,8 @@ class RedisHistoryCache:
 
     def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
         held, seg, known = self._hint(key, ns, channel)
-        return (_INDEX, _keys(key), [self._pointer(ns, channel, cid), held, seg, known])
+        argv = [self._pointer(ns, channel, cid), held, seg, known, _INLINE_VALUES]
+        return (_INDEX, _keys(key), argv)
 
     def _block(
         self,
@@ -853,7 +859,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = self._run(_VALUES, _keys(key), [epoch, *missing])
+                blobs = _current(epoch, self._sync().hmget(key, ["epoch", *missing]))
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -1004,7 +1010,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = await self._arun(_VALUES, _keys(key), [epoch, *missing])
+                blobs = _current(epoch, await self._async().hmget(key, ["epoch", *missing]))
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -1138,6 +1144,17 @@ def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
     # A cluster client retries a command after refreshing its slot map (a moved
     # slot, a promoted replica); each attempt is still bounded by the timeouts.
     return {k: v for k, v in options.items() if k != "retry_on_timeout"}
+
+
+def _current(epoch: str, reply: Any) -> list[Any] | None:
+    """The values of an ``HMGET key epoch field...`` reply, or None when the epoch
+    is no longer ``epoch`` (the thread was dropped since its index was read) or a
+    value is gone. Within one epoch a field's content never changes, so values
+    fetched outside a script still belong to the index read before them."""
+    if not reply or reply[0] is None or _text(reply[0]) != epoch:
+        return None
+    values = list(reply[1:])
+    return None if any(v is None for v in values) else values
 
 
 def _keys(key: str) -> list[str]:

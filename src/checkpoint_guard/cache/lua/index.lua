@@ -1,8 +1,11 @@
 -- KEYS[1] thread hash, KEYS[2] its record; ARGV[1] pointer field; ARGV[2] the epoch whose values the
 -- caller holds ('' for none); ARGV[3] the segment it knows positions of, ARGV[4] how
--- many. -> {epoch, index(...)} | nil, followed, when the caller holds nothing of
--- this epoch, by the values of the seed and of every chunk field: a cold reader gets
--- everything in one round trip.
+-- many, ARGV[5] the most values to return with the index. -> {epoch, index(...)} |
+-- nil, followed, when the caller holds nothing of this epoch and the entry has at
+-- most ARGV[5] values, by the values of the seed and of every chunk field: a cold
+-- reader of a short entry gets everything in one round trip. A long entry's values
+-- are fetched by the caller with a plain HMGET: passed through this script they
+-- cost more (Lua copies every value twice) than the second round trip.
 local key = KEYS[1]
 booted(key, KEYS[2])
 local epoch = redis.call('HGET', key, 'epoch')
@@ -16,5 +19,6 @@ if not cold then return out end
 local fields = {}
 if out[2] ~= '-' then fields[1] = out[2] end
 for i = 7, #out do fields[#fields + 1] = out[i] end
+if #fields > tonumber(ARGV[5]) then return out end
 if not append_values(key, fields, 1, out) then return nil end
 return out

@@ -5,7 +5,7 @@
 -- lagging replica) that lacks writes since its save, so a hash stamped with another
 -- boot may hold entries and a generation those writes had dropped or changed.
 -- Every script that creates a hash stamps it (begin, fence, drop); the scripts that
--- read entries (begin, index, values, extend) call booted() first.
+-- read entries (begin, index, extend) call booted() first.
 -- Every script also takes KEYS[2], the thread's record: a plain key (same hash tag,
 -- so the same cluster slot) holding the hash's current generation, written by every
 -- script that replaces the generation (record()). A hash whose generation differs
