@@ -19,11 +19,12 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import redis
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 from redis.cluster import RedisCluster
 from typing_extensions import TypedDict
 
@@ -77,7 +78,7 @@ def _server_usec(client: Any) -> int:
 
 
 class State(TypedDict):
-    messages: list[Any]
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 def main() -> None:

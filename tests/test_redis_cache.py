@@ -72,7 +72,7 @@ def _cached_thread(redis_prefix: Any, thread: str, turns: int) -> Iterator[_Cach
             .get_state(cfg(thread))
             .values
         )
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         yield _Cached(raw, cache, client, graph, expected, key)
     finally:
         client.close()
@@ -208,6 +208,52 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
         writer.close()
 
 
+def test_a_long_entry_s_values_come_with_one_hmget_after_its_index(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``_INLINE_VALUES`` values a cold reader's index comes back alone (Lua would
+    copy every value twice) and the values follow in one plain ``HMGET`` that names the
+    epoch too: when the thread was dropped in between, the read is a miss, never values
+    of another epoch under the old index."""
+    from checkpoint_guard.cache import _redis
+
+    monkeypatch.setattr(_redis, "_INLINE_VALUES", 2)
+    raw = InMemorySaver()
+    writer = make_cache(redis_prefix)
+    counted = _counting_client(redis_prefix[0])
+    try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
+        for i in range(5):
+            graph.invoke(human(i), cfg("hm"))
+        graph.get_state(cfg("hm"))
+        head = raw.get_tuple(cfg("hm"))
+        assert head is not None
+        cid = head.config["configurable"]["checkpoint_id"]
+        cold = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+        got = cold.read("hm", "", CHANNELS[0], cid)
+        assert [c for c in counted.commands if c != "SCRIPT LOAD"] == ["EVALSHA", "HMGET"]
+        assert got is not None and got == writer.read("hm", "", CHANNELS[0], cid)
+        # the index read, then the thread dropped, then the values fetched
+        other = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
+        key, pointer = other._key("hm"), other._pointer("", CHANNELS[0], cid)
+        index = other._run(*other._index_args(key, "", CHANNELS[0], cid))
+        plan = other._missing(key, "", CHANNELS[0], pointer, index)
+        assert plan is not None and plan[4] is None  # the values were not inline
+        saved = counted.hgetall(key)
+        writer.drop_thread("hm")
+        # the same field names hold other values under the new epoch (the chunks
+        # rotated): values fetched under the old index would assemble another history
+        chunks = sorted(f for f in saved if f.startswith(b"c:"))
+        rotated = {f: saved[chunks[(i + 1) % len(chunks)]] for i, f in enumerate(chunks)}
+        counted.hset(
+            key, mapping={**{f: v for f, v in saved.items() if f[:2] in (b"e:", b"s:")}, **rotated}
+        )
+        assert other._serve(key, plan) is None
+    finally:
+        counted.close()
+        writer.close()
+
+
 @pytest.mark.parametrize("snapshot_frequency", [3, 1000])
 def test_returned_values_cannot_corrupt_the_cache_cold_or_warm(
     redis_prefix: Any, snapshot_frequency: int
@@ -314,12 +360,12 @@ def test_hostile_thread_ids_are_isolated(redis_prefix: Any) -> None:
         import redis
 
         client = redis.Redis.from_url(redis_prefix[0])
-        keys = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        keys = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         assert len(keys) == len(HOSTILE)
         assert all(len(k) < 120 for k in keys)
         cache.drop_thread("*")
         dropped = cache._key("*").encode()
-        for key in client.scan_iter(match=redis_prefix[1] + ":*"):
+        for key in client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"):
             pointers = [f for f in client.hkeys(key) if f.startswith(b"p:")]
             assert (not pointers) if key == dropped else pointers, key
         assert graph.get_state(cfg("t:*")).values["messages"][0].content == "t:*-0"
@@ -497,7 +543,7 @@ def test_cached_values_are_encrypted_with_the_saver_serde(
         for i in range(3):
             graph.invoke({"messages": [HumanMessage(f"secret-{i}", id=f"s{i}")]}, cfg("enc"))
         graph.get_state(cfg("enc"))
-        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*"))
+        (key,) = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         blobs = b"".join(v for f, v in client.hgetall(key).items() if f.startswith(b"c:"))
         assert blobs and b"secret-" not in blobs
         other = make_cache(redis_prefix, serde=raw.serde)
@@ -574,7 +620,7 @@ async def test_a_channel_keeps_at_most_four_seed_values_and_stays_exact(
     def seeds() -> list[bytes]:
         return [
             field
-            for key in client.scan_iter(match=prefix + ":*")
+            for key in client.scan_iter(match=prefix + ":*", _type="HASH")
             for field in client.hkeys(key)
             if field.startswith(b"e:")
         ]
@@ -637,7 +683,7 @@ async def test_a_corrupt_seed_list_deletes_nothing_but_seed_values(redis_prefix:
         graph = chat_graph(saver, "delta", snapshot_frequency=3)
         for i in range(4):
             graph.invoke(human(i), cfg("c"))
-        (key,) = list(client.scan_iter(match=prefix + ":*"))
+        (key,) = list(client.scan_iter(match=prefix + ":*", _type="HASH"))
         (listed,) = [f for f in client.hkeys(key) if f.startswith(b"z:")]
         pointer = next(f for f in client.hkeys(key) if f.startswith(b"p:"))
         client.hset(key, listed, b",".join([b"gen", b"epoch", pointer] * 3))
@@ -811,7 +857,9 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
         # ... read 2 runs whole meanwhile and teaches the process a few more ...
         assert reader.read("t", "", "messages", middle) == walk(middle)["messages"]
         # ... then read 1 parses its reply and assembles its entry
-        got = reader._serve(key, reader._missing(key, "", "messages", index))
+        got = reader._serve(
+            key, reader._missing(key, "", "messages", reader._pointer("", "messages", far), index)
+        )
         assert got == walk(far)["messages"]
     finally:
         writer.close()

@@ -73,7 +73,6 @@ ALLOWED: dict[str, str] = {
         "asyncio lock and statements go through a cursor"
     ),
     # Redis: the async client's API differs from the sync one
-    "cache/_redis.py:RedisHistoryCache.contains": "one pipelined call vs a client read",
     "cache/_redis.py:RedisHistoryCache.clear": "scan_iter is an async iterator",
     "cache/_redis.py:RedisHistoryCache.close": "aclose closes the per-loop clients too",
 }

@@ -696,6 +696,7 @@ class CacheStats:
         }
         self._log_interval = log_interval
         self._last_log = float("-inf")
+        self._last_reject = float("-inf")
         self._suppressed = 0
 
     def add(self, name: str, n: int = 1) -> None:
@@ -732,6 +733,22 @@ class CacheStats:
             type(exc).__name__,
             exc,
             f" ({suppressed} similar errors suppressed)" if suppressed else "",
+        )
+
+    def reject(self, detail: str) -> None:
+        """Count an entry whose index failed verification (``rejected``: rewritten
+        or corrupted cache data; the saver answers) and log it without flooding."""
+        now = time.monotonic()
+        with self._lock:
+            self.counts["rejected"] = self.counts.get("rejected", 0) + 1
+            if now - self._last_reject < self._log_interval:
+                return
+            self._last_reject = now
+        logger.warning(
+            "a cached entry's index failed verification (%s); serving from the saver. "
+            "The cache's data was rewritten or corrupted outside checkpoint-guard "
+            "(see docs/guarantees.md)",
+            detail,
         )
 
     def snapshot(self) -> dict[str, int]:

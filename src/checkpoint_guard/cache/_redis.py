@@ -1,12 +1,14 @@
 """``RedisHistoryCache``: the shared backend (every worker sees one cache).
 
-Key scheme: one Redis hash per thread, ``{key_prefix}:t:{sha256(thread id)}``;
-the thread id is hashed, so no id (``*``, ``?``, ``[``, ``:``, NUL, unicode, 10 KB)
-can name, match or purge another thread's key, and deleting a thread is one
-``DEL``. Inside the hash every field name is a hex digest as well:
+Key scheme: one Redis hash per thread, ``{key_prefix}:t:{{h(thread id)}}``, and
+its record ``{key_prefix}:t:{{h(thread id)}}:r`` (the digest in braces is the hash
+tag: both keys share a cluster slot); the thread id is hashed, so no id (``*``,
+``?``, ``[``, ``:``, NUL, unicode, 10 KB) can name, match or purge another thread's
+key. Inside the hash every field name is a hex digest as well:
 
-* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n}"``: a pointer (the entry is
-  the segment's seed and its first ``n`` chunks).
+* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n},{tag}"``: a pointer (the
+  entry is the segment's seed and its first ``n`` chunks; the tag authenticates that
+  makeup, see below).
 * ``s:{segment}`` -> the segment's seed field, or ``-``.
 * ``q:{segment}:{i}`` -> the chunk field at position ``i`` (1-based). A position is
   written once per epoch; a fork writes a new segment. So a process that knows a
@@ -37,6 +39,60 @@ can name, match or purge another thread's key, and deleting a thread is one
   version's) keeps only its fences, under a new epoch and generation
   (``lib_boot.lua``).
 
+The record (a plain key next to the hash) holds the hash's current generation;
+every script that replaces the generation writes both, and every script checks
+them (``booted`` in ``lib_boot.lua``). A hash whose generation is not its record's
+is an older copy brought back without a restart (``RESTORE ... REPLACE`` of one
+thread's key): its boot stamp matches, but writes since its save may have dropped
+its entries, so it is deleted like a hash of another boot. Only the generation is
+recorded because every drop and every write replaces it; an older copy that
+differs only by entries stored since (no generation change) holds nothing stale.
+An older copy of *both* keys (a whole dataset restored into a live server) is
+consistent and cannot be told from the present: docs/operations.md says what an
+operator does then (delete the prefix's keys or change ``key_prefix``).
+
+**The index is authenticated.** Chunk and seed values go through the saver's serde
+(so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
+and in which order is plain index data (pointers, ``s:`` and ``q:`` fields) that
+anyone able to write to Redis could rewrite: a pointer's ``n`` lowered would serve a
+shortened history as a hit. So every pointer carries a tag:
+
+* the entry's *makeup digest*, a chain over the fields a reader assembles it from:
+  ``D0 = H("seed", seed field or "-")``, ``Di = H(Di-1, chunk field at position i)``
+  (blake2b, 16 bytes), and
+* its *binding* ``H(thread key, pointer field, n, Dn)`` (the pointer field is a
+  digest of namespace, channel and checkpoint id),
+
+together encoded by ``ValueCodec.dumps``, i.e. through the saver's serde. A reader
+recomputes ``Dn`` over the seed field and chunk fields the index gave it, opens the
+tag and compares both parts; any difference (a count lowered or raised, positions
+swapped or replaced, the pointer sent to another segment or given another entry's
+tag, the segment's seed field changed) makes the entry a miss, counted in
+``stats()["rejected"]`` and logged: the saver answers. Why this is enough:
+
+* With encryption, the tag is a ciphertext of the serde's cipher (AES-EAX for
+  LangGraph's AES serializer: authenticated), and ``ValueCodec.loads`` accepts only
+  the envelope type the serde produces, so an unencrypted tag is refused: only a
+  holder of the key can make a tag that opens, and the binding inside names the one
+  entry it was made for (copying another pointer's tag fails the binding). The
+  makeup digest is a collision-resistant chain, so no other field list matches it.
+  Chunk values are bound to their field name the same way (``ValueCodec``'s
+  ``name``): a value moved to another field fails to decode.
+* Without encryption the same checks catch accidental corruption (a bit flip, a
+  partial restore of fields, a buggy tool); a writer to Redis can forge anything
+  then, as it could forge the values themselves.
+* What a tag cannot show is freshness: a whole older copy of a thread's hash (tags
+  included) is consistent. That is the boot stamp's and the record's
+  job (above), and an operator's (docs/operations.md).
+
+The writer needs the makeup digest of the entry it extends: the parent's tag holds
+it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
+each channel, ``contains`` and reads return theirs), so a turn still costs the same
+commands, and the digests of positions a process verified are kept with its
+positions (``_chains``), so a warm read digests only its new chunks. The extend
+script refuses a step whose parent's tag is no longer the one the writer extended
+(``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
+
 Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
 share prepended), so a reader sees a whole entry or none (cancellation or
 a crash between two commands never leaves half an entry that can be served); one
@@ -47,7 +103,10 @@ saver's serde; encryption carries through).
 A read first fetches the entry's index (epoch, seed field, the chunk field names
 past those this process knows), then only the values this process does not hold
 yet (a process that holds nothing of the thread's current epoch gets them with
-the index: one round trip). Values are
+the index, one round trip, when the entry has at most ``_INLINE_VALUES`` values;
+past that, and for a warm process's missing values, one plain ``HMGET`` that also
+names ``epoch``, so values of a later epoch are never assembled under an older
+index). Values are
 kept in a small local tier keyed by ``(thread, epoch, field)``: those this
 process decoded, and those it stored itself. A field's content never changes
 within an epoch, so a warm worker fetches and decodes nothing, and a worker that
@@ -62,6 +121,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import threading
 import uuid
 import weakref
@@ -160,7 +220,6 @@ def _lua(name: str, *libs: str) -> str:
 
 
 _INDEX = _lua("index", "boot", "values", "live", "index")
-_VALUES = _lua("values", "boot", "values")
 _BEGIN = _lua("begin", "boot", "live")
 _FENCE = _lua("fence", "boot", "newer")
 _UNFENCE = _lua("unfence", "boot")
@@ -172,7 +231,7 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 # LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
 # the saver's order, which follows that contract). Both are part of every thread's key, so a
 # LangGraph whose order changed reads none of the entries an earlier one made.
-_LAYOUT = 1
+_LAYOUT = 2  # 2: pointers carry a tag (#28)
 _SAMPLE = [
     ("~__pregel_pull, agent", "b", 0),
     ("~__pregel_pull, agent", "a", 1),
@@ -193,6 +252,29 @@ def order_fingerprint(sort_key: Any = writes_sort_key) -> str:
 ENTRY_FORMAT = f"{_LAYOUT}.{order_fingerprint()}"
 
 
+# At most this many values come back with a cold reader's index (index.lua); a
+# longer entry's values are one plain HMGET after it.
+_INLINE_VALUES = 256
+_TAG_BYTES = 16
+_SEED_LINK = b"seed\0"
+
+
+def _link(prev: bytes, field: str) -> bytes:
+    """The makeup digest after one more chunk field (see the module docstring)."""
+    return hashlib.blake2b(prev + field.encode(), digest_size=_TAG_BYTES).digest()
+
+
+def _origin(seed_field: str) -> bytes:
+    """The makeup digest of an entry with no chunks yet: its seed field (or ``-``)."""
+    return hashlib.blake2b(_SEED_LINK + seed_field.encode(), digest_size=_TAG_BYTES).digest()
+
+
+def _binding(key: str, pointer: str, n: int, makeup: bytes) -> bytes:
+    """Binds a makeup digest to the entry it is the makeup of."""
+    packed = msgpack.packb([key, pointer, n, makeup], use_bin_type=True)
+    return hashlib.blake2b(packed, digest_size=_TAG_BYTES).digest()
+
+
 def _digest(*parts: Any) -> str:
     packed = msgpack.packb(
         [p if isinstance(p, (str, int, bytes)) else repr(p) for p in parts], use_bin_type=True
@@ -207,8 +289,9 @@ class RedisHistoryCache:
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
     ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``). Every script touches one key,
-    the thread's hash, so one thread lives in one slot and each script runs on the
+    those sentinels manage (``cache/_redis_url.py``). Every script touches two keys,
+    the thread's hash and its record, under one hash tag, so one thread lives in one
+    slot and each script runs on the
     shard that owns it (whose own run and replication ids are the hash's boot);
     ``key_prefix`` isolates deployments sharing one
     Redis; ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds``
@@ -279,6 +362,16 @@ class RedisHistoryCache:
         )
         # (thread key, ns, channel) -> the segment its last entry was read from
         self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
+        # (thread key, epoch, segment) -> (its seed field, the makeup digests after
+        # positions 1..len): verified with ``_segs``' fields, so a warm read digests
+        # only its new positions
+        self._chains: LRUCache[tuple[str, str, str], tuple[str, list[bytes]]] = LRUCache(
+            maxsize=200_000, getsizeof=lambda held: len(held[1]) + 1
+        )
+        # (thread key, pointer) -> (n, makeup digest, tag) of an entry this process
+        # verified or made: what a miss needs to extend it (the child's tag)
+        self._tags: LRUCache[tuple[str, str], tuple[int, bytes, bytes]] = LRUCache(maxsize=100_000)
+        self._stats.counts["rejected"] = 0
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
@@ -317,7 +410,8 @@ class RedisHistoryCache:
     # -- keys ------------------------------------------------------------------------------
 
     def _key(self, thread_id: Any) -> str:
-        return f"{self.key_prefix}:t:{_digest('thread', ENTRY_FORMAT, thread_id)}"
+        # the digest is the key's hash tag: the thread's record shares its slot
+        return f"{self.key_prefix}:t:{{{_digest('thread', ENTRY_FORMAT, thread_id)}}}"
 
     @staticmethod
     def _pointer(ns: str, channel: str, checkpoint_id: str) -> str:
@@ -330,32 +424,82 @@ class RedisHistoryCache:
     def _begin_args(
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]]
     ) -> tuple[Any, ...]:
-        fields = [self._pointer(ns, channel, c) for channel, ids in probes for c in ids]
-        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), *fields]
-        return (_BEGIN, [self._key(thread_id)], argv)
-
-    @staticmethod
-    def _began(reply: Any, probes: Sequence[tuple[str, Sequence[str]]]) -> Begin:
-        token, epoch, known, *flags = reply
-        found: dict[str, set[str]] = {}
-        i = 0
+        # one group of g probes per channel (padded with a field that never exists):
+        # the script returns the first live pointer of each group whole
+        g = max((len(ids) for _, ids in probes), default=0)
+        fields: list[str] = []
         for channel, ids in probes:
+            fields += [self._pointer(ns, channel, c) for c in ids]
+            fields += ["-"] * (g - len(ids))
+        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), g, *fields]
+        return (_BEGIN, _keys(self._key(thread_id)), argv)
+
+    def _began(
+        self, thread_id: Any, ns: str, reply: Any, probes: Sequence[tuple[str, Sequence[str]]]
+    ) -> Begin:
+        token, epoch, known, *flags = reply
+        key = self._key(thread_id)
+        g = max((len(ids) for _, ids in probes), default=0)
+        found: dict[str, set[str]] = {}
+        for group, (channel, ids) in enumerate(probes):
             hits = found.setdefault(channel, set())
-            for c in ids:
-                if flags[i]:
+            for i, c in enumerate(ids):
+                flag = flags[group * g + i]
+                # bytes: the entry a miss would extend, whose tag it needs
+                if isinstance(flag, bytes) and not self._learn(
+                    key, self._pointer(ns, channel, c), flag
+                ):
+                    continue
+                if flag:
                     hits.add(c)
-                i += 1
         return Begin(_text(token), _text(epoch), bool(known), found)
+
+    def _learn(self, key: str, pointer: str, value: Any) -> bool:
+        """Remember the makeup of an entry from its pointer's value ``segment,n,tag``;
+        False (counted, logged) when its tag is not one made for this entry."""
+        try:
+            _, count, tag = bytes(value).split(b",", 2)
+            n = int(count)
+        except (TypeError, ValueError):
+            self._stats.reject("a malformed pointer")
+            return False
+        makeup = self._opened(key, pointer, n, tag)
+        if makeup is None:
+            self._stats.reject("a pointer whose tag was not made for its entry")
+            return False
+        with self._lock:
+            self._tags[(key, pointer)] = (n, makeup, tag)
+        return True
+
+    def _tag(self, key: str, pointer: str, n: int, makeup: bytes) -> bytes:
+        """The tag of the entry ``pointer`` whose first ``n`` chunks have ``makeup``:
+        the makeup and its binding to the entry, through the saver's serde (so, with
+        encryption, sealed by the serde's key)."""
+        return self.codec.dumps(makeup + _binding(key, pointer, n, makeup))
+
+    def _opened(self, key: str, pointer: str, n: int, tag: bytes) -> bytes | None:
+        """The makeup digest ``tag`` holds, or None when it was not made for entry
+        ``pointer`` with ``n`` chunks (or, with encryption, not under the serde's key)."""
+        try:
+            plain = self.codec.loads(tag)
+        except CodecError:
+            return None
+        if type(plain) is not bytes or len(plain) != 2 * _TAG_BYTES:
+            return None
+        makeup = plain[:_TAG_BYTES]
+        if not hmac.compare_digest(plain[_TAG_BYTES:], _binding(key, pointer, n, makeup)):
+            return None
+        return makeup
 
     def _fence_args(
         self, thread_id: Any, ns: str, checkpoint_id: str, writer: str
     ) -> tuple[Any, ...]:
         argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), checkpoint_id, "f:" + writer]
-        return (_FENCE, [self._key(thread_id)], argv)
+        return (_FENCE, _keys(self._key(thread_id)), argv)
 
     def _unfence_args(self, thread_id: Any, writer: str) -> tuple[Any, ...]:
         argv = [uuid.uuid4().hex, self.ttl_ms, "f:" + writer]
-        return (_UNFENCE, [self._key(thread_id)], argv)
+        return (_UNFENCE, _keys(self._key(thread_id)), argv)
 
     def _fenced(self, dropped: Any) -> bool:
         if dropped:
@@ -363,7 +507,7 @@ class RedisHistoryCache:
         return bool(dropped)
 
     def _fresh_args(self, script: str, thread_id: Any) -> tuple[Any, ...]:
-        return (script, [self._key(thread_id)], [uuid.uuid4().hex, self.ttl_ms])
+        return (script, _keys(self._key(thread_id)), [uuid.uuid4().hex, self.ttl_ms])
 
     # -- request building (shared by sync and async) ---------------------------------------
 
@@ -377,25 +521,70 @@ class RedisHistoryCache:
 
     def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
         held, seg, known = self._hint(key, ns, channel)
-        return (_INDEX, [key], [self._pointer(ns, channel, cid), held, seg, known])
+        argv = [self._pointer(ns, channel, cid), held, seg, known, _INLINE_VALUES]
+        return (_INDEX, _keys(key), argv)
 
     def _block(
-        self, key: str, ns: str, channel: str, epoch: str, reply: Sequence[Any], at: int
+        self,
+        key: str,
+        ns: str,
+        channel: str,
+        pointer: str,
+        epoch: str,
+        reply: Sequence[Any],
+        at: int,
     ) -> tuple[tuple[str, list[str]] | None, int]:
         """Parse one index block (see ``lib_index.lua``) at ``reply[at:]``: ((seed
         field, chunk fields), where the next block starts), or (None, _) when the
-        reply is malformed or refers to positions this process no longer knows."""
+        reply is malformed, refers to positions this process no longer knows, or
+        fails verification against the pointer's tag (counted as ``rejected``)."""
         try:
             seed_field, seg = _text(reply[at]), _text(reply[at + 1])
-            n, first = int(reply[at + 2]), int(reply[at + 3])
+            n, first, tag = int(reply[at + 2]), int(reply[at + 3]), reply[at + 4]
         except (IndexError, ValueError, UnicodeDecodeError):
             return None, len(reply)
         count = n - first + 1
-        if n < 0 or first < 1 or count < 0 or len(reply) < at + 4 + count:
+        if (
+            n < 0
+            or first < 1
+            or count < 0
+            or len(reply) < at + 5 + count
+            or not isinstance(tag, bytes)
+        ):
             return None, len(reply)
-        tail = [_text(f) for f in reply[at + 4 : at + 4 + count]]
+        tail = [_text(f) for f in reply[at + 5 : at + 5 + count]]
         slot = (key, epoch, seg)
         with self._lock:
+            known = self._segs.get(slot)
+            held = self._chains.get(slot)
+        if first > 1 and (known is None or len(known) < first - 1):
+            return None, len(reply)
+        fields = known[: first - 1] + tail if first > 1 and known is not None else tail
+        # The makeup digest of the entry: positions 1..first-1 came from what this
+        # process verified before, so their digests are reused; the rest are new.
+        chain = held[1] if held is not None and held[0] == seed_field else []
+        reuse = min(len(chain), first - 1)
+        makeup = chain[reuse - 1] if reuse else _origin(seed_field)
+        grown: list[bytes] = []
+        for field in fields[reuse:]:
+            makeup = _link(makeup, field)
+            grown.append(makeup)
+        if self._opened(key, pointer, n, tag) != makeup:
+            self._stats.reject("an entry whose chunk list does not match its tag")
+            with self._lock:  # re-read whole next time
+                self._segs.pop(slot, None)
+                self._chains.pop(slot, None)
+            return None, len(reply)
+        with self._lock:
+            self._tags[(key, pointer)] = (n, makeup, tag)
+            held = self._chains.get(slot)
+            if held is not None and held[0] == seed_field and len(held[1]) == reuse:
+                held[1].extend(grown)
+                with contextlib.suppress(ValueError):
+                    self._chains[slot] = held  # re-sized
+            elif held is None or len(held[1]) < reuse + len(grown):
+                with contextlib.suppress(ValueError):  # larger than the whole table
+                    self._chains[slot] = (seed_field, chain[:reuse] + grown)
             known = self._segs.get(slot)
             if first > 1:  # positions 1..first-1 came from what this process knows
                 if known is None or len(known) < first - 1:
@@ -414,7 +603,7 @@ class RedisHistoryCache:
                     with contextlib.suppress(ValueError):  # larger than the whole table
                         self._segs[slot] = list(tail)
             self._hints[(key, ns, channel)] = seg
-        return (seed_field, fields), at + 4 + count
+        return (seed_field, fields), at + 5 + count
 
     def _plan(
         self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
@@ -430,18 +619,27 @@ class RedisHistoryCache:
             missing = [f for f in wanted if f not in held]
         return epoch, seed_field, fields, missing, None
 
-    def _missing(self, key: str, ns: str, channel: str, index: Any) -> _ReadPlan | None:
+    def _missing(
+        self, key: str, ns: str, channel: str, pointer: str, index: Any
+    ) -> _ReadPlan | None:
         """The read plan of an index reply, or None for a miss."""
         if not index:
             return None
         epoch = _text(index[0])
-        entry, end = self._block(key, ns, channel, epoch, index, 1)
+        entry, end = self._block(key, ns, channel, pointer, epoch, index, 1)
         if entry is None:
             return None
         return self._plan(key, epoch, entry, index[end:] if len(index) > end else None)
 
     def _decode(self, field: str, blob: bytes) -> Any:
-        return self.codec.loads_chunk(blob) if field.startswith("c:") else self.codec.loads(blob)
+        # Under encryption a value names the field it was stored under (inside the
+        # ciphertext): the index's authentication would be moot if the values of
+        # two fields could be swapped. Without it nothing stops a writer anyway, and
+        # the empty chunk's shared bytes keep their fast path.
+        name = field if self.codec.sealed else None
+        if field.startswith("c:"):
+            return self.codec.loads_chunk(blob, name)
+        return self.codec.loads(blob, name)
 
     def _kept(self, field: str, value: Any) -> Any:
         """A value as the local tier keeps it for copying readers: a chunk marked
@@ -556,21 +754,36 @@ class RedisHistoryCache:
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
         kept: list[tuple[str, int, Any]] = []
+        made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
+        sealed = self.codec.sealed  # values are bound to their field names (see _decode)
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
             seed_field, seed_bytes = "", b""
             if step.seed is not None and step.seed.present:
                 seed_field = "e:" + _digest(ns, step.channel, "seed", node)
-                seed_bytes = self.codec.dumps(step.seed.value)
+                seed_bytes = self.codec.dumps(step.seed.value, seed_field if sealed else None)
                 kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
             chunk_field = "c:" + _digest(ns, step.channel, node)
-            chunk_bytes = self.codec.dumps_chunk(step.chunk)
+            chunk_bytes = self.codec.dumps_chunk(step.chunk, chunk_field if sealed else None)
             kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
-            parent = (
-                "" if step.seed is not None else self._pointer(ns, step.channel, step.parent_id)
-            )
+            child = self._pointer(ns, step.channel, step.child_id)
+            parent, check = "", ""
+            if step.seed is not None:
+                n, makeup = 1, _link(_origin(seed_field or "-"), chunk_field)
+            else:
+                parent = self._pointer(ns, step.channel, step.parent_id)
+                base = made.get(parent)
+                if base is None:
+                    with self._lock:
+                        base = self._tags.get((key, parent))
+                if base is None:  # never verified here: the script refuses the step
+                    base, check = (0, b"", b""), "-"
+                n, makeup = base[0] + 1, _link(base[1], chunk_field)
+                check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
+            tag = self._tag(key, child, n, makeup)
+            made[child] = (n, makeup, tag)
             argv += [
-                self._pointer(ns, step.channel, step.child_id),
+                child,
                 parent,
                 chunk_field,
                 chunk_bytes,
@@ -578,8 +791,10 @@ class RedisHistoryCache:
                 seed_bytes,
                 uuid.uuid4().hex[:16],
                 "z:" + _digest(ns, step.channel) if seed_field else "",
+                tag,
+                check,
             ]
-        return (_EXTEND, [key], argv), kept
+        return (_EXTEND, _keys(key), argv), kept
 
     def _extended(self, key: str, reply: Any, kept: list[tuple[str, int, Any]]) -> str | None:
         """After the extend script: its epoch when every step was applied, and keep
@@ -601,8 +816,9 @@ class RedisHistoryCache:
         epoch = _text(reply[0])
         plans: list[_ReadPlan] = []
         at = 1
-        for channel, _ in reads:
-            entry, at = self._block(key, ns, channel, epoch, reply, at)
+        for channel, cid in reads:
+            pointer = self._pointer(ns, channel, cid)
+            entry, at = self._block(key, ns, channel, pointer, epoch, reply, at)
             if entry is None:
                 return None
             plans.append(self._plan(key, epoch, entry, None))
@@ -631,9 +847,10 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel, or ``None``."""
-        key = self._key(thread_id)
+        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         index = self._run(*self._index_args(key, ns, channel, checkpoint_id))
-        return self._hit_or_miss(self._serve(key, self._missing(key, ns, channel, index)))
+        plan = self._missing(key, ns, channel, pointer, index)
+        return self._hit_or_miss(self._serve(key, plan))
 
     def _serve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
         if plan is None:
@@ -642,7 +859,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = self._run(_VALUES, [key], [epoch, *missing])
+                blobs = _current(epoch, self._sync().hmget(key, ["epoch", *missing]))
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -653,12 +870,14 @@ class RedisHistoryCache:
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
     ) -> Begin:
         """As ``MemoryHistoryCache.begin``, in one script call."""
-        return self._began(self._run(*self._begin_args(thread_id, ns, probes)), probes)
+        reply = self._run(*self._begin_args(thread_id, ns, probes))
+        return self._began(thread_id, ns, reply, probes)
 
     def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a pointer for the checkpoint exists."""
-        client = self._sync()
-        return bool(client.hexists(self._key(thread_id), self._pointer(ns, channel, checkpoint_id)))
+        """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
+        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
+        value = self._sync().hget(key, pointer)
+        return value is not None and self._learn(key, pointer, value)
 
     def store(
         self,
@@ -779,9 +998,10 @@ class RedisHistoryCache:
     async def aread(
         self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        key = self._key(thread_id)
+        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         index = await self._arun(*self._index_args(key, ns, channel, checkpoint_id))
-        return self._hit_or_miss(await self._aserve(key, self._missing(key, ns, channel, index)))
+        plan = self._missing(key, ns, channel, pointer, index)
+        return self._hit_or_miss(await self._aserve(key, plan))
 
     async def _aserve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
         if plan is None:
@@ -790,7 +1010,7 @@ class RedisHistoryCache:
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = await self._arun(_VALUES, [key], [epoch, *missing])
+                blobs = _current(epoch, await self._async().hmget(key, ["epoch", *missing]))
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -800,11 +1020,13 @@ class RedisHistoryCache:
     async def abegin(
         self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
     ) -> Begin:
-        return self._began(await self._arun(*self._begin_args(thread_id, ns, probes)), probes)
+        reply = await self._arun(*self._begin_args(thread_id, ns, probes))
+        return self._began(thread_id, ns, reply, probes)
 
     async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
-        key, field = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        return bool(await self._async().hexists(key, field))
+        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
+        value = await self._async().hget(key, pointer)
+        return value is not None and self._learn(key, pointer, value)
 
     async def astore(
         self,
@@ -922,6 +1144,22 @@ def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
     # A cluster client retries a command after refreshing its slot map (a moved
     # slot, a promoted replica); each attempt is still bounded by the timeouts.
     return {k: v for k, v in options.items() if k != "retry_on_timeout"}
+
+
+def _current(epoch: str, reply: Any) -> list[Any] | None:
+    """The values of an ``HMGET key epoch field...`` reply, or None when the epoch
+    is no longer ``epoch`` (the thread was dropped since its index was read) or a
+    value is gone. Within one epoch a field's content never changes, so values
+    fetched outside a script still belong to the index read before them."""
+    if not reply or reply[0] is None or _text(reply[0]) != epoch:
+        return None
+    values = list(reply[1:])
+    return None if any(v is None for v in values) else values
+
+
+def _keys(key: str) -> list[str]:
+    """A script's keys: the thread's hash and its record (``lua/lib_boot.lua``)."""
+    return [key, key + ":r"]
 
 
 def _text(value: Any) -> str:

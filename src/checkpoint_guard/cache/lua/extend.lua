@@ -1,9 +1,15 @@
--- KEYS[1]; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
+-- KEYS[1], KEYS[2] the record; ARGV[1] ttl ms, ARGV[2] the reader's generation, ARGV[3] the m: field,
 -- ARGV[4] the newest child id of the steps, ARGV[5] R, the number of entries to read
 -- back after the steps, then R groups of 3 (pointer, hint segment, hint known; see
--- index), then one group of 8 per step, oldest first: child pointer, parent pointer
+-- index), then one group of 10 per step, oldest first: child pointer, parent pointer
 -- ('' with a seed), chunk field, chunk bytes, seed field ('' for none), seed bytes,
--- a fresh segment id, the seed list field of the step's namespace and channel.
+-- a fresh segment id, the seed list field of the step's namespace and channel, the
+-- child's tag (see the module docstring: it binds the child's n and chunk list, and
+-- only the caller can make it), and the first 16 hex digits of the SHA-1 of the tag
+-- the caller took the parent's makeup from ('' with a seed).
+-- A pointer is 'segment,n,tag'. A step is refused (as when its parent is gone) when
+-- the parent's tag is no longer the one the caller extended: the child's tag would
+-- not match the chunk list this script gives it.
 -- -> 0 when nothing was applied (the generation changed or a write is fenced) or a
 -- step's parent history is gone (earlier steps stay: each is a correct entry on its
 -- own, under the TTL); else {epoch, index block of each read} ({epoch} alone when a
@@ -18,8 +24,8 @@
 -- keeps as many seeded segments), oldest stored first out; the segments of a
 -- dropped seed read as misses (held_seed), so a reader falls back to the saver.
 local MAX_SEEDS = 4
-local key = KEYS[1]
-booted(key)
+local key, rec = KEYS[1], KEYS[2]
+booted(key, rec)
 local ttl = tonumber(ARGV[1])
 if redis.call('HGET', key, 'gen') ~= ARGV[2] or redis.call('HEXISTS', key, 'fence') == 1 then
   return 0
@@ -40,7 +46,7 @@ local function keep_seed(sf, zf)
   end
   redis.call('HSET', key, zf, table.concat(seeds, ','))
 end
-local function extend(child, parent, cf, chunk, sf, seed, newseg, zf)
+local function extend(child, parent, cf, chunk, sf, seed, newseg, zf, ctag, pcheck)
   if parent == '' then
     redis.call('HSETNX', key, 'epoch', newseg)
     local seedref = '-'
@@ -50,25 +56,26 @@ local function extend(child, parent, cf, chunk, sf, seed, newseg, zf)
       seedref = sf
     end
     redis.call('HSET', key, cf, chunk, 's:' .. newseg, seedref, 'q:' .. newseg .. ':1', cf,
-               child, newseg .. ',1')
+               child, newseg .. ',1,' .. ctag)
     return true
   end
   local p = redis.call('HGET', key, parent)
   if not p then return false end
-  local seg, n = string.match(p, '^(%x+),(%d+)$')
-  if not seg then return false end
+  local seg, n, ptag = string.match(p, '^(%x+),(%d+),(.*)$')
+  if not seg or string.sub(redis.sha1hex(ptag), 1, 16) ~= pcheck then return false end
   n = tonumber(n)
+  local made = seg .. ',' .. (n + 1) .. ',' .. ctag
   local seedref = held_seed(key, seg)
   if not seedref then return false end
   if n > 0 and redis.call('HEXISTS', key, 'q:' .. seg .. ':' .. n) == 0 then return false end
   local nxt = 'q:' .. seg .. ':' .. (n + 1)
   local at = redis.call('HGET', key, nxt)
   if not at then
-    redis.call('HSET', key, cf, chunk, nxt, cf, child, seg .. ',' .. (n + 1))
+    redis.call('HSET', key, cf, chunk, nxt, cf, child, made)
     return true
   end
   if at == cf then
-    redis.call('HSET', key, cf, chunk, child, seg .. ',' .. (n + 1))
+    redis.call('HSET', key, cf, chunk, child, made)
     return true
   end
   redis.call('HSET', key, 's:' .. newseg, seedref)
@@ -86,15 +93,15 @@ local function extend(child, parent, cf, chunk, sf, seed, newseg, zf)
     redis.call('HSET', key, unpack(copy))
   end
   redis.call('HSET', key, cf, chunk, 'q:' .. newseg .. ':' .. (n + 1), cf,
-             child, newseg .. ',' .. (n + 1))
+             child, newseg .. ',' .. (n + 1) .. ',' .. ctag)
   return true
 end
 local reads = tonumber(ARGV[5])
 local first = 6 + 3 * reads
 local applied = 0
-for i = first, #ARGV, 8 do
+for i = first, #ARGV, 10 do
   if not extend(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-                ARGV[i + 6], ARGV[i + 7]) then
+                ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]) then
     break
   end
   applied = applied + 1
@@ -103,9 +110,12 @@ if applied > 0 then
   if newer(ARGV[4], redis.call('HGET', key, ARGV[3])) then
     redis.call('HSET', key, ARGV[3], ARGV[4])
   end
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ttl)
+    redis.call('PEXPIRE', rec, ttl)
+  end
 end
-if applied * 8 < #ARGV - first + 1 then return 0 end
+if applied * 10 < #ARGV - first + 1 then return 0 end
 local out = {redis.call('HGET', key, 'epoch')}
 for r = 0, reads - 1 do
   local a = 6 + 3 * r

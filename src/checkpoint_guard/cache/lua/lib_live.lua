@@ -8,11 +8,11 @@ local function held_seed(key, seg)
   if seedf ~= '-' and redis.call('HEXISTS', key, seedf) == 0 then return false end
   return seedf
 end
--- live(key, p, seen): whether pointer value p ('segment,n') names a segment
+-- live(key, p, seen): whether pointer value p ('segment,n,tag') names a segment
 -- held_seed holds; seen memoizes it per segment (probes of one chain share a few).
 local function live(key, p, seen)
   if not p then return false end
-  local seg = string.match(p, '^(%x+),%d+$')
+  local seg = string.match(p, '^(%x+),%d+,')
   if seg == nil then return false end
   if seen[seg] == nil then seen[seg] = held_seed(key, seg) ~= false end
   return seen[seg]
