@@ -34,6 +34,7 @@ RANKS: dict[str, int] = {
     "savers": 3,
     "state": 4,
     "maintenance": 5,
+    "stores": 5,
     # tools on top
     "_open": 6,
     "_demo": 6,
@@ -172,10 +173,10 @@ def test_no_test_imports_conftest_or_another_test_module(path: Path) -> None:
 # imports the names several modules share, and one module per upstream component it
 # reaches into (PostgresSaver's helpers, Pregel's id assignment, the server's adapter).
 # Layout knowledge without private names (InMemorySaver.storage positions, the SQLite
-# tables) lives in maintenance/_memory.py and maintenance/_sqlite.py, checked likewise.
+# tables) lives in stores/_memory.py and stores/_sqlite.py, checked likewise.
 PRIVATE_NAME_OWNERS = {
     "_upstream.py",
-    "maintenance/_postgres.py",
+    "stores/_postgres.py",
     "_message_ids.py",
     "_server.py",
 }

@@ -287,7 +287,7 @@ async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
     kept head: the thread reads exactly as a never-swept one. With delete the turn
     continued from a deleted head: its checkpoint stays, without its parent, and
     verify reports the thread broken."""
-    from checkpoint_guard.maintenance import _postgres
+    from checkpoint_guard.stores import _postgres
 
     store = make_store(kind, kind == "apostgres", request, tmp_path)
     driver = Driver(store.is_async)

@@ -41,8 +41,9 @@ ALLOWED: dict[str, str] = {
     "maintenance/_retention.py:<module>.retention": (
         "background sweeping runs on the stack's event loop; a sync stack has none"
     ),
-    "savers/_inner.py:<module>.open_inner": "sync vs async saver classes and connections",
-    "savers/_inner.py:<module>._setup_serialized": (
+    "stores/_sqlite.py:<module>.open_saver": "sqlite3 vs aiosqlite connections and savers",
+    "stores/_postgres.py:<module>.open_saver": "sync vs async pools and savers",
+    "stores/_postgres.py:<module>._setup_serialized": (
         "the pause between lock attempts: time.sleep vs asyncio.sleep"
     ),
     # base-layer plumbing
@@ -68,7 +69,7 @@ ALLOWED: dict[str, str] = {
     # the drivers of the sans-io plans: each executes requests on its own side
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
-    "maintenance/_sqlite.py:SqliteRows._run": (
+    "stores/_sqlite.py:SqliteRows._run": (
         "sqlite3's connection executes directly; aiosqlite's setup is awaited outside its "
         "asyncio lock and statements go through a cursor"
     ),
@@ -87,13 +88,15 @@ EXPECTED = {
     "state/_accessor.py:StateAccessor.get",
     "cache/_redis.py:RedisHistoryCache.begin",
     "cache/_memory.py:MemoryHistoryCache.begin",
-    "savers/_inner.py:<module>._pg_prepare",
+    "stores/_postgres.py:<module>._pg_prepare",
+    "stores/__init__.py:<module>.open_inner",
+    "stores/_memory.py:<module>.open_saver",
     # retention: the sweep and the row operations it drives, sync class vs async class
     "maintenance/_sweep.py:<module>.sweep",
     "maintenance/_rows.py:SqlRows.settle",
-    "maintenance/_postgres.py:PostgresRows.rewrite",
-    "maintenance/_postgres.py:PostgresRows._run",
-    "maintenance/_sqlite.py:SqliteRows.rewrite",
+    "stores/_postgres.py:PostgresRows.rewrite",
+    "stores/_postgres.py:PostgresRows._run",
+    "stores/_sqlite.py:SqliteRows.rewrite",
 }
 
 

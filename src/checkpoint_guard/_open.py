@@ -2,11 +2,11 @@
 
 The composition root, above every part: it loads the configuration, applies the
 process-wide Overwrite fix (``state``) when the config asks for it, opens the inner
-saver (``savers/_inner.py``), builds the cache and the layers (``savers/_stack.py``)
-and freezes the process's mode. Every upstream check (``_upstream``) runs once per
-process before the first stack opens. The layers' maintenance is installed by
-``checkpoint_guard.maintenance`` on import (imported here too, so an opened stack
-always has it).
+saver (``stores``: one module per LangGraph saver), builds the cache and the layers
+(``savers/_stack.py``) and freezes the process's mode. Every upstream check
+(``_upstream``) runs once per process before the first stack opens. The layers'
+maintenance is installed by ``checkpoint_guard.maintenance`` on import (imported
+here too, so an opened stack always has it).
 """
 
 from __future__ import annotations
@@ -17,22 +17,39 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _message_ids, _upstream
 from . import _server as _server  # registers the server adapter's check
 from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
+from ._errors import ConfigError
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .cache import HistoryCache
-from .maintenance import _memory, _postgres, _sqlite  # noqa: F401  (register their checks)
 from .maintenance._retention import aretention, retention
-from .savers._inner import aopen_inner, make_serde, open_inner
 from .savers._stack import configured_stack, make_cache
 from .state._overwrite import apply_overwrite_fix
+from .stores import _memory, _postgres, _sqlite, aopen_inner, open_inner, require_extra  # noqa: F401  (register their checks)
 
 __all__ = ["ConfigSource", "aopen_checkpointer", "check_upstream", "open_checkpointer"]
 
 ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:
+    """The serializer for every layer: the savers' default, or LangGraph's
+    ``EncryptedSerializer`` (AES, key from ``LANGGRAPH_AES_KEY``) when ``encrypt``."""
+    if not config.encrypt:
+        return None
+    require_extra("Crypto.Cipher.AES", "encryption", "encrypt: true")
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    try:
+        return EncryptedSerializer.from_pycryptodome_aes()
+    except ValueError as exc:
+        raise ConfigError(
+            "encrypt", True, "LANGGRAPH_AES_KEY set to a key of 16, 24 or 32 bytes", detail=str(exc)
+        ) from None
 
 
 def check_upstream() -> list[_upstream.CheckResult]:

@@ -13,7 +13,7 @@ list.
 
 Inventory (module -> upstream name -> what breaks if it changes -> check). The
 private names several modules use are imported here only (``DeltaSnapshot``,
-``MISSING``, ``msgpack_allowlist``); besides this module, only ``maintenance/_postgres``,
+``MISSING``, ``msgpack_allowlist``); besides this module, only ``stores/_postgres``,
 ``_message_ids`` and ``_server`` name a private upstream name, each for the one
 component it owns (``tests/test_architecture.py`` keeps that list):
 
@@ -32,19 +32,19 @@ component it owns (``tests/test_architecture.py`` keeps that list):
   explicit msgpack allowlist), used by ``cache/_codec``: the history cache decodes the
   classes the saver's serde allows -> ``msgpack-allowlist`` (the cache widens nothing:
   values of those classes are read from the saver).
-* ``maintenance/_memory`` -> ``InMemorySaver.storage[thread][ns][id] = (checkpoint,
+* ``stores/_memory`` -> ``InMemorySaver.storage[thread][ns][id] = (checkpoint,
   metadata, parent)``, ``writes[(thread, ns, id)][(task, idx)] = (task, channel, typed,
   path)``, ``blobs[(thread, ns, channel, version)] = typed``: maintenance reads and
   deletes those positions -> ``memory-storage-layout`` (maintenance on InMemorySaver
   refuses).
-* ``maintenance/_sqlite`` -> ``SqliteSaver.conn`` / ``.lock``, tables ``checkpoints`` /
+* ``stores/_sqlite`` -> ``SqliteSaver.conn`` / ``.lock``, tables ``checkpoints`` /
   ``writes`` and their columns (raw SQL for sizes, copy, delete, orphans) ->
   ``sqlite-tables`` (maintenance on SQLite refuses).
 * ``_backends`` (for ``savers/_history``) -> ``SqliteSaver.list(before=..., limit=k)`` returns each
   checkpoint with ``get_tuple``'s pending writes in ``get_tuple``'s order (one query
   replaces k ancestor reads) -> ``sqlite-list-like-get-tuple`` (ancestors read one
   ``get_tuple`` at a time). PostgreSQL's equivalent is not checked (it needs a server).
-* ``maintenance/_postgres`` -> ``PostgresSaver._dump_blobs`` (blob rows of a rewrite),
+* ``stores/_postgres`` -> ``PostgresSaver._dump_blobs`` (blob rows of a rewrite),
   ``_cursor`` (one transaction), tables ``checkpoints`` / ``checkpoint_blobs`` /
   ``checkpoint_writes`` -> ``postgres-saver`` (maintenance on PostgreSQL refuses).
 * ``_message_ids`` -> ``langgraph.pregel._messages.ensure_message_ids`` called by name
@@ -72,7 +72,7 @@ from typing import Any
 
 # The private names several modules share are imported here only (the others take
 # these names from this module), so this file and the one module per upstream
-# component that owns a name (maintenance/_postgres, _message_ids, _server) are the
+# component that owns a name (stores/_postgres, _message_ids, _server) are the
 # only ones that touch LangGraph's private names: tests/test_architecture.py keeps it so.
 from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
 

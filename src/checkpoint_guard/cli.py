@@ -392,7 +392,8 @@ def _require_store(config: Any) -> None:
 
 
 def _require_postgres_tables(config: Any, where: str) -> None:
-    from .savers._inner import _pg_error, require_extra
+    from .stores import require_extra
+    from .stores._postgres import _pg_error
 
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""

@@ -11,7 +11,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from checkpoint_guard import CheckpointerConfig
-from checkpoint_guard.savers._inner import aopen_inner
+from checkpoint_guard.stores import aopen_inner
 
 
 @asynccontextmanager

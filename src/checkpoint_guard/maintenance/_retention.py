@@ -36,15 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .. import stores
 from .._config import CheckpointerConfig
 from ._sweep import SweepReport, asweep
 
@@ -54,62 +52,13 @@ logger = logging.getLogger("checkpoint_guard.retention")
 TASK_NAME = "checkpoint-guard-retention"
 
 
-def lock_key(config: CheckpointerConfig) -> int:
-    """The advisory lock key of ``config``'s database: a signed 64-bit int."""
-    digest = hashlib.sha256(
-        f"checkpoint-guard retention {config.database_identity()}".encode()
-    ).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 @contextlib.asynccontextmanager
 async def sweep_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     """Yields whether this process holds the retention lock of ``config``'s
-    database (``False``: another worker sweeps now); released on exit."""
-    if config.backend == "postgres":
-        async with _postgres_lock(config) as held:
-            yield held
-    elif config.backend == "sqlite" and (config.url or "") != ":memory:":
-        with _file_lock(Path(config.url or "").expanduser().resolve()) as held:
-            yield held
-    else:
-        yield True
-
-
-@contextlib.asynccontextmanager
-async def _postgres_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
-    import psycopg
-
-    from ..savers._inner import _pg_kwargs
-
-    kwargs = {**_pg_kwargs(config), "autocommit": False}
-    conn = await psycopg.AsyncConnection.connect(config.url or "", **kwargs)
-    try:
-        async with conn.transaction():
-            cur = await conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(config),)
-            )
-            row: Any = await cur.fetchone()
-            yield bool(row and row["held"])
-    finally:
-        await conn.close()
-
-
-@contextlib.contextmanager
-def _file_lock(database: Path) -> Iterator[bool]:
-    import fcntl
-
-    path = database.with_name(database.name + ".retention-lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = True
-        except BlockingIOError:
-            held = False
+    database (``False``: another worker sweeps now); released on exit. Each
+    store's module says how (``stores``' ``retention_lock``)."""
+    async with stores.retention_lock(config) as held:
         yield held
-    finally:
-        os.close(fd)  # releases the lock
 
 
 class RetentionWorker:

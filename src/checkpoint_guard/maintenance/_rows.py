@@ -264,7 +264,7 @@ def _row_store_class(saver_type: type) -> type | None:
     backend = _backends.backend_of_type(saver_type)
     if backend is None:
         return None
-    rows_module = importlib.import_module(f"{__package__}._{backend.name}")
+    rows_module = importlib.import_module(f"checkpoint_guard.stores._{backend.name}")
     cls: type = getattr(rows_module, backend.rows)
     return cls
 

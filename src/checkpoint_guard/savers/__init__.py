@@ -3,8 +3,8 @@
 ``GuardedSaver -> [CachedHistorySaver] -> inner saver``. Every layer is a
 ``SaverLayer`` (``_layer.py``) and adds one concern (``_guard.py``: marker and
 gate; ``_history.py``: the history cache; ``_fence.py``: in full mode, a shared
-cache fenced around maintenance only); ``_inner.py`` opens the LangGraph saver
-a config names; ``_stack.py`` assembles the layers (``wrap``). Imports go down
+cache fenced around maintenance only); ``_stack.py`` assembles the layers
+(``wrap``); the inner saver a config names is opened by ``checkpoint_guard.stores``. Imports go down
 only (to ``cache`` and the package's base modules), never up to ``state`` or
 ``maintenance``; ``checkpoint_guard/_open.py`` opens a configured stack.
 """

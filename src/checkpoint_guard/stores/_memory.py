@@ -1,17 +1,55 @@
-"""Row operations on ``InMemorySaver``'s dictionaries (sync; async shares them)."""
+"""Everything the package knows about ``InMemorySaver``: opening one from a
+configuration, the retention lock (the store belongs to its process), and the row
+operations maintenance runs on its dictionaries (sync; async shares them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
-from ._rows import Ids, unseen
-from ._thread import Rewrite
+from .._config import CheckpointerConfig
+from ..maintenance._rows import Ids, unseen
+from ..maintenance._thread import Rewrite
 
 __all__ = ["MemoryRows"]
+
+
+# ---- opening
+
+
+@contextmanager
+def open_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A new ``InMemorySaver`` (nothing to close)."""
+    yield InMemorySaver(serde=serde)
+
+
+@asynccontextmanager
+async def aopen_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """A new ``InMemorySaver`` (it serves sync and async)."""
+    yield InMemorySaver(serde=serde)
+
+
+# ---- retention
+
+
+@contextlib.contextmanager
+def retention_lock(config: CheckpointerConfig) -> Iterator[bool]:
+    """Always held: the store belongs to its process (one worker per opened stack)."""
+    yield True
+
+
+# ---- rows
 
 
 def _nbytes(typed: Any) -> int:

@@ -1,4 +1,8 @@
-"""Row operations on the PostgreSQL savers' tables (``checkpoints``,
+"""Everything the package knows about PostgreSQL: opening ``PostgresSaver`` /
+``AsyncPostgresSaver`` from a configuration (a pool, no server-side prepared
+statements, ``setup()`` serialized across processes; so it works the same
+directly and through PgBouncer in transaction mode), the retention lock, and the
+row operations maintenance runs on the savers' tables (``checkpoints``,
 ``checkpoint_blobs``, ``checkpoint_writes``), sync and async from one set of
 statements.
 
@@ -11,12 +15,23 @@ lets ``put`` store the checkpoint and metadata, then sets the parent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
 from .. import _upstream
-from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
-from ._thread import Rewrite
+from .._config import CheckpointerConfig, redact_url
+from .._errors import BackendUnavailableError, ConfigError
+from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
+from ..maintenance._thread import Rewrite
+from ._extras import require_extra
 
 __all__ = ["AsyncPostgresRows", "PostgresRows"]
 
@@ -26,6 +41,277 @@ _UPSERT_BLOB = (
     " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
     " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
+
+
+# ---- opening
+
+
+def _pg_where(url: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(url)
+    host = params.get("host") or "localhost"
+    port = params.get("port") or 5432
+    return f"{host}:{port}/{params.get('dbname') or ''}"
+
+
+def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
+    reason = str(redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
+    return BackendUnavailableError(
+        f"cannot connect to PostgreSQL at {_pg_where(url)}: {type(exc).__name__}: {reason}"
+    )
+
+
+def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
+    from psycopg.rows import dict_row
+
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        # Never prepare server-side: behind PgBouncer in transaction mode a name
+        # prepared on one server connection is missing (or taken) on the next one.
+        # (psycopg prepares after ``prepare_threshold`` executions; 0 = at once.)
+        "prepare_threshold": None,
+        "row_factory": dict_row,
+        "connect_timeout": max(1, int(config.connect_timeout_seconds)),
+    }
+    if config.postgres_schema:
+        # validated as an identifier, so it needs no quoting here
+        kwargs["options"] = f"-c search_path={config.postgres_schema}"
+    return kwargs
+
+
+def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
+    # opened explicitly afterwards, so a failure can be reported without credentials
+    return {
+        "conninfo": config.url,
+        "min_size": config.pool_min_size,
+        "max_size": config.pool_max_size,
+        "kwargs": _pg_kwargs(config),
+        "open": False,
+        # The pool's own check on every checkout: after a restart or failover a
+        # dead pooled connection is replaced instead of failing one more turn
+        # (costs one empty query per checkout).
+        "check": check,
+    }
+
+
+def _pg_prepare(config: CheckpointerConfig) -> None:
+    """Fail fast with a clear, credential-free error; create the schema if asked
+    and check that connections really land in it."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = psycopg.Connection.connect(url, **_pg_kwargs(config))
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    with conn:
+        if config.postgres_schema:
+            _check_schema(config, conn.execute(_SEARCH_PATH).fetchone())
+            conn.execute(_create_schema(config.postgres_schema))
+
+
+async def _apg_prepare(config: CheckpointerConfig) -> None:
+    """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, **_pg_kwargs(config))
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    async with conn:
+        if config.postgres_schema:
+            _check_schema(config, await (await conn.execute(_SEARCH_PATH)).fetchone())
+            await conn.execute(_create_schema(config.postgres_schema))
+
+
+_SEARCH_PATH = "SELECT current_setting('search_path') AS path"
+
+
+def _check_schema(config: CheckpointerConfig, row: Any) -> None:
+    # The schema reaches the server in the startup packet's ``options``. A pooler
+    # that drops it (PgBouncer's ``ignore_startup_parameters = options``) would
+    # silently put every table in another schema: refuse, before making anything.
+    got = row["path"] if row else None
+    if got not in (config.postgres_schema, f'"{config.postgres_schema}"'):
+        raise ConfigError(
+            "postgres_schema",
+            config.postgres_schema,
+            "a schema every connection lands in: the server must receive the "
+            "'options' startup parameter (through PgBouncer: >= 1.20 with "
+            "track_extra_parameters = search_path), or set the role's default with "
+            "ALTER ROLE ... SET search_path",
+            detail=f"a connection opened with it has search_path = {got!r}",
+        )
+
+
+# The key of the advisory lock that serializes ``setup()`` across processes (per
+# schema: one database may hold several stacks' tables).
+_SETUP_LOCK = (
+    "SELECT pg_try_advisory_xact_lock(hashtext('checkpoint_guard.setup:' || current_schema()))"
+    " AS held"
+)
+# Pauses between attempts while another process sets the tables up.
+_SETUP_POLL_S = (0.01, 0.5)
+
+
+def _setup_pause(pause: float) -> float:
+    return min(pause * 2, _SETUP_POLL_S[1])
+
+
+@contextmanager
+def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
+    """Hold the setup lock (on a connection of its own) while the body runs.
+
+    LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
+    is ``CREATE INDEX CONCURRENTLY``), so two processes running it at once on an
+    empty database race on the catalog and on ``checkpoint_migrations`` and can
+    deadlock. The lock is transaction-scoped (so it is released whatever happens
+    to this connection, and PgBouncer in transaction mode keeps the transaction
+    on one server connection). It is tried, not waited for: a statement waiting
+    for it would hold a snapshot that the holder's ``CREATE INDEX CONCURRENTLY``
+    waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
+    index build are two connections). A process that gets the lock after another
+    one set the tables up finds the migrations applied and does nothing."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = psycopg.Connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    with conn:
+        pause = _SETUP_POLL_S[0]
+        while True:
+            row = conn.execute(_SETUP_LOCK).fetchone()
+            if row and row["held"]:
+                break
+            conn.rollback()  # no snapshot kept while waiting
+            time.sleep(pause)
+            pause = _setup_pause(pause)
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+@asynccontextmanager
+async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
+    """Async ``_setup_serialized``."""
+    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
+    url = config.url or ""
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, **{**_pg_kwargs(config), "autocommit": False}
+        )
+    except Exception as exc:
+        raise _pg_error(url, exc) from None
+    async with conn:
+        pause = _SETUP_POLL_S[0]
+        while True:
+            row = await (await conn.execute(_SETUP_LOCK)).fetchone()
+            if row and row["held"]:
+                break
+            await conn.rollback()
+            await asyncio.sleep(pause)
+            pause = _setup_pause(pause)
+        try:
+            yield
+        finally:
+            await conn.rollback()
+
+
+def _create_schema(schema: str) -> Any:
+    from psycopg import sql
+
+    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+
+
+@contextmanager
+def open_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
+    up once across processes; the pool is closed on exit."""
+    require_extra("langgraph.checkpoint.postgres", "postgres", "backend 'postgres'")
+    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    _pg_prepare(config)
+    pool = pool_mod.ConnectionPool(**_pool_args(config, pool_mod.ConnectionPool.check_connection))
+    try:
+        pool.open(wait=True, timeout=config.connect_timeout_seconds)
+    except Exception as exc:
+        pool.close()
+        raise _pg_error(config.url or "", exc) from None
+    try:
+        pg_saver = PostgresSaver(pool, serde=serde)
+        with _setup_serialized(config):
+            pg_saver.setup()
+        yield pg_saver
+    finally:
+        pool.close()
+
+
+@asynccontextmanager
+async def aopen_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
+    require_extra("langgraph.checkpoint.postgres.aio", "postgres", "backend 'postgres'")
+    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    await _apg_prepare(config)
+    pool = pool_mod.AsyncConnectionPool(
+        **_pool_args(config, pool_mod.AsyncConnectionPool.check_connection)
+    )
+    try:
+        await pool.open(wait=True, timeout=config.connect_timeout_seconds)
+    except Exception as exc:
+        await pool.close()
+        raise _pg_error(config.url or "", exc) from None
+    try:
+        pg_saver = AsyncPostgresSaver(pool, serde=serde)
+        async with _asetup_serialized(config):
+            await pg_saver.setup()
+        yield pg_saver
+    finally:
+        await pool.close()
+
+
+# ---- retention
+
+
+def lock_key(config: CheckpointerConfig) -> int:
+    """The advisory lock key of ``config``'s database: a signed 64-bit int."""
+    digest = hashlib.sha256(
+        f"checkpoint-guard retention {config.database_identity()}".encode()
+    ).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextlib.asynccontextmanager
+async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
+    """Whether this process holds the retention lock of ``config``'s database:
+    ``pg_try_advisory_xact_lock`` on a dedicated connection, in a transaction held
+    open until exit (a transaction-level lock stays on one server connection
+    behind PgBouncer in transaction mode). The key is the database identity (host,
+    port, database, schema)."""
+    import psycopg
+
+    kwargs = {**_pg_kwargs(config), "autocommit": False}
+    conn = await psycopg.AsyncConnection.connect(config.url or "", **kwargs)
+    try:
+        async with conn.transaction():
+            cur = await conn.execute(
+                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(config),)
+            )
+            row: Any = await cur.fetchone()
+            yield bool(row and row["held"])
+    finally:
+        await conn.close()
+
+
+# ---- rows
 
 
 def _sizes() -> Statements:

@@ -1,4 +1,6 @@
-"""Row operations on the SQLite savers' tables (``checkpoints``, ``writes``).
+"""Everything the package knows about SQLite: opening ``SqliteSaver`` /
+``AsyncSqliteSaver`` from a configuration, the retention lock, and the row
+operations maintenance runs on the savers' tables (``checkpoints``, ``writes``).
 
 SQLite keeps channel values inline in the checkpoint row, so a rewrite is the
 saver's own ``put`` (``INSERT OR REPLACE``, parent included); deletes and copies
@@ -7,14 +9,136 @@ are plain SQL, each operation one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
 from .. import _upstream
-from ._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
-from ._thread import Rewrite
+from .._config import CheckpointerConfig
+from .._errors import BackendUnavailableError
+from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
+from ..maintenance._thread import Rewrite
+from ._extras import require_extra
 
 __all__ = ["AsyncSqliteRows", "SqliteRows"]
+
+
+# ---- opening
+
+
+def _sqlite_error(path: str, exc: BaseException) -> BackendUnavailableError:
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return BackendUnavailableError(
+        f"cannot open the SQLite database {path!r}: {reason} (url must name a file in a "
+        "directory that exists or can be created, and that this process can write)"
+    )
+
+
+def _sqlite_target(config: CheckpointerConfig) -> str:
+    url = config.url or ":memory:"
+    if url == ":memory:":
+        return url
+    path = Path(url).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _sqlite_error(str(path), exc) from None
+    if path.is_dir():
+        raise _sqlite_error(str(path), IsADirectoryError(21, "is a directory"))
+    return str(path)
+
+
+@contextmanager
+def open_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
+    ``:memory:``), set up; the connection is closed on exit."""
+    require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'")
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    target = _sqlite_target(config)
+    try:
+        conn = sqlite3.connect(target, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise _sqlite_error(target, exc) from None
+    try:
+        saver = SqliteSaver(conn, serde=serde)
+        try:
+            saver.setup()
+        except sqlite3.OperationalError as exc:
+            raise _sqlite_error(target, exc) from None
+        yield saver
+    finally:
+        conn.close()
+
+
+@asynccontextmanager
+async def aopen_saver(
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
+    aiosqlite = require_extra("aiosqlite", "sqlite", "backend 'sqlite' (async)")
+    require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", "backend 'sqlite' (async)")
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    target = _sqlite_target(config)
+    try:
+        conn = await aiosqlite.connect(target)
+    except sqlite3.Error as exc:
+        raise _sqlite_error(target, exc) from None
+    try:
+        saver = AsyncSqliteSaver(conn, serde=serde)
+        try:
+            await saver.setup()
+        except sqlite3.OperationalError as exc:
+            raise _sqlite_error(target, exc) from None
+        yield saver
+    finally:
+        await conn.close()
+
+
+# ---- retention
+
+
+@contextlib.contextmanager
+def retention_lock(config: CheckpointerConfig) -> Iterator[bool]:
+    """Whether this process holds the retention lock of ``config``'s database: an
+    exclusive ``flock`` on ``<database>.retention-lock`` next to the file (every
+    process using a SQLite file is on its host); ``:memory:`` belongs to one
+    connection, so it is always held."""
+    if (config.url or ":memory:") == ":memory:":
+        yield True
+        return
+    with _file_lock(Path(config.url or "").expanduser().resolve()) as held:
+        yield held
+
+
+@contextlib.contextmanager
+def _file_lock(database: Path) -> Iterator[bool]:
+    import fcntl
+
+    path = database.with_name(database.name + ".retention-lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except BlockingIOError:
+            held = False
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# ---- rows
 
 
 def _sizes() -> Statements:
