@@ -5,7 +5,9 @@ PostgreSQL: ``CHECKPOINT_GUARD_PG_URL`` (default ``postgresql://postgres@127.0.0
 The session creates its own database and drops it at the end; each test gets its
 own schema. Redis: ``CHECKPOINT_GUARD_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 Without a server the tests that need it skip, unless
-``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail.
+``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail. Every test that
+reaches PostgreSQL carries the ``postgres`` marker (given here; a test that reached
+it without the marker fails), which ``nox -s pgbouncer`` selects.
 """
 
 from __future__ import annotations
