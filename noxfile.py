@@ -64,36 +64,19 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs, env={"PYTHONFAULTHANDLER": "1"})
 
 
-# The PostgreSQL suite (gate, cache, maintenance, CLI; sync and async, several
-# processes) that `pgbouncer` runs again through PgBouncer in transaction mode.
-PGBOUNCER_TESTS = (
-    "tests/test_gate_interleavings.py",
-    "tests/test_refusal_stores_nothing.py",
-    "tests/test_thread_ids.py",
-    "tests/test_maintenance_subgraphs.py",
-    "tests/test_gate_subprocess.py",
-    "tests/test_gate_gaps.py",
-    "tests/test_history_cache.py",
-    "tests/test_layer.py",
-    "tests/test_faults.py",
-    "tests/test_maintenance.py",
-    "tests/test_maintenance_exact.py",
-    "tests/test_cli_maintenance.py",
-    "tests/test_cli_maintenance_exact.py",
-    "tests/test_config.py",
-)
-
-
 @nox.session(python=PY)
 def pgbouncer(session: nox.Session) -> None:
-    """The PostgreSQL tests through a private PgBouncer (transaction pooling mode,
-    started by the fixtures on a free loopback port; needs ``pgbouncer`` on PATH)."""
+    """Every PostgreSQL test (gate, cache, maintenance, CLI, configuration; sync and
+    async, several processes) through a private PgBouncer in transaction pooling mode
+    (started by the fixtures on a free loopback port; needs ``pgbouncer`` on PATH).
+    Selected by the ``postgres`` marker, which tests/conftest.py gives every test that
+    reaches a PostgreSQL fixture (and fails a test that reached one without it), so
+    no test is left out by a list. The ``tests`` session runs the same tests directly."""
     session.install("-e", ".[dev]")
     session.run(
         "pytest",
-        *PGBOUNCER_TESTS,
-        "-k",
-        "postgres or pg",
+        "-m",
+        "postgres and not server",
         *session.posargs,
         env={"PYTHONFAULTHANDLER": "1", "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1"},
     )

@@ -5,7 +5,9 @@ PostgreSQL: ``CHECKPOINT_GUARD_PG_URL`` (default ``postgresql://postgres@127.0.0
 The session creates its own database and drops it at the end; each test gets its
 own schema. Redis: ``CHECKPOINT_GUARD_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 Without a server the tests that need it skip, unless
-``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail.
+``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail. Every test that
+reaches PostgreSQL carries the ``postgres`` marker (given here; a test that reached
+it without the marker fails), which ``nox -s pgbouncer`` selects.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.pgbouncer import PrivatePgBouncer
+from tests.support.pgbouncer import PrivatePgBouncer, fresh_schema
 from tests.support.services import PG_URL, REDIS_URL, THROUGH_PGBOUNCER, service_unavailable
 from tests.support.stores import KIND_APIS, Store, make_store
 
@@ -42,13 +44,43 @@ def _with_dbname(url: str, dbname: str) -> str:
     return make_conninfo(**params)
 
 
+# The fixtures that reach PostgreSQL. A test using any of them (directly, through
+# another fixture or by ``request.getfixturevalue``) carries the ``postgres`` marker:
+# ``nox -s pgbouncer`` selects the PostgreSQL suite by it (``-m postgres``), so a
+# test without it would silently never run through PgBouncer.
+POSTGRES_FIXTURES = frozenset(
+    {"pg_direct_database", "pg_database", "pg_schema", "pg_schema_pair", "private_pgbouncer"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``postgres`` every test that requests a PostgreSQL fixture by name, or
+    whose parameters name a PostgreSQL backend (``postgres``, ``apostgres``: the
+    ones that pull the schema fixture inside the test)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        by_name = POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if by_name or (callspec is not None and "postgres" in callspec.id):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_tests_carry_the_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test: if it reached a PostgreSQL fixture in a way the collection
+    rule above could not see, fail it, naming the marker to add."""
+    yield
+    used = POSTGRES_FIXTURES.intersection(request.fixturenames)
+    if used and request.node.get_closest_marker("postgres") is None:
+        pytest.fail(
+            f"{request.node.nodeid} uses PostgreSQL ({', '.join(sorted(used))}) but is not"
+            " marked postgres, so `nox -s pgbouncer` would not run it through PgBouncer:"
+            " add @pytest.mark.postgres (or a parameter id naming postgres)"
+        )
+
+
 @pytest.fixture(scope="session")
-def pgbouncer() -> Iterator[PrivatePgBouncer | None]:
-    """The session's PgBouncer (transaction mode) in front of ``PG_URL`` when
-    ``CHECKPOINT_GUARD_THROUGH_PGBOUNCER=1``, else None."""
-    if not THROUGH_PGBOUNCER:
-        yield None
-        return
+def private_pgbouncer() -> Iterator[PrivatePgBouncer]:
+    """A PgBouncer of the session's own (transaction mode) in front of ``PG_URL``."""
     from psycopg.conninfo import conninfo_to_dict
 
     params = conninfo_to_dict(PG_URL)
@@ -65,6 +97,16 @@ def pgbouncer() -> Iterator[PrivatePgBouncer | None]:
         yield bouncer
     finally:
         bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(request: pytest.FixtureRequest) -> PrivatePgBouncer | None:
+    """The session's PgBouncer when ``CHECKPOINT_GUARD_THROUGH_PGBOUNCER=1`` (the
+    PostgreSQL fixtures then route through it), else None."""
+    if not THROUGH_PGBOUNCER:
+        return None
+    bouncer: PrivatePgBouncer = request.getfixturevalue("private_pgbouncer")
+    return bouncer
 
 
 @pytest.fixture(scope="session")
@@ -95,39 +137,13 @@ def pg_database(pg_direct_database: str, pgbouncer: PrivatePgBouncer | None) -> 
     return pg_direct_database if pgbouncer is None else pgbouncer.url(pg_direct_database)
 
 
-def _schema(
-    pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
-) -> Iterator[tuple[str, str]]:
-    """(database url, schema name): a fresh schema for one test. Through PgBouncer
-    the url's role is one of this test's own whose default search_path is the
-    schema (PgBouncer drops the ``options`` that would set it per connection)."""
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_direct_database, autocommit=True) as conn:
-        if pgbouncer is not None:
-            conn.execute(f'CREATE ROLE "{schema}" LOGIN SUPERUSER')
-            conn.execute(f'ALTER ROLE "{schema}" SET search_path = "{schema}"')
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        if pgbouncer is None:
-            yield pg_direct_database, schema
-        else:
-            yield pgbouncer.url(pg_direct_database, user=schema), schema
-    finally:
-        with psycopg.connect(pg_direct_database, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            if pgbouncer is not None:
-                conn.execute(f'DROP OWNED BY "{schema}"')
-                conn.execute(f'DROP ROLE "{schema}"')
-
-
 @pytest.fixture
 def pg_schema(
     pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
 ) -> Iterator[tuple[str, str]]:
-    """(database url, schema name): a fresh schema for one test."""
-    yield from _schema(pg_direct_database, pgbouncer)
+    """(database url, schema name): a fresh schema for one test (see ``fresh_schema``)."""
+    with fresh_schema(pg_direct_database, pgbouncer) as made:
+        yield made
 
 
 @pytest.fixture
@@ -135,7 +151,8 @@ def pg_schema_pair(
     pg_direct_database: str, pgbouncer: PrivatePgBouncer | None
 ) -> Iterator[tuple[str, str]]:
     """A second fresh schema, for a test comparing two stores of one backend."""
-    yield from _schema(pg_direct_database, pgbouncer)
+    with fresh_schema(pg_direct_database, pgbouncer) as made:
+        yield made
 
 
 @pytest.fixture(params=KIND_APIS, ids=[f"{k}-{a}" for k, a in KIND_APIS])

@@ -23,6 +23,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from checkpoint_guard import GuardedSaver, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.pgbouncer import RAW_PREPARE_THRESHOLD
 
 ops = st.lists(
     st.one_of(
@@ -238,7 +239,7 @@ async def run_async_stacks(
         )
         out["delta-cached-aiosqlite"] = await run_rich(driver, graph, thread_id, script)
     async with await psycopg.AsyncConnection.connect(
-        pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        pg_url, autocommit=True, prepare_threshold=RAW_PREPARE_THRESHOLD, row_factory=dict_row
     ) as pconn:
         psaver = AsyncPostgresSaver(pconn)
         graph = rich_graph(
@@ -257,13 +258,16 @@ def pg_saver(request: pytest.FixtureRequest) -> Any:
     from psycopg.rows import dict_row
 
     url = request.getfixturevalue("pg_database")
-    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    conn = psycopg.connect(
+        url, autocommit=True, prepare_threshold=RAW_PREPARE_THRESHOLD, row_factory=dict_row
+    )
     saver = PostgresSaver(conn)
     saver.setup()
     yield saver, url
     conn.close()
 
 
+@pytest.mark.postgres  # its PostgreSQL saver is a module fixture's
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(script=rich_ops, frequency=st.sampled_from([1, 3, 1000]))
 def test_parallel_interrupt_overwrite_scripts_agree_on_every_backend(

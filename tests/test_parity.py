@@ -19,6 +19,7 @@ from checkpoint_guard import wrap
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from checkpoint_guard.savers import SaverLayer
 from checkpoint_guard.testing import assert_saver_parity
+from tests.support.pgbouncer import RAW_PREPARE_THRESHOLD, PrivatePgBouncer, fresh_schema
 
 STACKS = ["raw", "guard", "guard+memory", "guard+memory-shared", "guard+redis"]
 
@@ -96,53 +97,47 @@ def test_async_sqlite_parity(stack: str, tmp_path: Path, request: pytest.Fixture
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("stack", STACKS)
 def test_postgres_parity(
-    stack: str, is_async: bool, pg_database: str, request: pytest.FixtureRequest
+    stack: str,
+    is_async: bool,
+    pg_direct_database: str,
+    pgbouncer: PrivatePgBouncer | None,
+    request: pytest.FixtureRequest,
 ) -> None:
     import psycopg
     from psycopg.rows import dict_row
 
     redis = _redis(stack, request)
-
-    def new_schema() -> str:
-        schema = f"p_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        return schema
-
-    def drop(schema: str) -> None:
-        with psycopg.connect(pg_database, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    kwargs = {
+        "autocommit": True,
+        "prepare_threshold": RAW_PREPARE_THRESHOLD,
+        "row_factory": dict_row,
+    }
 
     @contextmanager
     def make_sync() -> Iterator[Any]:
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        schema = new_schema()
-        try:
-            with psycopg.connect(pg_database, options=f"-c search_path={schema}", **kwargs) as conn:
-                raw = PostgresSaver(conn)
-                raw.setup()
-                yield _stack(raw, stack, redis)
-        finally:
-            drop(schema)
+        # every example on an empty store of its own, reached as the suite's route says
+        with (
+            fresh_schema(pg_direct_database, pgbouncer) as (url, schema),
+            psycopg.connect(url, options=f"-c search_path={schema}", **kwargs) as conn,
+        ):
+            raw = PostgresSaver(conn)
+            raw.setup()
+            yield _stack(raw, stack, redis)
 
     @asynccontextmanager
     async def make_async() -> AsyncIterator[Any]:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        schema = new_schema()
-        try:
+        with fresh_schema(pg_direct_database, pgbouncer) as (url, schema):
             async with await psycopg.AsyncConnection.connect(
-                pg_database, options=f"-c search_path={schema}", **kwargs
+                url, options=f"-c search_path={schema}", **kwargs
             ) as conn:
                 raw = AsyncPostgresSaver(conn)
                 await raw.setup()
                 async with _astack(raw, stack, redis) as saver:
                     yield saver
-        finally:
-            drop(schema)
 
     assert_saver_parity(make_async if is_async else make_sync, max_examples=12)
 

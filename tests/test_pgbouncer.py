@@ -2,7 +2,7 @@
 processes opened together on an empty database.
 
 Each test makes its own database directly on the server and, where it says so,
-reaches it through a private PgBouncer (``tests/support/pgbouncer.py``). The
+reaches it through the session's private PgBouncer (``private_pgbouncer``). The
 workers are real processes (``tests/support/scaleout_worker.py``) opening the
 configured stack as an application does; nothing in them is told about PgBouncer.
 (The whole PostgreSQL suite runs through PgBouncer in the ``pgbouncer`` nox session.)
@@ -30,26 +30,7 @@ from tests.support.services import PG_URL, service_unavailable
 ROOT = Path(__file__).resolve().parents[1]
 TURNS = 3
 
-
-@pytest.fixture(scope="module")
-def own_pgbouncer() -> Iterator[PrivatePgBouncer]:
-    """A PgBouncer (transaction mode) of this module's own, in front of ``PG_URL``."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    params = conninfo_to_dict(PG_URL)
-    bouncer = PrivatePgBouncer(
-        str(params.get("host") or "127.0.0.1"),
-        int(params.get("port") or 5432),
-        admin=str(params.get("user") or "postgres"),
-    )
-    try:
-        bouncer.start()
-    except Exception as exc:
-        service_unavailable("PgBouncer", exc)
-    try:
-        yield bouncer
-    finally:
-        bouncer.stop()
+pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
@@ -140,7 +121,7 @@ def test_workers_opening_together_on_an_empty_database_set_it_up_once(
 
     url = empty_database
     if route == "pgbouncer":
-        url = request.getfixturevalue("own_pgbouncer").url(empty_database)
+        url = request.getfixturevalue("private_pgbouncer").url(empty_database)
     config = {"backend": "postgres", "url": url, "channel_mode": "delta", "pool_max_size": 3}
     specs = [
         {
@@ -168,7 +149,7 @@ def test_workers_opening_together_on_an_empty_database_set_it_up_once(
 
 
 def test_a_schema_the_pooler_drops_is_refused_before_anything_is_made(
-    own_pgbouncer: PrivatePgBouncer, empty_database: str
+    private_pgbouncer: PrivatePgBouncer, empty_database: str
 ) -> None:
     """``postgres_schema`` reaches the server in the startup ``options``, which
     PgBouncer 1.18 drops: the stack refuses to open (ConfigError naming the key and
@@ -177,7 +158,7 @@ def test_a_schema_the_pooler_drops_is_refused_before_anything_is_made(
 
     config = {
         "backend": "postgres",
-        "url": own_pgbouncer.url(empty_database),
+        "url": private_pgbouncer.url(empty_database),
         "postgres_schema": "app",
     }
     with pytest.raises(ConfigError) as err, open_checkpointer(config):

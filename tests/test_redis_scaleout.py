@@ -100,38 +100,46 @@ def _check(results: list[dict[str, Any]]) -> None:
         assert result["stats"]["hits"] > 0, result["stats"]
 
 
+def _seen(report: dict[str, Any]) -> int:
+    """The failures a worker's stack recorded: cache errors (reads answered from the
+    database instead) and writes refused because the cache could not fence them."""
+    return int(report["stats"].get("errors", 0)) + int(report["refused"])
+
+
 def test_two_workers_share_a_redis_cluster_through_failovers(
     cluster: PrivateRedisCluster, pg_schema: tuple[str, str]
 ) -> None:
     """A ``CLUSTER FAILOVER`` of the shard holding a thread at one barrier, and a
-    killed primary (its replica promoted) while the workers run: every read of
-    every worker equals the storage's, and the cache hits."""
+    primary killed outright (SIGKILL; its replica promoted) while the workers run:
+    every read of every worker equals the storage's, and the cache hits."""
     prefix = f"cgc{uuid.uuid4().hex[:8]}"
     specs = _specs(
         pg_schema, {"redis_url": cluster.url, "redis_cluster": True, "key_prefix": prefix}
     )
-    probe = RedisHistoryCache(cluster.url, cluster=True, key_prefix=prefix)
-    keys = {t: probe._key(t) for t in specs[0]["all_threads"]}
-    primaries = {cluster.primary_of(k).port for k in keys.values()}
-    assert len(primaries) > 1  # the threads' keys spread over shards
     workers = Workers(specs)
     try:
         workers.go()
         assert [p["paused"] for p in workers.wait_paused()] == [1, 1]
-        cluster.failover(cluster.primary_of(keys["sync-0"]))
+        # the threads' hashes (found by the deployment's key prefix, not by how the
+        # cache names them) spread over the shards
+        keys = cluster.keys(prefix + ":*")
+        assert len({cluster.primary_of(k).port for k in keys}) > 1
+        promoted = cluster.failover(cluster.primary_of(keys[0]))
         workers.go()
         assert [p["paused"] for p in workers.wait_paused()] == [3, 3]
-        victim = cluster.primary_of(keys["async-0"])
-        killer = threading.Thread(target=cluster.kill, args=(victim,))
+        others = [p for k in keys if (p := cluster.primary_of(k)).port != promoted.port]
+        victim = others[0] if others else promoted
+        took_over: list[Any] = []  # the promoted replica, once the cluster has one
+        killer = threading.Thread(target=lambda: took_over.append(cluster.kill(victim)))
         workers.go()
         killer.start()  # while the workers run their last rounds
         try:
             results = workers.results()
         finally:
             killer.join()
+        assert victim.proc is None and took_over, "no replica took over from the killed primary"
     finally:
         workers.close()
-        probe.close()
     _check(results)
 
 
@@ -156,6 +164,37 @@ def test_two_workers_share_a_sentinel_primary_through_a_failover(
     finally:
         workers.close()
     _check(results)
+
+
+def test_two_workers_share_a_sentinel_primary_whose_process_is_killed(
+    sentinel: PrivateSentinel, pg_schema: tuple[str, str]
+) -> None:
+    """The primary is killed outright (SIGKILL, no ``SENTINEL FAILOVER``) and the
+    workers resume at once, so they run while the sentinel has not yet noticed and
+    while it promotes the replica. Every read of every worker equals the storage's
+    throughout; each worker's stack records the outage (cache errors or refused
+    writes: nothing fails open silently); once the replica is promoted the clients
+    follow it and the cache hits again (only speed was lost)."""
+    prefix = f"cgk{uuid.uuid4().hex[:8]}"
+    specs = _specs(pg_schema, {"redis_url": sentinel.url, "key_prefix": prefix})
+    workers = Workers(specs)
+    try:
+        workers.go()
+        assert [p["paused"] for p in workers.wait_paused()] == [1, 1]
+        dead = sentinel.kill_primary()
+        workers.go()  # at once: the sentinel needs seconds to call the primary down
+        during = workers.wait_paused()
+        assert [p["paused"] for p in during] == [3, 3]
+        assert sentinel.wait_promoted(dead) != dead
+        workers.go()
+        results = workers.results()
+    finally:
+        workers.close()
+    _check(results)
+    for report, result in zip(during, results, strict=True):
+        assert _seen(report) > 0, report  # the outage was met and recorded
+        # hits again after the promotion: the clients found the new primary
+        assert result["stats"]["hits"] > report["stats"]["hits"], (report, result)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ PgBouncer 1.18 (Debian 12) cannot forward the ``options`` startup parameter that
 carries a per-connection ``search_path``; it is listed in
 ``ignore_startup_parameters`` (dropped). A test's schema therefore comes from the
 role it connects as (``ALTER ROLE ... SET search_path``), which every server
-connection of that role's pool gets: see ``schema_role``.
+connection of that role's pool gets: see ``fresh_schema``. A test that opens raw
+LangGraph savers itself connects with ``RAW_PREPARE_THRESHOLD``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,19 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.redis_server import _free_port
+from tests.support.services import THROUGH_PGBOUNCER
+
+# ``prepare_threshold`` for a test's own raw connections: LangGraph's default (0:
+# prepare every statement at once) directly; never through PgBouncer in transaction
+# mode, where a statement prepared in one transaction is gone (or its name taken) in
+# the next, as ``open_checkpointer`` never does.
+RAW_PREPARE_THRESHOLD: int | None = None if THROUGH_PGBOUNCER else 0
 
 
 def _user_flag() -> list[str]:
@@ -123,3 +134,35 @@ class PrivatePgBouncer:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+@contextmanager
+def fresh_schema(direct_url: str, bouncer: PrivatePgBouncer | None) -> Iterator[tuple[str, str]]:
+    """(database url, schema name): a fresh schema in ``direct_url``'s database,
+    dropped on exit. Without ``bouncer`` the url is ``direct_url`` (a connection sets
+    the schema in its ``options``). Through ``bouncer`` the url's role is one of the
+    schema's own whose default search_path is the schema, since PgBouncer drops the
+    ``options`` that would set it per connection; made and dropped directly."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(direct_url, autocommit=True) as conn:
+        if bouncer is not None:
+            conn.execute(f'CREATE ROLE "{schema}" LOGIN SUPERUSER')
+            conn.execute(f'ALTER ROLE "{schema}" SET search_path = "{schema}"')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield (
+            (direct_url, schema)
+            if bouncer is None
+            else (
+                bouncer.url(direct_url, user=schema),
+                schema,
+            )
+        )
+    finally:
+        with psycopg.connect(direct_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            if bouncer is not None:
+                conn.execute(f'DROP OWNED BY "{schema}"')
+                conn.execute(f'DROP ROLE "{schema}"')

@@ -137,6 +137,14 @@ class PrivateRedisCluster:
                     return node
         raise LookupError(f"no live primary serves slot {slot}")
 
+    def keys(self, match: str) -> list[str]:
+        """Every key matching the glob ``match``, over the live primaries."""
+        out: list[str] = []
+        for node in self.live():
+            if self._info(node, "replication")["role"] == "master":
+                out.extend(_client(node.port).scan_iter(match=match, count=500))
+        return out
+
     def replica_of(self, primary: PrivateRedis) -> PrivateRedis:
         for node in self.live():
             repl = self._info(node, "replication")
@@ -163,9 +171,10 @@ class PrivateRedisCluster:
         return replica
 
     def kill(self, primary: PrivateRedis) -> PrivateRedis:
-        """Stop ``primary`` (SIGTERM); returns its replica once promoted."""
+        """Kill ``primary`` outright (SIGKILL: no shutdown, no handover to its
+        replica); returns its replica once the cluster has promoted it."""
         replica = self.replica_of(primary)
-        primary.stop()
+        sigkill(primary)
         wait_for(
             "the replica taking over a dead primary",
             lambda: self._info(replica, "replication")["role"] == "master",
@@ -181,6 +190,15 @@ class PrivateRedisCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def sigkill(node: PrivateRedis) -> None:
+    """Kill ``node``'s process with SIGKILL (what a crashed or OOM-killed host looks
+    like to its clients and peers) and reap it."""
+    if node.proc is not None:
+        node.proc.kill()
+        node.proc.wait(timeout=10)
+        node.proc = None
 
 
 def _plain(row: Any) -> dict[str, Any]:
@@ -274,6 +292,24 @@ class PrivateSentinel:
             lambda: _client(old.port).info("replication").get("master_link_status") == "up",
         )
         wait_for("the sentinel seeing the replica", self._sees_replica)
+
+    def kill_primary(self) -> int:
+        """SIGKILL the current primary and return at once (the sentinel has not
+        noticed yet); returns the killed primary's port."""
+        port = self.master_port()
+        sigkill(self.primary if self.primary.port == port else self.replica)
+        return port
+
+    def wait_promoted(self, dead_port: int) -> int:
+        """Until the sentinel names a primary other than ``dead_port`` and that node
+        serves writes; returns its port."""
+        wait_for("the sentinel naming a new primary", lambda: self.master_port() != dead_port)
+        new = self.master_port()
+        wait_for(
+            "the promoted replica serving",
+            lambda: _client(new).info("replication")["role"] == "master",
+        )
+        return new
 
     def stop(self) -> None:
         if self.sentinel is not None:

@@ -64,10 +64,12 @@ def _cache_stats(saver: Any) -> dict[str, int]:
     return dict(layer.cache.stats()) if layer is not None else {}
 
 
-def _pause(spec: dict[str, Any], r: int) -> None:
-    # the test's barrier: it fails a primary over while every worker waits here
+def _pause(spec: dict[str, Any], r: int, saver: Any) -> None:
+    # the test's barrier: it fails a primary over while every worker waits here; the
+    # report carries the cache's stats so far (a test compares them across a failover)
     if r in spec.get("pause_after", []):
-        print(json.dumps({"paused": r}), flush=True)
+        report = {"paused": r, "stats": _cache_stats(saver), "refused": REFUSED["count"]}
+        print(json.dumps(report), flush=True)
         sys.stdin.readline()
 
 
@@ -102,7 +104,7 @@ def run_rounds(spec: dict[str, Any]) -> dict[str, Any]:
                     checked += 1
                     if got != want:
                         mismatches.append(f"round {r} {item.config['configurable']}")
-            _pause(spec, r)
+            _pause(spec, r, saver)
         return {
             "mismatches": mismatches,
             "checked": checked,
@@ -139,7 +141,7 @@ async def arun_rounds(spec: dict[str, Any]) -> dict[str, Any]:
                     checked += 1
                     if got != want:
                         mismatches.append(f"round {r} {item.config['configurable']}")
-            await asyncio.get_running_loop().run_in_executor(None, _pause, spec, r)
+            await asyncio.get_running_loop().run_in_executor(None, _pause, spec, r, saver)
         return {
             "mismatches": mismatches,
             "checked": checked,
