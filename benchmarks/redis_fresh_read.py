@@ -5,21 +5,25 @@ Builds one SQLite thread of ``--turns`` turns (F=1000, the harness's chat graph 
 measures pairs, each read in its own fresh process as the harness's ``read`` cases do
 (after a read of an empty scratch thread, which pays imports and connections): the
 head's ``get_state`` through Redis (nothing decoded yet) and on the raw SQLite saver in
-delta mode, alternating, ``--repeats`` times. Prints one
-JSON line with both medians and the median of the per-pair ratios (paired runs: the
-machine's load moves both sides). ``--profile N`` prints the top N entries of a
+delta mode, alternating, ``--repeats`` times. Each read reports its wall time, the CPU
+time of its process (``time.process_time``: on a shared machine other processes'
+load stretches wall time, not CPU time) and its garbage collections. Prints one JSON
+line with, per side, the median and interquartile range of each, and those of the
+per-pair ratios of wall and of CPU time (paired runs: the machine's load moves both
+sides). ``--profile N`` prints the top N entries of a
 cProfile of one more fresh Redis read instead of timing. ``--db`` keeps the SQLite file
 (and reuses it when it exists, with ``--prefix`` naming the Redis prefix it was cached
 under), so before/after runs of a change read the same thread.
 
-    python benchmarks/redis_fresh_read.py --turns 1999 --repeats 9
-    python benchmarks/redis_fresh_read.py --turns 1999 --profile 25
+    python -m benchmarks.redis_fresh_read --turns 1999 --repeats 15
+    python -m benchmarks.redis_fresh_read --turns 1999 --profile 25
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import pstats
 import sqlite3
@@ -50,10 +54,21 @@ def _redis_stack(raw: Any, url: str, prefix: str) -> tuple[Any, Any]:
     return cache, _graph(cg.wrap(raw, mode="delta", cache=cache))
 
 
-def _timed(graph: Any) -> tuple[float, int]:
-    t0 = time.perf_counter()
+def _timed(graph: Any) -> tuple[float, float, int, int]:
+    # CPU time of this (single-threaded) process beside wall time: on a shared
+    # machine another process's load stretches wall time, not our CPU time.
+    collections = sum(s["collections"] for s in gc.get_stats())
+    t0, c0 = time.perf_counter(), time.process_time()
     state = graph.get_state(_CFG)
-    return (time.perf_counter() - t0) * 1000, len(state.values["messages"])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    collections = sum(s["collections"] for s in gc.get_stats()) - collections
+    return wall * 1000, cpu * 1000, collections, len(state.values["messages"])
+
+
+def _summary(values: list[float], digits: int = 2) -> dict[str, Any]:
+    """Median and interquartile range (quartiles by the inclusive method)."""
+    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return {"median": round(med, digits), "iqr": [round(q1, digits), round(q3, digits)]}
 
 
 def main() -> None:
@@ -103,35 +118,29 @@ def main() -> None:
         conn.close()
         del plain
 
-        def one(kind: str) -> tuple[float, int]:
+        def one(kind: str) -> tuple[float, float, int, int]:
             argv = [sys.executable, "-m", "benchmarks.redis_fresh_read", "--one", kind]
             argv += ["--db", str(path), "--prefix", prefix, "--redis", args.redis]
             out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-            ms, count = json.loads(out.strip().splitlines()[-1])
-            return float(ms), int(count)
+            wall, cpu, collections, count = json.loads(out.strip().splitlines()[-1])
+            return float(wall), float(cpu), int(collections), int(count)
 
-        redis_ms: list[float] = []
-        raw_ms: list[float] = []
+        runs: dict[str, list[tuple[float, float, int, int]]] = {"redis": [], "raw": []}
         for _ in range(args.repeats):
-            r, n = one("redis")
-            d, m = one("raw")
-            assert n == m, (n, m)
-            redis_ms.append(r)
-            raw_ms.append(d)
-        ratios = [r / d for r, d in zip(redis_ms, raw_ms, strict=True)]
-        print(
-            json.dumps(
-                {
-                    "turns": args.turns,
-                    "messages": n,
-                    "redis_fresh_ms": round(statistics.median(redis_ms), 2),
-                    "raw_delta_ms": round(statistics.median(raw_ms), 2),
-                    "ratio_median": round(statistics.median(ratios), 3),
-                    "ratios": [round(x, 3) for x in ratios],
-                    "prefix": prefix,
-                }
-            )
-        )
+            for kind in runs:
+                runs[kind].append(one(kind))
+        counts = {run[3] for kind in runs for run in runs[kind]}
+        assert len(counts) == 1, counts
+        report: dict[str, Any] = {"turns": args.turns, "messages": counts.pop()}
+        for kind, run in runs.items():
+            report[f"{kind}_wall_ms"] = _summary([r[0] for r in run])
+            report[f"{kind}_cpu_ms"] = _summary([r[1] for r in run])
+            report[f"{kind}_gc_collections"] = _summary([r[2] for r in run], 1)
+        for i, what in ((0, "wall"), (1, "cpu")):
+            ratios = [r[i] / d[i] for r, d in zip(runs["redis"], runs["raw"], strict=True)]
+            report[f"ratio_{what}"] = _summary(ratios, 3)
+        report["prefix"] = prefix
+        print(json.dumps(report))
 
 
 if __name__ == "__main__":
