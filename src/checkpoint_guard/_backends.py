@@ -60,7 +60,7 @@ class Backend:
     ``name`` is the storage (``memory``, ``sqlite``, ``postgres``); ``is_async``
     whether the class is the async saver (its sync methods refuse to run on the
     event loop); ``rows`` the maintenance row store's class name in
-    ``maintenance/_{name}.py``; ``lists_like_get_tuple`` whether one
+    ``stores/_{name}.py``; ``lists_like_get_tuple`` whether one
     ``list(before=..., limit=k)`` returns each checkpoint with ``get_tuple``'s pending
     writes in ``get_tuple``'s order (see ``lists_like_get_tuple``)."""
 

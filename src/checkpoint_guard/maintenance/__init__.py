@@ -19,8 +19,8 @@ checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
 
 Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
 rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
-``_rows.py`` (the per-backend row seam) with ``_memory.py``, ``_sqlite.py``,
-``_postgres.py``; ``_sweep.py`` (retention: ``sweep``/``asweep``); ``_layer.py``
+``_rows.py`` (the per-backend row seam, implemented by each store module in
+``checkpoint_guard.stores``); ``_sweep.py`` (retention: ``sweep``/``asweep``); ``_layer.py``
 serves the saver layers' optional methods (installed on import).
 """
 

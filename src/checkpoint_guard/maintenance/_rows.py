@@ -1,8 +1,9 @@
 """The row-level seam of maintenance: what each backend must do to its own tables.
 
 The planning (``_thread.py``) decides *what* to keep, rewrite or delete from what
-``list`` returns; a ``RowStore`` does it to one backend's storage. Each backend
-module owns its SQL (or dicts) and nothing else does. SQL backends write their
+``list`` returns; a ``RowStore`` does it to one backend's storage. Each store
+module (``checkpoint_guard.stores._memory`` / ``_sqlite`` / ``_postgres``) owns its
+SQL (or dicts) and nothing else does. SQL backends write their
 operations once, as generators of ``(sql, params)`` that receive each
 statement's rows; ``run``/``arun`` drive them over a sync or async cursor, so the
 sync and async savers share every statement.
