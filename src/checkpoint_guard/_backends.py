@@ -119,10 +119,16 @@ def backend_of(saver: object) -> Backend | None:
 
 def backend_of_type(saver_type: type) -> Backend | None:
     """``backend_of`` for a saver class."""
+    found = _nearest(saver_type)
+    return found[0] if found is not None and not overridden(saver_type, found[1]) else None
+
+
+def _nearest(saver_type: type) -> tuple[Backend, type] | None:
+    # the known saver class ``saver_type`` is or derives from, with its backend
     for backend in _KNOWN:
         cls = _class_of(backend)
         if cls is not None and issubclass(saver_type, cls):
-            return None if overridden(saver_type, cls) else backend
+            return backend, cls
     return None
 
 
@@ -140,14 +146,13 @@ def known_savers() -> list[str]:
 
 def refusal(saver_type: type) -> str:
     """Why a saver of ``saver_type`` is not a known backend, for an error message."""
-    for backend in _KNOWN:
-        cls = _class_of(backend)
-        if cls is not None and issubclass(saver_type, cls):
-            names = ", ".join(overridden(saver_type, cls))
-            return (
-                f"{saver_type.__name__} derives from {cls.__name__} but replaces its storage "
-                f"methods ({names}), so where and how it stores is not known"
-            )
+    found = _nearest(saver_type)
+    if found is not None:
+        names = ", ".join(overridden(saver_type, found[1]))
+        return (
+            f"{saver_type.__name__} derives from {found[1].__name__} but replaces its storage "
+            f"methods ({names}), so where and how it stores is not known"
+        )
     return f"{saver_type.__name__} is not one of the known savers ({', '.join(known_savers())})"
 
 

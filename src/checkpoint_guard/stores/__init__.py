@@ -17,10 +17,9 @@ Data flows config -> ``savers`` (the stack of layers) -> a saver opened here.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -57,14 +56,8 @@ async def aopen_inner(
         yield saver
 
 
-@contextlib.asynccontextmanager
-async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
+def retention_lock(config: CheckpointerConfig) -> AbstractAsyncContextManager[bool]:
     """Yields whether this process holds the retention lock of ``config``'s store
     (each store's ``retention_lock`` says how); released on exit."""
-    lock = store_module(config.backend).retention_lock(config)
-    if hasattr(lock, "__aenter__"):
-        async with lock as held:
-            yield held
-    else:
-        with lock as held:
-            yield held
+    lock: AbstractAsyncContextManager[bool] = store_module(config.backend).retention_lock(config)
+    return lock

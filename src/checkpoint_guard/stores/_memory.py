@@ -43,8 +43,8 @@ async def aopen_saver(
 # ---- retention
 
 
-@contextlib.contextmanager
-def retention_lock(config: CheckpointerConfig) -> Iterator[bool]:
+@contextlib.asynccontextmanager
+async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     """Always held: the store belongs to its process (one worker per opened stack)."""
     yield True
 

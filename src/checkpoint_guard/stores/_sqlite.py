@@ -108,8 +108,8 @@ async def aopen_saver(
 # ---- retention
 
 
-@contextlib.contextmanager
-def retention_lock(config: CheckpointerConfig) -> Iterator[bool]:
+@contextlib.asynccontextmanager
+async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     """Whether this process holds the retention lock of ``config``'s database: an
     exclusive ``flock`` on ``<database>.retention-lock`` next to the file (every
     process using a SQLite file is on its host); ``:memory:`` belongs to one
