@@ -26,7 +26,7 @@ import uuid
 from typing import Annotated, Any
 
 import psycopg
-import redis
+from harness._counting import Count, CountingRedis  # benchmarks/ is on sys.path
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -46,35 +46,6 @@ class State(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-class _Count:
-    commands = 0
-    sent = 0
-    received = 0
-
-
-def _size(reply: Any) -> int:
-    if isinstance(reply, (bytes, str)):
-        return len(reply)
-    if isinstance(reply, (list, tuple)):
-        return sum(_size(r) for r in reply)
-    return 8
-
-
-class _Counting(redis.Redis):  # type: ignore[type-arg]
-    """A client that counts its commands and the bytes of their arguments and replies."""
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        _Count.commands += 1
-        _Count.sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
-        reply = super().execute_command(*args, **options)
-        _Count.received += _size(reply)
-        return reply
-
-
-def _counters() -> tuple[int, int, int]:
-    return (_Count.commands, _Count.sent, _Count.received)
-
-
 def measure(pg: str, redis_url: str, mode: str, length: int, threads: int) -> dict[str, Any]:
     """Run ``threads`` threads of ``length`` turns in a fresh schema; the figures."""
     schema = f"cap_{uuid.uuid4().hex[:8]}"
@@ -87,7 +58,7 @@ def measure(pg: str, redis_url: str, mode: str, length: int, threads: int) -> di
         "history_cache": {"backend": "none"},
     }
     out: dict[str, Any] = {"mode": mode, "turns": length, "threads": threads}
-    client = _Counting.from_url(redis_url)
+    client = CountingRedis.from_url(redis_url)
     cache = RedisHistoryCache(client=client, key_prefix=schema) if mode == "delta" else None
     warm = [0, 0, 0]
     try:
@@ -111,10 +82,10 @@ def measure(pg: str, redis_url: str, mode: str, length: int, threads: int) -> di
                 cfg = {"configurable": {"thread_id": f"t{t}"}}
                 for turn in range(length):
                     human = HumanMessage(secrets.token_hex(50), id=f"h-{turn}")
-                    before = _counters()
+                    before = Count.now()
                     graph.invoke({"messages": [human]}, cfg)
                     if turn > 0:  # a thread's first turn has no history to read
-                        for i, (a, b) in enumerate(zip(before, _counters(), strict=True)):
+                        for i, (a, b) in enumerate(zip(before, Count.now(), strict=True)):
                             warm[i] += b - a
             out["turns_per_second"] = round(threads * length / (time.perf_counter() - started), 1)
             if cache is not None:

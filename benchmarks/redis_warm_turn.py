@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import redis
+from harness._counting import Count, CountingCluster, CountingRedis  # benchmarks/ is on sys.path
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -29,38 +30,6 @@ from redis.cluster import RedisCluster
 from typing_extensions import TypedDict
 
 import checkpoint_guard as cg
-
-
-class _Count:
-    commands = 0
-    sent = 0
-    received = 0
-
-
-class _Counting(redis.Redis):  # type: ignore[type-arg]
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        _Count.commands += 1
-        _Count.sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
-        reply = super().execute_command(*args, **options)
-        _Count.received += _size(reply)
-        return reply
-
-
-class _CountingCluster(RedisCluster):
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        _Count.commands += 1
-        _Count.sent += sum(len(a) if isinstance(a, (bytes, str)) else 8 for a in args)
-        reply = super().execute_command(*args, **options)
-        _Count.received += _size(reply)
-        return reply
-
-
-def _size(reply: Any) -> int:
-    if isinstance(reply, (bytes, str)):
-        return len(reply)
-    if isinstance(reply, (list, tuple)):
-        return sum(_size(r) for r in reply)
-    return 8
 
 
 def _server_usec(client: Any) -> int:
@@ -95,7 +64,7 @@ def main() -> None:
         return {"messages": [AIMessage("r" * 400, id=f"ai-{n}")]}
 
     prefix = f"bench:{uuid.uuid4().hex[:8]}"
-    client: Any = (_CountingCluster if args.cluster else _Counting).from_url(args.redis)
+    client: Any = (CountingCluster if args.cluster else CountingRedis).from_url(args.redis)
     cache = cg.cache.RedisHistoryCache(client=client, key_prefix=prefix)
     with tempfile.TemporaryDirectory() as tmp:
         import sqlite3
@@ -117,7 +86,7 @@ def main() -> None:
         cpu0, usec0 = 0.0, 0
         for turn in range(args.stop):
             if turn == args.start:
-                before = (_Count.commands, _Count.sent, _Count.received)
+                before = Count.now()
                 usec0, cpu0 = _server_usec(client), time.process_time()
             t0 = time.perf_counter()
             graph.invoke({"messages": [HumanMessage("h" * 100, id=f"h-{turn}")]}, cfg)
@@ -134,9 +103,9 @@ def main() -> None:
                     "ms_per_turn": round(statistics.median(times), 3),
                     "cpu_ms_per_turn": round(cpu * 1000 / n, 3),
                     "server_us_per_turn": round(usec / n, 1),
-                    "commands_per_turn": (_Count.commands - before[0]) / n,
-                    "bytes_sent_per_turn": (_Count.sent - before[1]) / n,
-                    "bytes_received_per_turn": (_Count.received - before[2]) / n,
+                    "commands_per_turn": (Count.commands - before[0]) / n,
+                    "bytes_sent_per_turn": (Count.sent - before[1]) / n,
+                    "bytes_received_per_turn": (Count.received - before[2]) / n,
                 }
             )
         )
