@@ -167,6 +167,40 @@ def test_delta_snapshot_not_restored_turns_the_history_cache_off(
     _doctor_reports(capsys, "delta-snapshot")
 
 
+# Run in a fresh interpreter: LangGraph's own modules keep the name they imported, and
+# the package is imported only after the name is gone, as after an upstream rename.
+_RENAMED_DELTA_SNAPSHOT = """
+import json, sys
+import langgraph.channels.delta, langgraph.pregel
+import langgraph.checkpoint.serde.types as types
+del types._DeltaSnapshot
+import checkpoint_guard as cg
+from checkpoint_guard.cli import main
+with cg.open_checkpointer({"backend": "memory", "channel_mode": "delta"}) as saver:
+    stats = saver.stats()
+print(json.dumps({"cache": stats["cache"], "degraded": sorted(stats["degraded"])}))
+sys.exit(main(["doctor", "--json"]))
+"""
+
+
+def test_import_survives_a_renamed_delta_snapshot() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _RENAMED_DELTA_SNAPSHOT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # doctor: a check failed
+    opened, doctor = done.stdout.splitlines()[0], "".join(done.stdout.splitlines()[1:])
+    assert json.loads(opened) == {"cache": None, "degraded": ["delta-snapshot"]}
+    failed = [c["name"] for c in json.loads(doctor)["checks"] if c["status"] == "degraded"]
+    assert failed == ["delta-snapshot"], doctor
+    assert "delta-snapshot" in done.stderr  # the one warning, naming what is off
+
+
 def test_memory_layout_change_refuses_maintenance(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,

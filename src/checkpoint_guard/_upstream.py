@@ -68,15 +68,24 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # The private names several modules share are imported here only (the others take
 # these names from this module), so this file and the one module per upstream
 # component that owns a name (stores/_postgres, _message_ids, _server) are the
 # only ones that touch LangGraph's private names: tests/test_architecture.py keeps it so.
-from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
-
 from . import _telemetry
+
+try:
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot as DeltaSnapshot
+except ImportError:  # moved upstream: the delta-snapshot check fails and says so
+
+    class DeltaSnapshot(NamedTuple):  # type: ignore[no-redef]
+        """Stand-in for a moved ``_DeltaSnapshot``: LangGraph never makes one, so no
+        stored value is taken for a snapshot, and the check turns off what needs it."""
+
+        value: Any
+
 
 try:
     from langgraph._internal._typing import MISSING
