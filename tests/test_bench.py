@@ -228,8 +228,7 @@ def test_end_to_end_run_summary_plots_and_readme(
             assert r["cache"]["bytes"] > 0 and r["cache"]["stats"]["hits"] > 0
         if r["stack"] == "redis" and r["kind"] == "thread":
             per_turn = r["redis_per_turn"]
-            assert len(per_turn) == 6 and all(c >= 0 and s >= 0 for c, s, _ in per_turn)
-            assert sum(c for c, _, _ in per_turn) > 0 and sum(s for _, s, _ in per_turn) > 0
+            assert len(per_turn) == 6 and all(c > 0 and s > 0 for c, s, _ in per_turn)
     if "redis" in stacks:
         assert any(r["kind"] == "alternating" for r in cases)
         assert all(

@@ -7,6 +7,7 @@ actually wrong."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -93,7 +94,14 @@ def test_the_demo_reports_this_runs_figures_and_when_delta_is_faster(tmp_path: P
     text = format_demo(result)
     assert "measured in this run (3 turns" in text
     assert "head read: delta with the cache" in text
-    assert any(w in text for w in ("faster here", "slower here", "about the same here"))
+    # the verdict agrees with the ratio printed beside it
+    found = re.search(
+        r"head read: delta with the cache ([0-9.]+)x of full \((\w[\w ]*) here\)", text
+    )
+    assert found is not None, text
+    ratio, verdict = float(found[1]), found[2]
+    expected = "faster" if ratio < 0.95 else "slower" if ratio > 1.05 else "about the same"
+    assert verdict == expected, (ratio, verdict)
     assert "When delta mode with the cache is faster" in text
     assert "grows with the" in text
 
