@@ -325,6 +325,7 @@ def sweep(
     progress: Progress | None = None,
     thread_ids: Sequence[str] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -352,7 +353,7 @@ def sweep(
         older_than,
         keep_latest,
         keep_last,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         dry_run,
         now,
         progress,
@@ -374,6 +375,7 @@ async def asweep(
     progress: Progress | None = None,
     thread_ids: Sequence[str] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -384,7 +386,7 @@ async def asweep(
         older_than,
         keep_latest,
         keep_last,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         dry_run,
         now,
         progress,
