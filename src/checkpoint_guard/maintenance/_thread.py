@@ -292,15 +292,26 @@ class ThreadView:
 
     def verdicts(self) -> Iterable[tuple[str, str, str]]:
         """``(namespace, channel, why)`` for each subgraph path (one example
-        namespace) that stores a delta channel it may not rebuild."""
+        namespace) that stores a delta channel as deltas (replayed or
+        snapshotted) and may not rebuild it. A channel stored whole at every
+        checkpoint of a path (a subagent's plain ``messages``) needs no reducer."""
+        as_deltas: dict[str, set[str]] = {}
+        for ns, checkpoints in self.by_ns.items():
+            found = as_deltas.setdefault(subgraph_path(ns), set())
+            for t in checkpoints.values():
+                values = t.checkpoint["channel_values"]
+                found.update(
+                    ch
+                    for ch in self.delta_channels
+                    if self.needs_replay(t, ch) or isinstance(values.get(ch), DeltaSnapshot)
+                )
         seen: set[str] = set()
-        for ns, checkpoints in sorted(self.by_ns.items()):
+        for ns in sorted(self.by_ns):
             path = subgraph_path(ns)
             if path in seen:
                 continue
             seen.add(path)
-            stored = {ch for t in checkpoints.values() for ch in t.checkpoint["channel_versions"]}
-            for ch in sorted(self.delta_channels & stored):
+            for ch in sorted(as_deltas[path]):
                 why = self.refutation(ch, ns)
                 if why is not None:
                     yield ns, ch, why
