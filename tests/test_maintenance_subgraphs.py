@@ -245,3 +245,30 @@ def test_subgraphs_names_the_graph_of_a_dynamic_namespace(
             assert after and all(before[key] == value for key, value in after.items())
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("subgraphs", "named"),
+    [
+        (["caller"], "a mapping"),
+        ({"caller:0f3a": _sub_builder()}, "caller:0f3a"),
+        ({"": _sub_builder()}, "namespace prefix"),
+        ({"caller": "sub.py:graph"}, "caller"),
+    ],
+)
+def test_a_bad_subgraphs_mapping_is_refused_before_anything_is_read(
+    subgraphs: Any, named: str
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from checkpoint_guard import ConfigError
+
+    saver = wrap(InMemorySaver(), mode="delta")
+    graph = _dynamic_root(saver)
+    graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
+    stored = list(saver.list(None))
+    for operation in (verify, prune, migrate):
+        kwargs: dict[str, Any] = {"to": "full"} if operation is migrate else {}
+        with pytest.raises(ConfigError, match=f"invalid subgraphs.*{named}"):
+            operation(saver, ["t"], graph=graph, subgraphs=subgraphs, **kwargs)
+    assert list(saver.list(None)) == stored

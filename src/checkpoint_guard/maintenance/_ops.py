@@ -462,6 +462,10 @@ def _knowledge(
                 "a namespace prefix: node names joined by '|' without task ids "
                 "(deepagents' subagents: 'tools')",
             )
+        if not isinstance(getattr(sub, "channels", None), Mapping):
+            raise ConfigError(
+                f"subgraphs[{path!r}]", sub, "a compiled LangGraph graph or a StateGraph builder"
+            )
         # Named by the caller: it wins over what get_subgraphs() found there.
         tables[path] = _delta_table(sub)
         tables.update(_subgraph_tables(sub, path))
