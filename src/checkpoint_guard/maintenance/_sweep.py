@@ -344,9 +344,10 @@ def sweep(
     estimates the bytes. Resumable: an interrupted sweep leaves every thread
     readable and a re-run finishes it. ``progress(thread_id)`` is called as each
     thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
-    (timezone-aware) replaces the clock. Logs one summary line
-    (``checkpoint_guard.retention``). See the module docstring for what a turn
-    written during the sweep sees on each backend."""
+    (timezone-aware) replaces the clock. ``graph``, ``subgraphs`` and ``reducers``
+    are as for ``prune``. Logs one summary line (``checkpoint_guard.retention``).
+    See the module docstring for what a turn written during the sweep sees on
+    each backend."""
     _checked(older_than, keep_latest, keep_last)
     plan = _sweep_plan(
         None if thread_ids is None else _thread_ids(thread_ids),
