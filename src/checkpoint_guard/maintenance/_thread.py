@@ -532,8 +532,8 @@ class ThreadView:
     def materialize(
         self, tup: CheckpointTuple, channels: Iterable[str] | None = None
     ) -> dict[str, Any]:
-        """The state at ``tup`` of ``channels`` (default: every usable delta
-        channel), channels without a version omitted."""
+        """The state at ``tup`` of ``channels`` (default: every delta channel
+        usable in ``tup``'s namespace), channels without a version omitted."""
         ns = Address.from_config(tup.config).checkpoint_ns
         cid = str(Address.from_config(tup.config).checkpoint_id)
         wanted = (
