@@ -137,3 +137,138 @@ def test_a_namespace_the_graph_does_not_contain_is_kept_or_refused(
             assert after and all(before[key] == value for key, value in after.items())
 
     asyncio.run(body())
+
+
+# -- dynamic subgraphs (issue #37, item 2): a subgraph invoked from inside a node (as
+# deepagents' `task` tool runs a subagent) is stored in a `caller:<task>` namespace and is
+# absent from `get_subgraphs()`. A channel unknown there must stay unknown there only.
+
+
+def _dynamic_root(saver: Any) -> Any:
+    def note(state: dict[str, Any]) -> dict[str, Any]:
+        return {"notes": [f"r{len(state['notes'])}"]}
+
+    def caller(state: dict[str, Any]) -> dict[str, Any]:
+        # compiled here, out of the node's closure: get_subgraphs() cannot see it
+        result = _sub_builder().compile().invoke({"notes": ["in0", "in1"]})
+        return {"notes": [f"sub:{'+'.join(result['notes'])}"]}
+
+    builder = StateGraph(Root)
+    builder.add_node("note", note)
+    builder.add_node("caller", caller)
+    builder.add_edge(START, "note")
+    builder.add_edge("note", "caller")
+    return builder.compile(checkpointer=saver)
+
+
+def _dynamic_states(saver: Any, thread: str) -> dict[tuple[str, str], Any]:
+    root = _dynamic_root(saver)
+    sub = _sub_builder().compile(checkpointer=saver)
+    out: dict[tuple[str, str], Any] = {}
+    namespaces = {t.config["configurable"]["checkpoint_ns"] for t in saver.list(None)}
+    for ns in sorted(namespaces):
+        graph = root if not ns else sub
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        for snap in graph.get_state_history(config):
+            out[(ns, snap.config["configurable"]["checkpoint_id"])] = snap.values
+    return out
+
+
+@pytest.mark.parametrize("kind", SYNC_KINDS)
+def test_a_dynamic_namespace_without_a_graph_is_unknown_there_only(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    import asyncio
+
+    store = make_store(kind, False, request, tmp_path)
+
+    async def body() -> None:
+        async with store.open() as raw:
+            saver = wrap(raw, mode="delta")
+            graph = _dynamic_root(saver)
+            for _ in range(3):
+                graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
+            before = _dynamic_states(raw, "t")
+            namespaces = {ns for ns, _ in before}
+            assert len(namespaces) == 4
+            assert all(ns.startswith("caller:") for ns in namespaces - {""})
+            # sound, checked at the root, structure only in the dynamic namespaces
+            [info] = verify(saver, ["t"], graph=graph)
+            assert info.problems == [] and info.unchecked == ["notes"], info.notes
+            assert any("subgraphs=" in note for note in info.notes)
+            stored = store.dump()
+            with pytest.raises(MaintenanceError, match=r"caller:.*subgraphs="):
+                migrate(saver, ["t"], to="full", graph=graph)
+            assert store.dump() == stored
+            # the root shrinks to its head; each dynamic namespace keeps its chain
+            [report] = prune(saver, ["t"], graph=graph)
+            after = _dynamic_states(raw, "t")
+            assert [key for key in after if not key[0]] == [key for key in before if not key[0]][:1]
+            assert after and all(before[key] == value for key, value in after.items())
+            assert report.refused is None
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("kind", SYNC_KINDS)
+@pytest.mark.parametrize("with_root", [True, False])
+def test_subgraphs_names_the_graph_of_a_dynamic_namespace(
+    kind: str, with_root: bool, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    import asyncio
+
+    store = make_store(kind, False, request, tmp_path)
+
+    async def body() -> None:
+        async with store.open() as raw:
+            saver = wrap(raw, mode="delta")
+            graph = _dynamic_root(saver)
+            for _ in range(3):
+                graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
+            before = _dynamic_states(raw, "t")
+            root = graph if with_root else None
+            given = {"caller": _sub_builder()}
+            [info] = verify(saver, ["t"], graph=root, subgraphs=given)
+            assert info.problems == []
+            assert info.unchecked == ([] if with_root else ["notes"])
+            # the root's concat would keep three notes where the subgraph keeps two
+            [wrong] = verify(saver, ["t"], graph=root, subgraphs={"caller": _root(None)})
+            assert wrong.problems and "caller" in str(wrong.problems[0])
+            if with_root:
+                migrate(saver, ["t"], to="full", graph=root, subgraphs=given)
+                assert _dynamic_states(raw, "t") == before
+                migrate(saver, ["t"], to="delta", graph=root, subgraphs=given)
+            [report] = prune(saver, ["t"], graph=root, subgraphs=given)
+            after = _dynamic_states(raw, "t")
+            if with_root:
+                assert report.checkpoints_after == len({ns for ns, _ in before})
+            assert after and all(before[key] == value for key, value in after.items())
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("subgraphs", "named"),
+    [
+        (["caller"], "a mapping"),
+        ({"caller:0f3a": _sub_builder()}, "caller:0f3a"),
+        ({"": _sub_builder()}, "namespace prefix"),
+        ({"caller": "sub.py:graph"}, "caller"),
+    ],
+)
+def test_a_bad_subgraphs_mapping_is_refused_before_anything_is_read(
+    subgraphs: Any, named: str
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from checkpoint_guard import ConfigError
+
+    saver = wrap(InMemorySaver(), mode="delta")
+    graph = _dynamic_root(saver)
+    graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
+    stored = list(saver.list(None))
+    for operation in (verify, prune, migrate):
+        kwargs: dict[str, Any] = {"to": "full"} if operation is migrate else {}
+        with pytest.raises(ConfigError, match=f"invalid subgraphs.*{named}"):
+            operation(saver, ["t"], graph=graph, subgraphs=subgraphs, **kwargs)
+    assert list(saver.list(None)) == stored

@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
             "without it only 'messages' has a default, other delta channels are kept "
             "as stored or the thread is refused",
         )
+        cmd.add_argument(
+            "--subgraph",
+            action="append",
+            metavar="PREFIX=PATH",
+            help="the graph that runs in namespaces PREFIX:<id>, where --graph's "
+            "get_subgraphs() cannot see it (a subagent run from a tool: deepagents' "
+            "task tool stores its subagents under 'tools', so --subgraph "
+            "tools=agent.py:subagent); repeatable, one per prefix",
+        )
 
     def fleet_options(cmd: argparse.ArgumentParser, *, required: bool) -> None:
         cmd.add_argument(
@@ -172,22 +181,41 @@ def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterato
         yield (lambda _thread_id: bar.update(1)), step
 
 
-def load_graph(spec: str) -> Any:
+def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
+    """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
+    and each ``--subgraph PREFIX=PATH``."""
+    graph = load_graph(args.graph) if getattr(args, "graph", None) else None
+    subgraphs: dict[str, Any] = {}
+    for item in getattr(args, "subgraph", None) or ():
+        prefix, sep, spec = item.partition("=")
+        if not sep or not prefix.strip() or ":" in prefix:
+            raise ConfigError(
+                "--subgraph",
+                item,
+                "PREFIX=module:attr or PREFIX=path/to/file.py:attr, PREFIX a namespace's "
+                "node name without its task id (deepagents' subagents: tools)",
+            )
+        subgraphs[prefix.strip()] = load_graph(spec, key="--subgraph")
+    return {"graph": graph, "subgraphs": subgraphs or None}
+
+
+def load_graph(spec: str, *, key: str = "--graph") -> Any:
     """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
     in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
-    zero-argument callable returning one. ``ConfigError`` names what was wrong."""
+    zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
+    option it came from) says what was wrong."""
     import importlib
     import importlib.util
 
     accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
-        raise ConfigError("--graph", spec, accepted)
+        raise ConfigError(key, spec, accepted)
     try:
         if target.endswith(".py") or "/" in target or "\\" in target:
             path = Path(target).expanduser().resolve()
             if not path.is_file():
-                raise ConfigError("--graph", spec, accepted, detail=f"no file {path}")
+                raise ConfigError(key, spec, accepted, detail=f"no file {path}")
             # As `langgraph dev` loads it: the file's folder is importable, so the
             # file may import its sibling modules.
             if str(path.parent) not in sys.path:
@@ -195,7 +223,7 @@ def load_graph(spec: str) -> Any:
             name = f"_checkpoint_guard_graph_{abs(hash(str(path)))}"
             module_spec = importlib.util.spec_from_file_location(name, path)
             if module_spec is None or module_spec.loader is None:
-                raise ConfigError("--graph", spec, accepted, detail=f"cannot load {path}")
+                raise ConfigError(key, spec, accepted, detail=f"cannot load {path}")
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[name] = module
             module_spec.loader.exec_module(module)
@@ -211,17 +239,15 @@ def load_graph(spec: str) -> Any:
     # An import error, a missing attribute, the module's own; SystemExit too (a
     # module or factory calling sys.exit would end the CLI with no word).
     except (Exception, SystemExit) as exc:
-        raise ConfigError("--graph", spec, accepted, detail=_why(exc)) from exc
+        raise ConfigError(key, spec, accepted, detail=_why(exc)) from exc
     if not hasattr(obj, "channels") and callable(obj):
         try:
             obj = obj()  # a graph factory, as langgraph.json allows
         except (Exception, SystemExit) as exc:
-            raise ConfigError(
-                "--graph", spec, accepted, detail=f"calling {attr}(): {_why(exc)}"
-            ) from exc
+            raise ConfigError(key, spec, accepted, detail=f"calling {attr}(): {_why(exc)}") from exc
     if not isinstance(getattr(obj, "channels", None), dict):
         raise ConfigError(
-            "--graph", spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
+            key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
     return obj
 
@@ -271,7 +297,8 @@ def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) 
     if problems and any(i.unchecked for i in infos):
         print(
             "  not replayed: no reducer known or confirmed for these delta channels; "
-            "pass --graph module:attr to check their writes too"
+            "pass --graph module:attr (and --subgraph PREFIX=module:attr for a subagent's "
+            "namespaces) to check their writes too"
         )
 
 
@@ -429,14 +456,14 @@ def _maintain(args: argparse.Namespace) -> int:
         older_than = parse_duration(args.older_than, key="--older-than")
     print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
     _require_store(config)
-    graph = load_graph(args.graph) if getattr(args, "graph", None) else None
+    known = _known_graphs(args)
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
         if older_than is not None:
-            return _sweep(args, saver, older_than, graph)
+            return _sweep(args, saver, older_than, known)
         if args.command == "inspect":
-            info = maintenance.inspect(saver, args.thread_id, graph=graph)
+            info = maintenance.inspect(saver, args.thread_id, **known)
             _print_infos(args, [info], problems=True)
             if not info.checkpoints and not info.orphan_writes:
                 print(f"  (looked in {_store(config)})", file=sys.stderr)
@@ -447,13 +474,13 @@ def _maintain(args: argparse.Namespace) -> int:
         with _progress(args, len(ids), args.command) as (tick, step):
             if args.command in ("scan", "verify"):
                 if args.command == "verify":
-                    infos = maintenance.verify(saver, ids, graph=graph, progress=tick, where=where)
+                    infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
                 else:
                     infos = maintenance.scan(saver, ids, progress=tick)
             else:
                 common: dict[str, Any] = {
                     "dry_run": args.dry_run,
-                    "graph": graph,
+                    **known,
                     "progress": tick,
                     "step": step,
                     "where": where,
@@ -513,7 +540,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_PROBLEM
 
 
-def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, graph: Any) -> int:
+def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[str, Any]) -> int:
     """``sweep`` (the store is already printed): the report (``--json``: the
     report's data). Exit 1 when a selected thread was skipped (the reason is
     printed); re-running the same command finishes an interrupted sweep."""
@@ -526,11 +553,11 @@ def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, graph: Any) ->
             older_than=older_than,
             keep_latest=not args.delete,
             keep_last=args.keep_last,
-            graph=graph,
             dry_run=args.dry_run,
             progress=tick,
             step=step,
             thread_ids=ids,
+            **known,
         )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))

@@ -10,10 +10,12 @@ twin for async savers. The wrapped saver's ``prune`` / ``copy_thread`` /
 ``delete_for_runs`` (and ``a*``) call these for memory, SQLite and PostgreSQL.
 
 No delta channel is ever rebuilt with a reducer that was not given (``graph=``,
-``reducers=``) or, for ``messages`` alone, defaulted, and confirmed against the
-thread's stored snapshots; other channels are kept as stored (keep-latest keeps
-the head's chain back to where they are stored) or the thread is refused with
-``MaintenanceError`` and left byte-identical. Orphan writes (writes whose
+``reducers=``, ``subgraphs=`` for the graphs of dynamic namespaces such as
+deepagents' ``tools:<id>``) or, for ``messages`` alone, defaulted, and confirmed
+against the stored snapshots of its namespaces; other channels are kept as stored
+in the namespaces where they are unknown (keep-latest keeps the head's chain back
+to where they are stored) or the thread is refused with ``MaintenanceError`` and
+left byte-identical. Orphan writes (writes whose
 checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
 ``prune``.
 

@@ -399,51 +399,83 @@ class ThreadFilter:
 
 @dataclass(frozen=True)
 class _Knowledge:
-    """What the caller told us about the graph: reducers and delta channels, and
-    each subgraph's own reducers by path (``None`` without a graph)."""
+    """What the caller told us about the graph: the root's reducers (its
+    ``DeltaChannel``s, which also say what each channel starts from) and delta
+    channels, each subgraph path's own, and whether a graph was given (then a
+    path it does not name has no known reducer)."""
 
-    reducers: Mapping[str, Reducer]
+    reducers: Mapping[str, Reducer | DeltaChannel[Any]]
     channels: frozenset[str]
-    subgraphs: Mapping[str, Mapping[str, Reducer]] | None = None
+    subgraphs: Mapping[str, Mapping[str, Reducer | DeltaChannel[Any]]] | None = None
+    complete: bool = False
 
 
 def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
     """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
     LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
     reducer; other channels need none (their values are stored whole)."""
+    table = _delta_table(graph)
+    return {ch: channel.reducer for ch, channel in table.items()}, set(table)
+
+
+def _delta_table(graph: Any) -> dict[str, DeltaChannel[Any]]:
     channels = getattr(graph, "channels", None)
     if not isinstance(channels, Mapping):
         raise TypeError(
             "graph= must be a compiled LangGraph graph or a StateGraph builder (an object "
             f"with a channel table), not {type(graph).__name__}"
         )
-    reducers: dict[str, Reducer] = {}
-    for name, channel in channels.items():
-        if isinstance(channel, DeltaChannel):
-            reducers[str(name)] = channel.reducer
-    return reducers, set(reducers)
+    return {str(n): c for n, c in channels.items() if isinstance(c, DeltaChannel)}
 
 
-def subgraph_reducers(graph: Any) -> dict[str, dict[str, Reducer]]:
-    """Each subgraph's delta-channel reducers, by its path (``"sub"``,
-    ``"sub|inner"``: a namespace's node names), from ``get_subgraphs(recurse=True)``
+def _subgraph_tables(graph: Any, prefix: str = "") -> dict[str, dict[str, DeltaChannel[Any]]]:
+    """Each subgraph's delta channels by its path (``"sub"``, ``"sub|inner"``: a
+    namespace's node names) under ``prefix``, from ``get_subgraphs(recurse=True)``
     of the compiled graph (a ``StateGraph`` builder is compiled first)."""
     compiled = graph if hasattr(graph, "get_subgraphs") else graph.compile()
-    out: dict[str, dict[str, Reducer]] = {}
-    for path, sub in compiled.get_subgraphs(recurse=True):
-        out[str(path)] = reducers_from_graph(sub)[0]
-    return out
+    return {
+        "|".join(p for p in (prefix, str(path)) if p): _delta_table(sub)
+        for path, sub in compiled.get_subgraphs(recurse=True)
+    }
 
 
-def _knowledge(graph: Any, reducers: Mapping[str, Reducer] | None) -> _Knowledge:
-    if graph is None:
+def _knowledge(
+    graph: Any, reducers: Mapping[str, Reducer] | None, subgraphs: Mapping[str, Any] | None = None
+) -> _Knowledge:
+    if subgraphs is not None and not isinstance(subgraphs, Mapping):
+        raise ConfigError(
+            "subgraphs", subgraphs, "a mapping of namespace prefix (e.g. 'tools') to a graph"
+        )
+    if graph is None and not subgraphs:
         return _Knowledge(dict(reducers or {}), frozenset())
-    given, declared = reducers_from_graph(graph)
-    subgraphs = subgraph_reducers(graph)
-    for table in subgraphs.values():
-        declared |= set(table)
-    given.update(reducers or {})
-    return _Knowledge(given, frozenset(declared), subgraphs)
+    root: dict[str, Reducer | DeltaChannel[Any]] = {}
+    tables: dict[str, dict[str, DeltaChannel[Any]]] = {}
+    if graph is not None:
+        root.update(_delta_table(graph))
+        tables.update(_subgraph_tables(graph))
+    for prefix, sub in (subgraphs or {}).items():
+        path = str(prefix)
+        if not path or any(not part or ":" in part for part in path.split("|")):
+            raise ConfigError(
+                "subgraphs",
+                prefix,
+                "a namespace prefix: node names joined by '|' without task ids "
+                "(deepagents' subagents: 'tools')",
+            )
+        if not isinstance(getattr(sub, "channels", None), Mapping):
+            raise ConfigError(
+                f"subgraphs[{path!r}]", sub, "a compiled LangGraph graph or a StateGraph builder"
+            )
+        # Named by the caller: it wins over what get_subgraphs() found there.
+        tables[path] = _delta_table(sub)
+        tables.update(_subgraph_tables(sub, path))
+    declared = set(root) | {ch for table in tables.values() for ch in table}
+    for ch, reducer in (reducers or {}).items():
+        # A reducer given by name keeps the type the graph declares the channel with.
+        template = root.get(ch)
+        typ = template.typ if isinstance(template, DeltaChannel) else list
+        root[ch] = DeltaChannel(reducer, typ)
+    return _Knowledge(root, frozenset(declared), tables, complete=graph is not None)
 
 
 def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> list[str]:
@@ -462,6 +494,7 @@ def _view(thread_id: str, known: _Knowledge | None) -> Generator[_Request, Any, 
         reducers=known.reducers,
         channels=known.channels,
         subgraphs=known.subgraphs,
+        complete=known.complete,
     )
 
 
@@ -504,9 +537,8 @@ def _verified(view: ThreadView) -> list[Problem]:
     if problems:
         return problems
     found = _replay_problems(view)
-    for ch in sorted(view.delta_channels):
-        why = view.refutation(ch)
-        if why is not None and ch in view.given:
+    for ns, ch, why in view.verdicts():
+        if view.is_given(ch, ns):
             # A reducer the caller gave us contradicts storage: the graph is not
             # the one that wrote the thread, or the stored data is damaged.
             found.append(Problem(view.thread_id, "", "-", why))
@@ -523,16 +555,23 @@ def _refuse_broken(view: ThreadView, action: str) -> None:
         )
 
 
-def _refuse_unknown(view: ThreadView, action: str, channels: Iterable[str]) -> None:
-    """A plan that must rebuild ``channels`` refuses when one has no confirmed reducer."""
-    bad = sorted(ch for ch in set(channels) if not view.usable(ch))
+def _refuse_unknown(view: ThreadView, action: str, tuples: Iterable[CheckpointTuple]) -> None:
+    """A plan that must rebuild what ``tuples`` replay refuses when a channel one
+    replays has no confirmed reducer in its namespace."""
+    bad: dict[str, str] = {}
+    for tup in tuples:
+        ns = Address.from_config(tup.config).checkpoint_ns
+        for ch in sorted(view.replay_needs(tup)):
+            why = view.refutation(ch, ns)
+            if why is not None:
+                bad.setdefault(ch, why)
     if bad:
-        reasons = "; ".join(str(view.refutation(ch)) for ch in bad)
         raise MaintenanceError(
             f"refusing to {action} thread {view.thread_id!r}: it must rebuild delta "
-            f"channel(s) {bad} and cannot confirm their reducer ({reasons}); pass the graph "
-            "(graph=, CLI --graph module:attr) so each channel's reducer comes from its "
-            "channel table. Nothing was changed"
+            f"channel(s) {sorted(bad)} and cannot confirm their reducer "
+            f"({'; '.join(dict.fromkeys(bad.values()))}); pass the graph (graph=, CLI --graph "
+            "module:attr) so each channel's reducer comes from its channel table. "
+            "Nothing was changed"
         )
 
 
@@ -718,11 +757,12 @@ def _keep_last(n: int) -> _Planner:
 
     def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         _refuse_broken(view, "prune")
-        unknown = view.unknown()
         rewrites: list[Rewrite] = []
         deletes: dict[str, list[str]] = {}
         kept = wanted = 0
+        reasons: dict[str, str] = {}
         for ns, checkpoints in view.by_ns.items():
+            unknown = view.unknown(ns)
             head = view.head(ns)
             assert head is not None
             chain = [head]
@@ -736,6 +776,10 @@ def _keep_last(n: int) -> _Planner:
             keep = {t.checkpoint["id"] for t in chain}
             kept += len(keep)
             wanted += min(n, len(checkpoints))
+            if len(keep) > min(n, len(checkpoints)):
+                for ch in sorted(unknown):
+                    if any(view.needs_replay(t, ch) for t in chain):
+                        reasons.setdefault(ch, view.refutation(ch, ns) or ch)
             deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
             cut = chain[-1]
             if view.parent_id(cut) is not None:
@@ -744,15 +788,14 @@ def _keep_last(n: int) -> _Planner:
                 )
         detail = ""
         if kept > wanted:
-            reasons = [view.refutation(ch) or ch for ch in sorted(unknown)]
             detail = (
-                f"kept {kept} checkpoint(s): the head's chain back to where {sorted(unknown)} "
-                f"are stored, because {'; '.join(reasons)}"
+                f"kept {kept} checkpoint(s): each head's chain back to where {sorted(reasons)} "
+                f"are stored, because {'; '.join(dict.fromkeys(reasons.values()))}"
             )
-            if not all(view.has_reducer(ch) for ch in unknown):
+            if any(r.startswith("no reducer") for r in reasons.values()):
                 detail += (
                     " (a graph whose channel table declares them, graph= or the CLI's "
-                    "--graph, keeps the head alone)"
+                    "--graph, with subgraphs= / --subgraph for subagents, keeps the head alone)"
                 )
         return rewrites, deletes, detail
 
@@ -827,7 +870,7 @@ def _without_runs(
                 # the nearest surviving ancestor so the lineage stays walkable (a
                 # root, marked as such, when none survives).
                 need = view.replay_needs(tup)
-                _refuse_unknown(view, "delete runs of", need)
+                _refuse_unknown(view, "delete runs of", [tup])
                 parent = view.parent_id(tup)
                 while parent in doomed:
                     parent = view.parent_id(checkpoints[parent])
@@ -869,8 +912,7 @@ def _to_mode(to: ChannelMode) -> _Planner:
             )
         rewrites: list[Rewrite] = []
         if to is ChannelMode.FULL:
-            needed = {ch for tup in view.tuples() for ch in view.replay_needs(tup)}
-            _refuse_unknown(view, f"migrate to {to.value}", needed)
+            _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
         for tup in view.tuples():
             if to is ChannelMode.FULL:
                 if _has_delta_state(view, tup):
@@ -951,11 +993,12 @@ def _scan_plan(
                     )
                 )
             info.problems = problems
-            for ch in sorted(view.delta_channels):
-                why = view.refutation(ch)
-                if why is not None and ch not in view.given:
-                    info.unchecked.append(ch)
+            for ns, ch, why in view.verdicts():
+                if not view.is_given(ch, ns):
+                    if ch not in info.unchecked:
+                        info.unchecked.append(ch)
                     info.notes.append(f"{why}: structure checked, writes not replayed")
+            info.unchecked.sort()
         infos.append(info)
         if progress is not None:
             progress(thread_id)
@@ -966,11 +1009,18 @@ def _scan_plan(
 
 _GRAPH_DOC = """
     ``graph`` (a compiled graph or a ``StateGraph`` builder) gives every delta
-    channel's reducer from its channel table; ``reducers`` names more (and wins).
-    Without either, only ``messages`` has a default (``merge_message_writes``),
-    and a reducer is used only where it reproduces the thread's stored snapshots:
-    any other delta channel is kept as stored, or the thread is refused
-    (``MaintenanceError`` naming the channel) with storage unchanged."""
+    channel's reducer from its channel table, and its subgraphs' from theirs
+    (``get_subgraphs``); ``reducers`` names more (and wins). ``subgraphs`` maps a
+    namespace prefix (node names joined by ``|``, without task ids) to the graph
+    that runs there when ``get_subgraphs`` cannot see it: a subagent invoked
+    from a tool, e.g. ``{"tools": subagent}`` for deepagents' ``task`` tool,
+    whose subagents are stored in ``tools:<id>`` namespaces. Without a graph,
+    only ``messages`` has a default (``merge_message_writes``), and a reducer is
+    used only where it reproduces the stored snapshots of its namespaces. A
+    channel without one is unknown in that namespace alone: it is kept as
+    stored (keep-latest keeps the chain back to where it is stored), or a plan
+    that must rebuild it refuses the thread (``MaintenanceError`` naming the
+    channel and namespace) with storage unchanged."""
 
 
 def prune(
@@ -981,6 +1031,7 @@ def prune(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1008,7 +1059,7 @@ def prune(
         _thread_ids(thread_ids),
         strategy,
         dry_run,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         progress,
         keep_going=keep_going,
         where=where,
@@ -1026,6 +1077,7 @@ async def aprune(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1036,7 +1088,7 @@ async def aprune(
         _thread_ids(thread_ids),
         strategy,
         dry_run,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         progress,
         keep_going=keep_going,
         where=where,
@@ -1078,6 +1130,7 @@ def delete_for_runs(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
@@ -1089,7 +1142,7 @@ def delete_for_runs(
     never leaves its branch. A survivor that replays a delta channel whose
     reducer is not known refuses the thread."""
     plan = _runs_plan(
-        run_ids, dry_run, _knowledge(graph, reducers), keep_going=keep_going, step=step
+        run_ids, dry_run, _knowledge(graph, reducers, subgraphs), keep_going=keep_going, step=step
     )
     result: list[ChangeReport] = _drive(saver, plan)
     return result
@@ -1102,12 +1155,13 @@ async def adelete_for_runs(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
     """Async ``delete_for_runs``."""
     plan = _runs_plan(
-        run_ids, dry_run, _knowledge(graph, reducers), keep_going=keep_going, step=step
+        run_ids, dry_run, _knowledge(graph, reducers, subgraphs), keep_going=keep_going, step=step
     )
     result: list[ChangeReport] = await _adrive(saver, plan)
     return result
@@ -1124,6 +1178,7 @@ def migrate(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1148,7 +1203,7 @@ def migrate(
         _thread_ids(thread_ids),
         mode,
         dry_run,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         progress,
         keep_going=keep_going,
         where=where,
@@ -1166,6 +1221,7 @@ async def amigrate(
     dry_run: bool = False,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1177,7 +1233,7 @@ async def amigrate(
         _thread_ids(thread_ids),
         mode,
         dry_run,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         progress,
         keep_going=keep_going,
         where=where,
@@ -1236,6 +1292,7 @@ def verify(
     *,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
@@ -1248,7 +1305,7 @@ def verify(
     ``graph``/``reducers`` that does not reproduce a stored snapshot is a
     problem. ``None`` checks every thread. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    known = _knowledge(graph, reducers)
+    known = _knowledge(graph, reducers, subgraphs)
     result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, True, progress, known, where))
     return result
 
@@ -1259,23 +1316,34 @@ async def averify(
     *,
     graph: Any = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    known = _knowledge(graph, reducers)
+    known = _knowledge(graph, reducers, subgraphs)
     result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, True, progress, known, where))
     return result
 
 
-def inspect(saver: BaseCheckpointSaver[Any], thread_id: str, *, graph: Any = None) -> ThreadInfo:
+def inspect(
+    saver: BaseCheckpointSaver[Any],
+    thread_id: str,
+    *,
+    graph: Any = None,
+    subgraphs: Mapping[str, Any] | None = None,
+) -> ThreadInfo:
     """``verify`` of one thread (mode, counts, bytes, snapshot distance, problems)."""
-    return verify(saver, [thread_id], graph=graph)[0]
+    return verify(saver, [thread_id], graph=graph, subgraphs=subgraphs)[0]
 
 
 async def ainspect(
-    saver: BaseCheckpointSaver[Any], thread_id: str, *, graph: Any = None
+    saver: BaseCheckpointSaver[Any],
+    thread_id: str,
+    *,
+    graph: Any = None,
+    subgraphs: Mapping[str, Any] | None = None,
 ) -> ThreadInfo:
     """Async ``inspect``."""
-    return (await averify(saver, [thread_id], graph=graph))[0]
+    return (await averify(saver, [thread_id], graph=graph, subgraphs=subgraphs))[0]

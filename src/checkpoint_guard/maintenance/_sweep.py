@@ -325,6 +325,7 @@ def sweep(
     progress: Progress | None = None,
     thread_ids: Sequence[str] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -343,16 +344,17 @@ def sweep(
     estimates the bytes. Resumable: an interrupted sweep leaves every thread
     readable and a re-run finishes it. ``progress(thread_id)`` is called as each
     thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
-    (timezone-aware) replaces the clock. Logs one summary line
-    (``checkpoint_guard.retention``). See the module docstring for what a turn
-    written during the sweep sees on each backend."""
+    (timezone-aware) replaces the clock. ``graph``, ``subgraphs`` and ``reducers``
+    are as for ``prune``. Logs one summary line (``checkpoint_guard.retention``).
+    See the module docstring for what a turn written during the sweep sees on
+    each backend."""
     _checked(older_than, keep_latest, keep_last)
     plan = _sweep_plan(
         None if thread_ids is None else _thread_ids(thread_ids),
         older_than,
         keep_latest,
         keep_last,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         dry_run,
         now,
         progress,
@@ -374,6 +376,7 @@ async def asweep(
     progress: Progress | None = None,
     thread_ids: Sequence[str] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
+    subgraphs: Mapping[str, Any] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -384,7 +387,7 @@ async def asweep(
         older_than,
         keep_latest,
         keep_last,
-        _knowledge(graph, reducers),
+        _knowledge(graph, reducers, subgraphs),
         dry_run,
         now,
         progress,

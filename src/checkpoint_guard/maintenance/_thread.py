@@ -16,22 +16,27 @@ reducer makes both the same.
 Reducers: a replay is only as right as its reducer, so a channel is *usable*
 (may be rebuilt) only when its reducer was given (a graph's channel table, or
 ``reducers=``) or is the ``messages`` default, and the reducer reproduces every
-``_DeltaSnapshot`` the thread stores where that snapshot is the plain replay of
-its parent (the parent's only child; a fork's snapshot also holds the update
-that made it). Every other delta channel is *unknown*: plans keep it as stored
-or refuse.
+``_DeltaSnapshot`` stored where that snapshot follows from its parent (the
+parent's only child, one step on): the parent's state with the writes of its
+tasks replayed, or of some of them where LangGraph left a task's writes for a
+later step (``update_state`` on an interrupted step whose other branch finished).
+Every other delta channel is *unknown*: plans keep it as stored (with the chain
+back to where it is stored) or refuse.
 
 Subgraphs: a namespace ``sub:<task>|inner:<task>`` holds the state of the subgraph at
 path ``sub|inner``, whose channel table is its own (a ``notes`` channel may keep the
 last two items there and concatenate at the root). With a graph, each namespace's
-channels are rebuilt with its own subgraph's reducers (``subgraphs``); a namespace
-whose subgraph the graph does not contain has no known reducer, so a channel stored
-there is unknown everywhere (kept as stored, or the plan refuses).
+channels are rebuilt with its own subgraph's reducers (``subgraphs``: the graph's
+``get_subgraphs`` plus the graphs named for dynamic paths, e.g. deepagents'
+``tools``); a path no graph is known for has no known reducer there, and only
+there: knowing and confirming is per subgraph path, so a subagent's unknown
+channel never makes the root's unknown.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +63,7 @@ __all__ = [
     "Rewrite",
     "ThreadView",
     "default_reducer",
+    "subgraph_path",
 ]
 
 Reducer = Callable[[Any, Sequence[Any]], Any]
@@ -69,6 +75,23 @@ default_reducer: Reducer = merge_message_writes
 DEFAULT_REDUCERS: Mapping[str, Reducer] = {"messages": merge_message_writes}
 
 _MISSING: Any = object()
+#: A snapshot that the replay of all its parent's writes does not give is tried
+#: against the writes of each subset of the parent's tasks, up to this many tasks.
+_MAX_TASK_SUBSETS = 8
+
+
+def subgraph_path(ns: str) -> str:
+    """The subgraph path of a namespace: its node names, ``"tools:<id>|model:<id>"``
+    -> ``"tools|model"`` (``""`` for the root)."""
+    return "|".join(part.split(":", 1)[0] for part in ns.split("|")) if ns else ""
+
+
+def _templates(table: Mapping[str, Reducer | DeltaChannel[Any]]) -> dict[str, DeltaChannel[Any]]:
+    # A bare reducer is a list channel (what ``reducers=`` has always meant); a
+    # graph's DeltaChannel keeps its own type, so a str channel starts from "".
+    return {
+        ch: r if isinstance(r, DeltaChannel) else DeltaChannel(r, list) for ch, r in table.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -105,13 +128,17 @@ class Rewrite:
 class ThreadView:
     """The checkpoints of one thread, grouped by namespace, with parent links.
 
-    ``reducers`` maps a delta channel to the reducer it was given (from a graph's
-    channel table or the caller); ``defaults`` are assumed for channels not
-    given (``DEFAULT_REDUCERS``: only ``messages``). Either kind is used only
-    once the thread's snapshots confirm it (``usable``). ``channels`` adds
-    channels known to be delta channels (a graph's ``DeltaChannel`` fields) to
-    those with delta evidence in the thread (a ``_DeltaSnapshot`` value or an
-    entry in ``counters_since_delta_snapshot``).
+    ``reducers`` maps a delta channel of the root graph to its reducer (a
+    function, or the graph's ``DeltaChannel`` itself, which also says what the
+    channel starts from); ``defaults`` are assumed for channels not given
+    (``DEFAULT_REDUCERS``: only ``messages``). ``subgraphs`` maps a subgraph path
+    (a namespace's node names joined by ``|``) to that graph's own table; with
+    ``complete`` (a graph was given) a path it does not name has no known
+    reducer, else such a namespace uses the root's table. Either kind of reducer
+    is used only once the snapshots stored under that path confirm it
+    (``usable``). ``channels`` adds channels known to be delta channels (a
+    graph's ``DeltaChannel`` fields) to those with delta evidence in the thread
+    (a ``_DeltaSnapshot`` value or an entry in ``counters_since_delta_snapshot``).
     """
 
     def __init__(
@@ -119,22 +146,22 @@ class ThreadView:
         thread_id: str,
         tuples: Iterable[CheckpointTuple],
         *,
-        reducers: Mapping[str, Reducer] | None = None,
+        reducers: Mapping[str, Reducer | DeltaChannel[Any]] | None = None,
         channels: Iterable[str] | None = None,
-        defaults: Mapping[str, Reducer] = DEFAULT_REDUCERS,
-        subgraphs: Mapping[str, Mapping[str, Reducer]] | None = None,
+        defaults: Mapping[str, Reducer | DeltaChannel[Any]] = DEFAULT_REDUCERS,
+        subgraphs: Mapping[str, Mapping[str, Reducer | DeltaChannel[Any]]] | None = None,
+        complete: bool | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
         for tup in tuples:
             address = Address.from_config(tup.config)
             self.by_ns.setdefault(address.checkpoint_ns, {})[str(address.checkpoint_id)] = tup
-        self.given = dict(reducers or {})
-        self.reducers = {**{k: v for k, v in defaults.items()}, **self.given}
-        # None: no graph was given, every namespace uses ``reducers`` (as the root);
-        # else subgraph path -> the reducers its own channel table gives.
-        self._subgraphs = None if subgraphs is None else dict(subgraphs)
-        self._defaults = dict(defaults)
+        self._defaults = _templates(defaults)
+        self._tables: dict[str, dict[str, DeltaChannel[Any]]] = {"": _templates(reducers or {})}
+        for path, table in (subgraphs or {}).items():
+            self._tables[path] = _templates(table)
+        self._complete = subgraphs is not None if complete is None else complete
         self.delta_channels = self._detect_delta_channels() | set(channels or ())
         self._values: dict[tuple[str, str, str], Any] = {}
         self._children: dict[tuple[str, str], int] = {}
@@ -144,7 +171,7 @@ class ThreadView:
                 if parent is not None:
                     key = (ns, parent)
                     self._children[key] = self._children.get(key, 0) + 1
-        self._verdicts: dict[str, str | None] = {}
+        self._verdicts: dict[tuple[str, str], str | None] = {}
 
     # -- facts -----------------------------------------------------------------
 
@@ -200,69 +227,103 @@ class ThreadView:
 
     # -- reducers ------------------------------------------------------------------
 
-    def _given_of(self, ns: str) -> Mapping[str, Reducer] | None:
-        # The reducers given for ns's graph: the root's, or its subgraph's own table.
-        if not ns or self._subgraphs is None:
-            return self.given
-        return self._subgraphs.get("|".join(part.split(":", 1)[0] for part in ns.split("|")))
+    def _given_of(self, path: str) -> Mapping[str, DeltaChannel[Any]] | None:
+        # The reducers given for a subgraph path: its own table; the root's when
+        # no graph was given (every namespace was assumed to be the root's graph).
+        table = self._tables.get(path)
+        if table is None and not self._complete:
+            return self._tables[""]
+        return table
 
-    def reducers_of(self, ns: str) -> Mapping[str, Reducer] | None:
-        """The reducers of namespace ``ns``'s own graph, defaults included (``None``:
-        a subgraph the given graph does not contain)."""
-        given = self._given_of(ns)
+    def _table(self, path: str) -> Mapping[str, DeltaChannel[Any]] | None:
+        """The reducers of a subgraph path's own graph, defaults included (``None``:
+        no graph is known there)."""
+        given = self._given_of(path)
         return None if given is None else {**self._defaults, **given}
 
-    def has_reducer(self, ch: str) -> bool:
-        """Whether every namespace storing ``ch`` has a reducer for it (given or default)."""
-        return self._missing_reducer(ch) is None
+    def is_given(self, ch: str, ns: str = "") -> bool:
+        """Whether ``ch``'s reducer in ``ns`` was given (a graph, ``reducers=``,
+        ``subgraphs=``) rather than assumed (a default)."""
+        return ch in (self._given_of(subgraph_path(ns)) or {})
 
-    def _missing_reducer(self, ch: str) -> str | None:
-        stored = False
-        for ns, checkpoints in sorted(self.by_ns.items()):
-            if not any(ch in t.checkpoint["channel_versions"] for t in checkpoints.values()):
-                continue
-            stored = True
-            table = self.reducers_of(ns)
-            where = f" in namespace {ns!r}" if ns else ""
-            if table is None:
-                return (
-                    f"no reducer is known for delta channel {ch!r}{where}: the graph given "
-                    "has no subgraph at that namespace"
-                )
-            if ch not in table:
-                return f"no reducer is known for delta channel {ch!r}{where}"
-        if not stored and ch not in self.reducers:
-            return f"no reducer is known for delta channel {ch!r}"
+    def has_reducer(self, ch: str, ns: str = "") -> bool:
+        """Whether ``ns``'s graph has a reducer for ``ch`` (given or default)."""
+        return self._missing_reducer(ch, subgraph_path(ns)) is None
+
+    def _missing_reducer(self, ch: str, path: str) -> str | None:
+        table = self._table(path)
+        where = f" in namespace {self._example(path)!r}" if path else ""
+        if table is None:
+            return (
+                f"no reducer is known for delta channel {ch!r}{where}: the graph given has "
+                f"no subgraph at that namespace (one run from a tool, as a subagent is, "
+                f"is not in get_subgraphs(); name its graph with subgraphs={{{path!r}: "
+                f"graph}}, CLI --subgraph {path}=module:attr)"
+            )
+        if ch not in table:
+            return f"no reducer is known for delta channel {ch!r}{where}"
         return None
 
-    def refutation(self, ch: str) -> str | None:
-        """Why ``ch`` may not be rebuilt (``None``: it may). A channel needs, in every
-        namespace that stores it, a reducer that was given or defaulted there (each
-        subgraph's own), and that reducer must reproduce each stored
-        ``_DeltaSnapshot`` that is the plain replay of its parent."""
-        if ch in self._verdicts:
-            return self._verdicts[ch]
-        verdict = self._missing_reducer(ch)
+    def _example(self, path: str) -> str:
+        return next((ns for ns in sorted(self.by_ns) if subgraph_path(ns) == path), path)
+
+    def refutation(self, ch: str, ns: str = "") -> str | None:
+        """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may). The
+        graph at ``ns``'s subgraph path needs a reducer for ``ch`` that was given or
+        defaulted there, and that reducer must reproduce each ``_DeltaSnapshot``
+        stored under that path where the snapshot replays its parent's writes. A
+        channel refused in one path (a dynamic subagent's) stays usable in others."""
+        path = subgraph_path(ns)
+        if (path, ch) in self._verdicts:
+            return self._verdicts[(path, ch)]
+        verdict = self._missing_reducer(ch, path)
         if verdict is None:
-            verdict = self._check_snapshots(ch)
-        self._verdicts[ch] = verdict
+            verdict = self._check_snapshots(ch, path)
+        self._verdicts[(path, ch)] = verdict
         return verdict
 
-    def usable(self, ch: str) -> bool:
-        """Whether ``ch`` can be rebuilt with a confirmed reducer."""
-        return self.refutation(ch) is None
+    def usable(self, ch: str, ns: str = "") -> bool:
+        """Whether ``ch`` can be rebuilt in ``ns`` with a confirmed reducer."""
+        return self.refutation(ch, ns) is None
 
-    def unknown(self) -> set[str]:
-        """Delta channels that no operation may rebuild (kept as stored)."""
-        return {ch for ch in self.delta_channels if not self.usable(ch)}
+    def unknown(self, ns: str = "") -> set[str]:
+        """Delta channels no operation may rebuild in ``ns`` (kept as stored)."""
+        return {ch for ch in self.delta_channels if not self.usable(ch, ns)}
 
-    def _check_snapshots(self, ch: str) -> str | None:
+    def verdicts(self) -> Iterable[tuple[str, str, str]]:
+        """``(namespace, channel, why)`` for each subgraph path (one example
+        namespace) that stores a delta channel as deltas (replayed or
+        snapshotted) and may not rebuild it. A channel stored whole at every
+        checkpoint of a path (a subagent's plain ``messages``) needs no reducer."""
+        as_deltas: dict[str, set[str]] = {}
+        for ns, checkpoints in self.by_ns.items():
+            found = as_deltas.setdefault(subgraph_path(ns), set())
+            for t in checkpoints.values():
+                values = t.checkpoint["channel_values"]
+                found.update(
+                    ch
+                    for ch in self.delta_channels
+                    if self.needs_replay(t, ch) or isinstance(values.get(ch), DeltaSnapshot)
+                )
+        seen: set[str] = set()
+        for ns in sorted(self.by_ns):
+            path = subgraph_path(ns)
+            if path in seen:
+                continue
+            seen.add(path)
+            for ch in sorted(as_deltas[path]):
+                why = self.refutation(ch, ns)
+                if why is not None:
+                    yield ns, ch, why
+
+    def _check_snapshots(self, ch: str, path: str) -> str | None:
+        table = self._table(path) or {}
+        source = "given" if ch in (self._given_of(path) or {}) else "default"
+        template = table[ch]
+        name = getattr(template.reducer, "__qualname__", repr(template.reducer))
         for ns, checkpoints in sorted(self.by_ns.items()):
-            table = self.reducers_of(ns) or {}
-            if ch not in table:
-                continue  # the namespace never stores ch (_missing_reducer checked)
-            source = "given" if ch in (self._given_of(ns) or {}) else "default"
-            name = getattr(table[ch], "__qualname__", repr(table[ch]))
+            if subgraph_path(ns) != path:
+                continue
             for cid in sorted(checkpoints):
                 tup = checkpoints[cid]
                 stored = tup.checkpoint["channel_values"].get(ch, _MISSING)
@@ -276,7 +337,9 @@ class ThreadView:
                     continue
                 try:
                     base = self.value(ns, parent, ch)
-                    expected = self._replay(ch, base, self._writes(checkpoints[parent], ch), ns)
+                    reproduced = self._reproduces(
+                        ch, ns, base, self._writes(checkpoints[parent], ch), stored.value
+                    )
                 except KeyError:
                     continue  # a broken chain: verify reports it, not this check
                 except Exception as exc:  # the reducer rejects the stored writes
@@ -284,18 +347,42 @@ class ThreadView:
                         f"the {source} reducer {name} of {ch!r} fails on the stored writes "
                         f"before checkpoint {cid}: {type(exc).__name__}: {exc}"
                     )
-                if expected != stored.value:
+                if not reproduced:
+                    where = f" in namespace {ns!r}" if ns else ""
                     return (
                         f"the {source} reducer {name} of {ch!r} does not reproduce the "
-                        f"snapshot stored at checkpoint {cid}"
+                        f"snapshot stored at checkpoint {cid}{where}"
                     )
         return None
 
+    def _reproduces(
+        self, ch: str, ns: str, base: Any, writes: list[tuple[str, str, Any]], expected: Any
+    ) -> bool:
+        """Whether replaying the writes of some of the parent's tasks gives the
+        snapshot: all of them for an ordinary step; fewer where LangGraph left a
+        task's writes out and snapshotted the channel instead (``update_state``
+        on an interrupted step whose other branch finished, a resume that drops
+        or reruns a task): those writes belong to a later step."""
+        if self._replay(ch, base, writes, ns) == expected:
+            return True
+        tasks = list(dict.fromkeys(w[0] for w in writes))
+        if len(tasks) > _MAX_TASK_SUBSETS:
+            return False  # too many to try: not confirmed, kept as stored
+        for size in range(len(tasks) - 1, -1, -1):
+            for chosen in itertools.combinations(tasks, size):
+                subset = [w for w in writes if w[0] in chosen]
+                try:
+                    if self._replay(ch, base, subset, ns) == expected:
+                        return True
+                except Exception:  # a subset the reducer rejects is not the one
+                    continue
+        return False
+
     def _plain_child(self, parent: CheckpointTuple, child: CheckpointTuple) -> bool:
-        """Whether ``child``'s state is exactly ``parent``'s plus ``parent``'s pending
-        writes: the parent's only child, one step later. A fork (a second child)
-        or a checkpoint re-linked past deleted ones by maintenance (a step gap)
-        holds state no replay of its parent gives."""
+        """Whether ``child``'s state is ``parent``'s plus (some of) ``parent``'s
+        pending writes: the parent's only child, one step later. A fork (a second
+        child) or a checkpoint re-linked past deleted ones by maintenance (a step
+        gap) holds state no replay of its parent gives."""
         ns = Address.from_config(parent.config).checkpoint_ns
         if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
             return False
@@ -433,25 +520,26 @@ class ThreadView:
         return [w for w in tup.pending_writes or () if w[1] == ch]
 
     def _replay(self, ch: str, base: Any, writes: list[tuple[str, str, Any]], ns: str) -> Any:
-        reducer = (self.reducers_of(ns) or {}).get(ch)
-        if reducer is None:
+        template = (self._table(subgraph_path(ns)) or {}).get(ch)
+        if template is None:
             raise LookupError(f"no reducer is known for delta channel {ch!r} in {ns!r}")
-        channel: DeltaChannel[Any] = DeltaChannel(reducer, list)
-        seeded = channel.from_checkpoint(None if base is _MISSING else copy.copy(base))
+        # From nothing, the channel starts where it starts in the graph (its
+        # declared type's empty value: "" for a str channel), as LangGraph's does.
+        seeded = template.from_checkpoint(None if base is _MISSING else copy.copy(base))
         seeded.replay_writes(writes)
         return seeded.value
 
     def materialize(
         self, tup: CheckpointTuple, channels: Iterable[str] | None = None
     ) -> dict[str, Any]:
-        """The state at ``tup`` of ``channels`` (default: every usable delta
-        channel), channels without a version omitted."""
+        """The state at ``tup`` of ``channels`` (default: every delta channel
+        usable in ``tup``'s namespace), channels without a version omitted."""
         ns = Address.from_config(tup.config).checkpoint_ns
         cid = str(Address.from_config(tup.config).checkpoint_id)
         wanted = (
             sorted(channels)
             if channels is not None
-            else sorted(ch for ch in self.delta_channels if self.usable(ch))
+            else sorted(ch for ch in self.delta_channels if self.usable(ch, ns))
         )
         out: dict[str, Any] = {}
         for ch in wanted:
@@ -507,7 +595,7 @@ class ThreadView:
         ns = Address.from_config(tup.config).checkpoint_ns
         wanted = set(channels) if channels is not None else self.replay_needs(tup)
         for ch in sorted(wanted):
-            if self.needs_replay(tup, ch) and (why := self.refutation(ch)) is not None:
+            if self.needs_replay(tup, ch) and (why := self.refutation(ch, ns)) is not None:
                 raise LookupError(why)
         checkpoint: Checkpoint = {**tup.checkpoint}
         values = dict(checkpoint["channel_values"])
