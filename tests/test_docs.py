@@ -103,6 +103,15 @@ def test_nothing_refers_to_documents_the_repository_does_not_hold() -> None:
                 raise AssertionError(f"{path.relative_to(ROOT)} refers to {name}")
 
 
+def test_the_api_reference_renders_every_public_module_once() -> None:
+    from tests.test_public_surface import PUBLIC_MODULES
+
+    rendered = [
+        m for page in markdown_files() for m in re.findall(r"^::: (\S+)$", page.read_text(), re.M)
+    ]
+    assert sorted(rendered) == sorted(["checkpoint_guard", *PUBLIC_MODULES])
+
+
 def load_reference() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "config_reference", ROOT / "docs_tools" / "config_reference.py"
