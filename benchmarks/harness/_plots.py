@@ -119,6 +119,15 @@ def _figure(plt: Any, height: float) -> tuple[Any, Any]:
     return plt.subplots(figsize=(WIDTH, height), layout="constrained")
 
 
+def _plain(axis: Any) -> None:
+    """Log-scale ticks as plain numbers (``4``, ``20``, ``0.5``), not ``4 x 10^0``."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(LogLocator(subs=(2, 5)))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
 def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -144,6 +153,7 @@ def _latency(
     ax.set_xlabel("turn")
     ax.set_ylabel(f"ms per turn (rolling median of {ROLLING})")
     ax.set_yscale("log")
+    _plain(ax.yaxis)
     ax.grid(True, which="both", alpha=0.3)
     fig.legend(loc="outside lower left", ncol=2, frameon=False)
     return _save(plt, fig, path)
@@ -175,6 +185,8 @@ def _storage(plt: Any, summary: Summary, backend: str, path: Path) -> Path | Non
     ax.set_ylabel("MB")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain(ax.xaxis)
+    _plain(ax.yaxis)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left")
     return _save(plt, fig, path)
@@ -202,6 +214,7 @@ def _reads(
     ax.invert_yaxis()  # the tables' order, top to bottom
     ax.set_xscale("log")
     ax.set_xlabel("head get_state, ms (log scale)")
+    _plain(ax.xaxis)
     ax.set_title(title)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     fig.legend(loc="outside lower left", frameon=False)
