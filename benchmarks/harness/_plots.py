@@ -116,7 +116,8 @@ def _sharing(key: ConfigKey) -> bool:
 
 def _figure(plt: Any, height: float) -> tuple[Any, Any]:
     # constrained: a legend placed outside the axes stays inside the image's width
-    return plt.subplots(figsize=(WIDTH, height), layout="constrained")
+    fig, ax = plt.subplots(figsize=(WIDTH, height), layout="constrained")
+    return fig, ax
 
 
 def _plain(axis: Any) -> None:
@@ -170,14 +171,14 @@ def _storage(plt: Any, summary: Summary, backend: str, path: Path) -> Path | Non
         samples = next((r["storage_by_turns"] for r in rows if r.get("storage_by_turns")), None)
         if not samples:
             continue
-        label = (key[6] or 0, "full" if key[5] == "full" else f"delta, F={key[6]}")
+        curve = (key[6] or 0, "full" if key[5] == "full" else f"delta, F={key[6]}")
         rank = (key[2], key[4] == "raw")
-        if label not in curves or rank > curves[label][0]:
-            curves[label] = (rank, sorted((n, b) for n, b in samples if b))
+        if curve not in curves or rank > curves[curve][0]:
+            curves[curve] = (rank, sorted((n, b) for n, b in samples if b))
     if not curves:
         return None
     fig, ax = _figure(plt, 4.2)
-    for (_, label), (_, points) in sorted(curves.items()):
+    for (_cadence, label), (_rank, points) in sorted(curves.items()):
         style = "o--" if label == "full" else "o-"
         ax.plot([p[0] for p in points], [p[1] / 1e6 for p in points], style, label=label)
     ax.set_title(f"{backend}: stored bytes (logical) against thread length")
@@ -198,12 +199,12 @@ def _reads(
     keys = [k for k in keys if k[0] == "thread" and summary.configs[k]["head_cold"] is not None]
     if len(keys) < 2:
         return None
-    bars = (
+    kinds = (
         ("head_warm", "warm (same process)"),
         ("head_cold", "cold (fresh process, same stack)"),
         ("head_cold_raw", "cold, plain reader of that file"),
     )
-    bars = tuple(b for b in bars if any(summary.configs[k][b[0]] for k in keys))
+    bars = [b for b in kinds if any(summary.configs[k][b[0]] for k in keys)]
     fig, ax = _figure(plt, 1.8 + 0.42 * len(keys))
     height = 0.8 / len(bars)
     for i, (metric, label) in enumerate(bars):
