@@ -1,7 +1,7 @@
 """The configuration reference, generated from the configuration model.
 
 Used by the MkDocs build (``hooks:`` in mkdocs.yml): a page containing
-``<!-- config-reference -->`` or ``<!-- env-reference -->`` gets the table built here
+``<!-- config-reference -->`` or ``<!-- env-reference -->`` gets the reference built here
 from ``CheckpointerConfig`` and its nested ``HistoryCacheConfig`` (their fields, defaults and
 attribute docstrings) and ``ENV_KEYS``, so the reference cannot drift from the code.
 A field without a docstring fails the build.
@@ -26,8 +26,12 @@ CONFIG_MARK = "<!-- config-reference -->"
 ENV_MARK = "<!-- env-reference -->"
 
 
+def _text(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`")
+
+
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
+    return _text(text).replace("|", "\\|")
 
 
 def _default(model: type[BaseModel], name: str) -> str:
@@ -49,6 +53,7 @@ def _default(model: type[BaseModel], name: str) -> str:
 
 
 def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """One definition-list entry per key (a table of four columns overflows the page column)."""
     rows = []
     for name, field in model.model_fields.items():
         key = prefix + name
@@ -60,15 +65,16 @@ def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
                 f"{model.__name__}.{name} has no docstring: document the field where it is "
                 "declared (the configuration reference is generated from it)"
             )
-        cells = (f"`{key}`", _cell(_ACCEPTED.get(key, "")), _default(model, name))
-        rows.append("| " + " | ".join((*cells, _cell(field.description))) + " |")
+        facts = f"*Default:* {_default(model, name)}."
+        if key in _ACCEPTED:
+            facts = f"*Accepted:* {_text(_ACCEPTED[key])}. {facts}"
+        rows += [f"`{key}`", f":   {_text(field.description)}", "", f"    {facts}", ""]
     return rows
 
 
 def config_table() -> str:
-    """Every configuration key: accepted values, default, meaning."""
-    head = ["| key | accepted | default | meaning |", "|---|---|---|---|"]
-    return "\n".join(head + _rows(CheckpointerConfig))
+    """Every configuration key: its meaning, accepted values and default."""
+    return "\n".join(_rows(CheckpointerConfig))
 
 
 def env_table() -> str:

@@ -246,12 +246,23 @@ def test_end_to_end_run_summary_plots_and_readme(
     assert "delta / full" in printed and "wrapped / raw" in printed
     assert "| group | ratio | p50 | cpu | last |" in printed  # the wrapped / raw table
     assert "| sqlite/6t/400B | raw delta F=3 / raw full |" in printed
-    pngs = sorted(p.name for p in plots.glob("*.png"))
-    assert pngs == ["latency_vs_turns.png", "reads_cold_warm.png", "storage_vs_turns.png"]
-    assert all((plots / p).read_bytes().startswith(b"\x89PNG") for p in pngs)
+    pngs = {p.name for p in plots.glob("*.png")}
+    persistent = [b for b in backends if b != "memory"]
+    assert pngs >= {
+        *(f"latency_{b}_6t_F3.png" for b in backends),
+        *(f"storage_{b}.png" for b in backends),
+        *(f"reads_{b}_6t_F3.png" for b in persistent),
+    }
+    assert ("latency_sqlite_6t_F3_sharing.png" in pngs) == ("redis" in stacks)  # 2 workers
+    for name in pngs:
+        png = (plots / name).read_bytes()
+        assert png.startswith(b"\x89PNG")
+        # one panel a documentation column (about 680 px) shows near full size
+        assert int.from_bytes(png[16:20], "big") <= 820, name
     text = readme.read_text()
     assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n")
-    assert "\nold\n" not in text and "](docs/bench/latency_vs_turns.png)" in text
+    assert "\nold\n" not in text
+    assert all(f"](docs/bench/{name})" in text for name in pngs)
     assert "checkpoint-guard bench --backends" in text
     # the speed targets need SQLite threads of 300+ turns at F=1000: not measured here
     assert "not measured" in text

@@ -856,7 +856,7 @@ def render_markdown(
     if plots:
         lines.append("")
     lines += [
-        "<details><summary>Every configuration (medians over repetitions)</summary>",
+        '<details markdown="1"><summary>Every configuration (medians over repetitions)</summary>',
         "",
         *_config_table(summary),
         "",

@@ -14,9 +14,11 @@ the last turn: over SQLite and PostgreSQL in one ``list`` query, elsewhere one
 
 so the result is the contract's, write for write. More than ``max_walk``
 uncached ancestors: the inner saver's own fast path answers, and is cached.
-The cache is asked once per channel which known ancestors it holds
-(``contains_many``) and stores a miss's new entries in one call (``extend_many``);
-a checkpoint this process just put is known to have no entry yet.
+The call that takes the thread's generation (``begin``) also says which of the
+ancestors this process knows the cache holds, per channel (``contains`` asks about
+any other one), and a miss's new entries are stored and the target's history read
+back in one call (``extend_read``); a checkpoint this process just put is known to
+have no entry yet.
 
 The logic is written once, as a generator of I/O requests (sans-io); the sync and
 async methods are thin drivers that execute those requests against the inner
