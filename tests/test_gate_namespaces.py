@@ -297,3 +297,82 @@ def test_a_root_declaring_delta_on_another_channel_is_named_declared() -> None:
     with pytest.raises(ConfigError, match="declares DeltaChannel itself") as err:
         graph.invoke({"messages": [("user", "x")]}, {"configurable": {"thread_id": "t"}})
     assert "'notes'" in str(err.value)
+
+
+@pytest.mark.parametrize("kind,api", DEEP_KINDS, ids=[f"{k}-{a}" for k, a in DEEP_KINDS])
+def test_delta_mode_marks_a_subgraph_by_what_it_stores(
+    kind: str, api: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A delta parent calling a subagent whose ``messages`` is plain but which declares
+    ``notes`` as deltas: the subagent's checkpoints holding delta data are marked delta
+    (they were marked full for the plain ``messages``, and a full-mode reader took them
+    whole with ``notes`` empty), any holding whole values only full; a full-mode reader
+    refuses the first and reads the second."""
+    from checkpoint_guard import state_schema_for_mode
+    from tests.support.declared import NodeSubState, PlainParentState, declared_subgraph
+
+    store = make_store(kind, api == "async", request, tmp_path)
+    driver = Driver(store.is_async)
+    sub = declared_subgraph(NodeSubState)
+
+    def call(state: dict[str, Any]) -> dict[str, Any]:
+        out = sub.invoke({"messages": [("user", "go")]})
+        return {"messages": [AIMessage(f"notes {out['notes']}")]}
+
+    async def acall(state: dict[str, Any]) -> dict[str, Any]:
+        out = await sub.ainvoke({"messages": [("user", "go")]})
+        return {"messages": [AIMessage(f"notes {out['notes']}")]}
+
+    from langchain_core.runnables import RunnableLambda
+
+    async def run() -> None:
+        async with store.open() as raw:
+            schema = state_schema_for_mode(PlainParentState, "delta", snapshot_frequency=5)
+            graph = (
+                StateGraph(schema)
+                .add_node("call", RunnableLambda(call, afunc=acall))
+                .add_edge(START, "call")
+                .compile(checkpointer=wrap(raw, mode="delta"))
+            )
+            config: Any = {"configurable": {"thread_id": "t"}}
+            for n in range(2):
+                await driver.invoke(graph, {"messages": [("user", f"hi {n}")]}, config)
+            fresh = GuardedSaver(raw, mode="full")
+            kinds = set()
+            for t in await driver.list(raw, config):
+                ns = t.config["configurable"]["checkpoint_ns"]
+                if not ns:
+                    continue
+                marker = t.metadata[MODE_METADATA_KEY]
+                assert marker == ("delta" if _stores_delta(t) else "full"), t.metadata
+                kinds.add(marker)
+                if marker == "delta":
+                    with pytest.raises(CheckpointModeMismatchError):
+                        await driver.get_tuple(fresh, t.config)
+                else:
+                    assert (await driver.get_tuple(fresh, t.config)) is not None
+            assert "delta" in kinds
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind,api", DEEP_KINDS, ids=[f"{k}-{a}" for k, a in DEEP_KINDS])
+def test_a_plain_root_refused_in_delta_mode_leaves_no_subgraph_rows(
+    kind: str, api: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The mixed layout on a delta stack: the plain root is refused (the graph was not
+    compiled with the delta schema), and the subagent's puts of that run, whose parent
+    checkpoint was refused, are refused with it: nothing of the run is stored (the
+    subagent's namespace used to stay behind)."""
+    store = make_store(kind, api == "async", request, tmp_path)
+    driver = Driver(store.is_async)
+
+    async def run() -> None:
+        async with store.open() as raw:
+            graph = plain_parent(wrap(raw, mode="delta"), "called")
+            config: Any = {"configurable": {"thread_id": "plain"}}
+            with pytest.raises(ConfigError, match="'messages' channel holds a plain value"):
+                await driver.invoke(graph, {"messages": [("user", "hello")]}, config)
+            assert await driver.list(raw, config) == []
+
+    asyncio.run(run())

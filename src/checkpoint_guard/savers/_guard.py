@@ -200,7 +200,8 @@ def _delta_graph_refusal(
         "a graph whose schema comes from the same configuration "
         "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
         detail=where + "the graph was compiled with a delta schema (a DeltaChannel) and "
-        "this saver runs in 'full' mode; the thread is not at fault and nothing was stored",
+        "this saver runs in 'full' mode, which holds no delta data at the root of a thread; "
+        "the thread is not at fault and nothing was stored",
     )
 
 
@@ -442,9 +443,9 @@ class GuardedSaver(SaverLayer):
             return _delta_graph_refusal(key[0], key[2], action, why if isinstance(why, str) else "")
         if why:
             return _schema_refusal(
-                f"refusing to {action} checkpoint {key[2]!r} of thread {key[0]!r}: its "
-                "put, or its parent's, was refused (the graph was compiled without the "
-                "delta schema)"
+                f"refusing to {action} checkpoint {key[2]!r} of thread {key[0]!r}: the "
+                "step's checkpoint was refused (its 'messages' channel holds a plain value, "
+                "so the graph was compiled without the delta schema); nothing was stored"
             )
         thread_id, ns, checkpoint_id = key
         address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
