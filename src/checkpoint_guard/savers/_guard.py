@@ -1,20 +1,32 @@
 """``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
 
-Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every
-checkpoint it stores and otherwise passes everything through; it reads full
-threads as they are (the full -> delta migration path). A checkpoint whose
-``messages`` channel holds a plain value (a graph compiled without the delta
-schema) is refused with ``ConfigError``: the marker would label full data delta.
+Every namespace's marker says what it stores. The root follows the stack's mode; a
+subgraph's checkpoint is marked by LangGraph's own evidence in it (snapshot values,
+delta counters), since a subgraph brings its own schema: a delta parent's plain
+subagents store whole values, a plain parent's deep agent (deepagents declares
+``DeltaChannel``) stores deltas whatever the configuration.
+
+Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every root
+checkpoint it stores, a subgraph's by its evidence, and otherwise passes everything
+through; it reads full threads as they are (the full -> delta migration path). A root
+checkpoint whose ``messages`` channel holds a plain value (a graph compiled without
+the delta schema) is refused with ``ConfigError``: the marker would label full data
+delta.
 
 Full mode refuses, with ``CheckpointModeMismatchError``, every read that would
 hand out a delta checkpoint (``get_tuple``, every item of ``list``, the target of
-``get_delta_channel_history``, maintenance of a thread holding one): the gate
-inspects what the inner saver returned, at no extra cost. On the write side it
-refuses exactly
+``get_delta_channel_history``, maintenance of a thread holding one), except in a
+subgraph namespace at a path (node names without task ids) where this process's
+graph stored delta data: that graph declares ``DeltaChannel`` there and reads it.
+The gate inspects what the inner saver returned, at no extra cost. It stores a
+subgraph's delta data marked delta, and on the write side refuses exactly
 
-* a checkpoint whose own data is delta-shaped (delta evidence in its metadata or
-  a ``_DeltaSnapshot`` among its values): stored, it would be delta data without
-  the marker's promise, a mislabel;
+* a root checkpoint whose own data is delta-shaped (a ``_DeltaSnapshot`` among its
+  values, delta counters in its metadata): the graph, not the thread, is wrong, and
+  the error says whether the graph declared ``DeltaChannel`` itself (delta by
+  construction: configure delta mode); delta metadata over whole values, a mislabel;
+* a subgraph's put whose parent checkpoint (LangGraph's ``parents`` metadata) was
+  refused: a refused step stores nothing in its subgraphs' namespaces either;
 * a write onto a checkpoint this process read as delta (a ``put`` under it, a
   ``put_writes`` onto it, a ``put`` reusing its id);
 * a ``put`` with no parent (a new root) in a namespace whose head this process
