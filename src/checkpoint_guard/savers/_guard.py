@@ -466,7 +466,7 @@ class GuardedSaver(SaverLayer):
     def _mark(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
     ) -> CheckpointMetadata:
-        if Address.from_config(config).checkpoint_ns:
+        if (config.get("configurable") or {}).get("checkpoint_ns"):  # canonical: a str
             # A subgraph's checkpoint is marked with what it stores: delta data (its
             # graph declares DeltaChannel, or derives it) or whole values only (a
             # subagent with a plain schema), so every reader gets what it can read.
