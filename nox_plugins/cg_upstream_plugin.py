@@ -15,8 +15,9 @@ a graph compiled without the delta schema) is recorded as ``refused``, not
 ``failed``: those tests run plain-reducer graphs at the root (or switch a delta thread
 to a plain reducer), which our contract refuses in delta mode. ``full`` wraps in full
 mode (the session reruns the refused ids that way: each must pass, or be refused for
-holding delta checkpoints or for a graph compiled with a ``DeltaChannel``). Any other
-failure stays a failure.
+holding delta checkpoints or for a graph storing delta data at a thread's root; a
+subgraph declaring ``DeltaChannel`` runs under a plain parent). Any other failure stays
+a failure.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ REFUSALS: dict[str, tuple[tuple[str, ...], ...]] = {
     "full": (
         # the thread holds delta checkpoints
         ("CheckpointModeMismatchError",),
-        # the graph itself was compiled with a DeltaChannel (e.g. a delta subagent)
-        ("ConfigError: invalid channel_mode: 'full'", "compiled with a delta schema"),
+        # the graph stores delta data at the root of a thread (it declares DeltaChannel
+        # itself there); a subgraph's own DeltaChannel is stored, marked, and read
+        ("ConfigError: invalid channel_mode: 'full'", "at the root of a thread"),
     ),
 }
 # ids whose checkpointer fixture was wrapped: the session checks the stack really

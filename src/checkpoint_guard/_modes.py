@@ -210,6 +210,13 @@ def note_schema_frequency(frequency: int) -> None:
         _warn_frequency(frequency, saver)
 
 
+def delta_schema_built() -> bool:
+    """Whether this process has derived a delta schema (``state_schema_for_mode``):
+    without one, a ``DeltaChannel`` a graph stores is one the graph declared itself."""
+    with _frequency_lock:
+        return bool(_schema_frequencies)
+
+
 def check_schema_frequencies(saver: int) -> None:
     """At a delta-mode open of the process's saver: warn, once per pair, for every
     delta schema built so far with another snapshot frequency."""

@@ -1,20 +1,32 @@
 """``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
 
-Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every
-checkpoint it stores and otherwise passes everything through; it reads full
-threads as they are (the full -> delta migration path). A checkpoint whose
-``messages`` channel holds a plain value (a graph compiled without the delta
-schema) is refused with ``ConfigError``: the marker would label full data delta.
+Every namespace's marker says what it stores. The root follows the stack's mode; a
+subgraph's checkpoint is marked by LangGraph's own evidence in it (snapshot values,
+delta counters), since a subgraph brings its own schema: a delta parent's plain
+subagents store whole values, a plain parent's deep agent (deepagents declares
+``DeltaChannel``) stores deltas whatever the configuration.
+
+Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every root
+checkpoint it stores, a subgraph's by its evidence, and otherwise passes everything
+through; it reads full threads as they are (the full -> delta migration path). A root
+checkpoint whose ``messages`` channel holds a plain value (a graph compiled without
+the delta schema) is refused with ``ConfigError``: the marker would label full data
+delta.
 
 Full mode refuses, with ``CheckpointModeMismatchError``, every read that would
 hand out a delta checkpoint (``get_tuple``, every item of ``list``, the target of
-``get_delta_channel_history``, maintenance of a thread holding one): the gate
-inspects what the inner saver returned, at no extra cost. On the write side it
-refuses exactly
+``get_delta_channel_history``, maintenance of a thread holding one), except in a
+subgraph namespace at a path (node names without task ids) where this process's
+graph stored delta data: that graph declares ``DeltaChannel`` there and reads it.
+The gate inspects what the inner saver returned, at no extra cost. It stores a
+subgraph's delta data marked delta, and on the write side refuses exactly
 
-* a checkpoint whose own data is delta-shaped (delta evidence in its metadata or
-  a ``_DeltaSnapshot`` among its values): stored, it would be delta data without
-  the marker's promise, a mislabel;
+* a root checkpoint whose own data is delta-shaped (a ``_DeltaSnapshot`` among its
+  values, delta counters in its metadata): the graph, not the thread, is wrong, and
+  the error says whether the graph declared ``DeltaChannel`` itself (delta by
+  construction: configure delta mode); delta metadata over whole values, a mislabel;
+* a subgraph's put whose parent checkpoint (LangGraph's ``parents`` metadata) was
+  refused: a refused step stores nothing in its subgraphs' namespaces either;
 * a write onto a checkpoint this process read as delta (a ``put`` under it, a
   ``put_writes`` onto it, a ``put`` reusing its id);
 * a ``put`` with no parent (a new root) in a namespace whose head this process
@@ -93,6 +105,7 @@ from .._modes import (
     MODE_METADATA_KEY,
     ChannelMode,
     checkpoint_uses_delta,
+    delta_schema_built,
     metadata_uses_delta,
     parse_mode,
 )
@@ -154,18 +167,60 @@ def _schema_refusal(detail: str) -> ConfigError:
     )
 
 
-def _delta_graph_refusal(thread_id: Any, checkpoint_id: Any, action: str) -> ConfigError:
-    """A full-mode write of a graph compiled with a delta schema."""
+def _delta_channels(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> list[str]:
+    """The channels ``checkpoint`` stores as deltas, by LangGraph's own evidence."""
+    values = checkpoint.get("channel_values") or {}
+    counters = (metadata or {}).get(_UPSTREAM_COUNTERS_KEY)
+    names = {k for k, v in values.items() if isinstance(v, DeltaSnapshot)}
+    if isinstance(counters, Mapping):
+        names.update(counters)
+    return sorted(names)
+
+
+def _declared(channels: list[str]) -> str:
+    """``channels`` as the refusal names them when the graph declared them itself
+    (``""`` when they may come from a schema derived for delta mode): a delta channel
+    the delta schema never derives, or any when this process derived none."""
+    if set(channels) - {"messages"} or not delta_schema_built():
+        return ", ".join(map(repr, channels)) or "'messages'"
+    return ""
+
+
+def _delta_graph_refusal(
+    thread_id: Any, checkpoint_id: Any, action: str, declared: str = ""
+) -> ConfigError:
+    """A full-mode write at a thread's root of a graph that stores delta data:
+    ``declared`` names the channels the graph declared itself (delta by
+    construction), ``""`` a graph that may be compiled with a derived delta schema."""
     _telemetry.gate_refusal("schema")
+    where = f"refusing to {action} checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
+    if declared:
+        return ConfigError(
+            "channel_mode",
+            "full",
+            "'delta' for a graph that declares DeltaChannel itself",
+            detail=where + f"the graph declares DeltaChannel itself (on {declared}, as deep "
+            "agents do), so it stores delta data by construction, whatever channel_mode "
+            "says, and a full-mode saver holds no delta data at the root of a thread. "
+            "Configure channel_mode: delta (and build the graph's schema with "
+            "CheckpointerConfig.state_schema if its 'messages' is not a DeltaChannel); the "
+            "thread is not at fault and nothing was stored",
+        )
     return ConfigError(
         "channel_mode",
         "full",
         "a graph whose schema comes from the same configuration "
         "(CheckpointerConfig.state_schema(schema)), or channel_mode: delta",
-        detail=f"refusing to {action} checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
-        "the graph was compiled with a delta schema (a DeltaChannel) and this saver runs "
-        "in 'full' mode; the thread is not at fault and nothing was stored",
+        detail=where + "the graph was compiled with a delta schema (a DeltaChannel) and "
+        "this saver runs in 'full' mode, which holds no delta data at the root of a thread; "
+        "the thread is not at fault and nothing was stored",
     )
+
+
+def _path(checkpoint_ns: str) -> str:
+    """A namespace's place in the graph: its node names without task ids
+    (``"tools:7|model:9"`` -> ``"tools|model"``)."""
+    return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
 
 
 class _Heads:
@@ -217,6 +272,19 @@ def _next(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
     return {"configurable": {**conf, "checkpoint_id": checkpoint.get("id")}}
 
 
+def _stores_delta(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> bool:
+    """Whether ``checkpoint`` stores delta data: LangGraph's own evidence, a snapshot
+    value or delta counters (or another delta marker of LangGraph.js's)."""
+    return checkpoint_uses_delta(checkpoint) or bool((metadata or {}).get(_UPSTREAM_COUNTERS_KEY))
+
+
+def _marked(metadata: CheckpointMetadata, delta: bool) -> CheckpointMetadata:
+    """``metadata`` with the marker saying what the checkpoint stores."""
+    stamped = dict(metadata)
+    stamped[MODE_METADATA_KEY] = (ChannelMode.DELTA if delta else ChannelMode.FULL).value
+    return stamped  # type: ignore[return-value]
+
+
 class GuardedSaver(SaverLayer):
     """Marker injection (delta mode) and the fail-closed gate (full mode).
 
@@ -240,11 +308,17 @@ class GuardedSaver(SaverLayer):
         self._delta: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         self._delta_heads: LRUCache[_Namespace, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         # checkpoints whose put this guard refused: their late put_writes are too
-        # (the value: refused as a misconfigured graph, not for the thread's mode)
-        self._refused: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
+        # (the value: refused as a misconfigured graph, not for the thread's mode; a
+        # str names the delta channels the graph declared itself)
+        self._refused: LRUCache[_Key, bool | str] = LRUCache(maxsize=_REMEMBERED_MAX)
         # (thread, ns) -> the newest refused checkpoint: writes onto newer ids are
         # its descendants' (never stored) until a put there is admitted again
-        self._poisoned: LRUCache[_Namespace, tuple[str, bool]] = LRUCache(maxsize=_REMEMBERED_MAX)
+        self._poisoned: LRUCache[_Namespace, tuple[str, bool | str]] = LRUCache(
+            maxsize=_REMEMBERED_MAX
+        )
+        # full mode: namespace paths (`_path`) where this process's graph stored delta
+        # data: it declares DeltaChannel there, so it reads the delta data stored there
+        self._declared: LRUCache[str, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         # thread -> the root-namespace checkpoints this guard stored since it put the
         # thread's first one (a run's input checkpoint, exit mode's stub), while
         # there are at most _FRESH_MAX: a refused graph's run leaves none of them
@@ -302,11 +376,19 @@ class GuardedSaver(SaverLayer):
         if not self._full or tup is None:
             return tup
         is_delta = checkpoint_uses_delta(tup)
+        if is_delta and self._declared and self._graph_reads(tup.config):
+            is_delta = False  # its graph declares DeltaChannel there: readable
         if is_delta or self._delta or self._delta_heads or self._poisoned:
             self._remember(tup.config, is_delta, head)
         if is_delta:
             raise mode_mismatch(tup.config, action="read")
         return tup
+
+    def _graph_reads(self, config: RunnableConfig) -> bool:
+        """Whether this process's graph stored delta data at the subgraph path of
+        ``config``'s namespace (so it declares DeltaChannel there and reads it)."""
+        ns = Address.from_config(config).checkpoint_ns
+        return bool(ns) and _path(ns) in self._declared
 
     def _remember(self, config: RunnableConfig, is_delta: bool, head: bool) -> None:
         key, namespace = _where(config)
@@ -331,9 +413,10 @@ class GuardedSaver(SaverLayer):
     ) -> CheckpointMetadata:
         """Metadata to store, or the put's refusal: marked in delta mode (refusing
         plain ``messages``); in full mode refuse what ``_gate_full_put`` refuses."""
+        if self._poisoned:
+            self._gate_parents(config, checkpoint, metadata)
         if self._full:
-            self._gate_full_put(checkpoint, metadata, config)
-            stamped = metadata
+            stamped = self._gate_full_put(checkpoint, metadata, config)
         else:
             stamped = self._mark(checkpoint, metadata, config)
         if self._poisoned:  # admitted: newer ids of the namespace are stored again
@@ -341,18 +424,55 @@ class GuardedSaver(SaverLayer):
                 self._poisoned.pop(_where(config)[1], None)
         return stamped
 
+    def _why_refused(self, key: _Key) -> bool | str | None:
+        """Why the put of ``key`` was refused (``_refused``'s value; ``None``: it was
+        not), counting the newer ids of a namespace whose put was refused."""
+        with self._lock:
+            why = self._refused.get(key)
+            poisoned = self._poisoned.get(key[:2])
+        if why is None and poisoned is not None and key[2] > poisoned[0]:
+            why = poisoned[1]
+        return why
+
+    def _gate_parents(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> None:
+        """A subgraph's put during a step whose parent checkpoint's put was refused
+        (LangGraph's ``parents`` metadata names it): refused the same way, so a
+        refused run stores nothing in its subgraphs' namespaces either."""
+        thread_id, own_ns, _ = Address.from_config(config)
+        for ns, parent in ((metadata or {}).get("parents") or {}).items():
+            if isinstance(ns, str) and isinstance(parent, str):
+                why = self._why_refused((thread_id, ns, parent))
+                if why is not None:
+                    self._refuse(_next(config, checkpoint), schema=why)
+                    raise self._refusal((thread_id, own_ns, str(checkpoint["id"])), why, "store")
+
+    def _refusal(self, key: _Key, why: bool | str, action: str) -> Exception:
+        """The error for a write tied to a refused put: the graph's (``why``
+        truthy) or, in full mode, the thread's mode."""
+        if why and self._full:
+            return _delta_graph_refusal(key[0], key[2], action, why if isinstance(why, str) else "")
+        if why:
+            return _schema_refusal(
+                f"refusing to {action} checkpoint {key[2]!r} of thread {key[0]!r}: the "
+                "step's checkpoint was refused (its 'messages' channel holds a plain value, "
+                "so the graph was compiled without the delta schema); nothing was stored"
+            )
+        thread_id, ns, checkpoint_id = key
+        address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+        return mode_mismatch({"configurable": address}, action=action)
+
     def _mark(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
     ) -> CheckpointMetadata:
+        if (config.get("configurable") or {}).get("checkpoint_ns"):  # canonical: a str
+            # A subgraph's checkpoint is marked with what it stores: delta data (its
+            # graph declares DeltaChannel, or derives it) or whole values only (a
+            # subagent with a plain schema), so every reader gets what it can read.
+            return _marked(metadata, _stores_delta(checkpoint, metadata))
         messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
         if messages is not _ABSENT and not isinstance(messages, DeltaSnapshot):
-            if Address.from_config(config).checkpoint_ns:
-                # A subgraph with a plain `messages` channel (a delta parent's
-                # subagents): it stores full data, and its marker says so, so every
-                # reader gets what it can read.
-                stamped = dict(metadata)
-                stamped[MODE_METADATA_KEY] = ChannelMode.FULL.value
-                return stamped  # type: ignore[return-value]
             # At the root, a graph compiled without the delta schema stores the whole
             # list: the configuration and the graph disagree, and the marker would
             # label full data as delta.
@@ -364,31 +484,38 @@ class GuardedSaver(SaverLayer):
                 "value, so the graph was compiled without the delta schema and the "
                 "delta marker would mislabel full data; nothing was stored"
             )
-        stamped = dict(metadata)
-        stamped[MODE_METADATA_KEY] = ChannelMode.DELTA.value
-        return stamped  # type: ignore[return-value]
+        return _marked(metadata, True)
 
     def _gate_full_put(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
-    ) -> None:
-        """Refuse a checkpoint that itself carries delta evidence (a delta-schema
-        graph on a full saver), and a put onto what this process read as delta."""
+    ) -> CheckpointMetadata:
+        """The metadata to store, or the put's refusal: a root checkpoint carrying delta
+        evidence (a graph storing delta data on a full saver), delta metadata over
+        whole values, or a put onto what this process read as delta. A subgraph's
+        delta data is its graph's own DeltaChannel: stored marked delta."""
         _check_address(config)
         target = _next(config, checkpoint)
-        if checkpoint_uses_delta(checkpoint) or (metadata or {}).get(_UPSTREAM_COUNTERS_KEY):
-            # The checkpoint itself is delta-shaped (LangGraph's own evidence: a
-            # snapshot value, delta counters): the graph, not the thread, is wrong
-            # (it was compiled with a DeltaChannel). LangGraph's put_writes onto it
-            # are refused with it.
-            self._refuse(target, schema=True)
-            raise _delta_graph_refusal(
-                Address.from_config(config).thread_id, checkpoint.get("id"), "store"
-            )
-        if metadata_uses_delta(metadata):
+        delta = _stores_delta(checkpoint, metadata)
+        if not delta and metadata_uses_delta(metadata):
             self._refuse(target)
             raise mode_mismatch(target, action="write")
         if self._delta or self._delta_heads:
             self._gate_put_target(config, target)
+        if not delta:
+            return metadata
+        thread_id, ns, _ = Address.from_config(config)
+        if ns:
+            # A subgraph declaring DeltaChannel itself (a deep agent, a subagent with
+            # its own schema) stores delta data whatever the configuration: its marker
+            # says so, and this process, whose graph wrote it, reads it from now on.
+            with self._lock:
+                self._declared[_path(ns)] = True
+            return _marked(metadata, True)
+        # At the root the graph, not the thread, is wrong: a full-mode thread holds
+        # whole values. LangGraph's put_writes onto it are refused with it.
+        declared = _declared(_delta_channels(checkpoint, metadata))
+        self._refuse(target, schema=declared or True)
+        raise _delta_graph_refusal(thread_id, checkpoint.get("id"), "store", declared)
 
     def _gate_put_target(self, config: RunnableConfig, target: RunnableConfig) -> None:
         """A full-mode put under a parent, or reusing an id, this process read as
@@ -462,7 +589,7 @@ class GuardedSaver(SaverLayer):
             for t in listed
         )
 
-    def _refuse(self, target: RunnableConfig, *, schema: bool = False) -> None:
+    def _refuse(self, target: RunnableConfig, *, schema: bool | str = False) -> None:
         """Remember a refused put: ``schema``, refused as a misconfigured graph (its
         writes get the same ConfigError), else for the thread's mode."""
         key, _ = _where(target)
@@ -483,20 +610,10 @@ class GuardedSaver(SaverLayer):
         key, _ = _where(config)
         if key is None:
             return
-        with self._lock:
-            poisoned = self._poisoned.get(key[:2])
-            schema = self._refused.get(key)
-            if schema is None and poisoned is not None and key[2] > poisoned[0]:
-                schema = poisoned[1]
-            read_delta = key in self._delta
-        if schema:  # the run's graph was refused: its writes get the same error
-            if self._full:
-                raise _delta_graph_refusal(key[0], key[2], "write onto")
-            raise _schema_refusal(
-                f"refusing to write onto checkpoint {key[2]!r} of thread {key[0]!r}: "
-                "its put was refused (the graph was compiled without the delta schema)"
-            )
-        if self._full and (schema is not None or read_delta):
+        why = self._why_refused(key)
+        if why:  # the run's graph was refused: its writes get the same error
+            raise self._refusal(key, why, "write onto")
+        if self._full and (why is not None or key in self._delta):
             raise mode_mismatch(config, action="write onto")
 
     # -- sync ---------------------------------------------------------------------------
