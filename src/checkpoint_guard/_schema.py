@@ -9,6 +9,8 @@ fold's exact result in one pass over the state plus the writes.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import itertools
 import threading
@@ -34,8 +36,10 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from pydantic import BaseModel, Field, create_model
 from typing_extensions import TypedDict, is_typeddict
 
 from ._errors import ConfigError
@@ -279,6 +283,21 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
     return merger.result()
 
 
+class _MessagesDelta(DeltaChannel):  # type: ignore[type-arg]
+    """Our ``messages`` channel. ``StateGraph`` registers a node's annotated input schema
+    (``def agent(state: State)``) beside the state schema and refuses a channel that
+    compares unequal; folding ``add_messages`` is exactly ``merge_message_writes``, so this
+    channel equals the original schema's ``add_messages`` channel and a node annotated
+    with the user's own schema is accepted, receiving that schema as in full mode."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BinaryOperatorAggregate):
+            return other.operator is add_messages
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, ...)]``: a
     ``messages`` field stored as deltas with a ``_DeltaSnapshot`` every
@@ -289,7 +308,7 @@ def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     _message_ids.install()
     return Annotated[
         list[AnyMessage],
-        DeltaChannel(merge_message_writes, snapshot_frequency=frequency),
+        _MessagesDelta(merge_message_writes, snapshot_frequency=frequency),
     ]
 
 
@@ -356,17 +375,75 @@ def _derive(schema: Any, frequency: int) -> type:
     hints = get_type_hints(schema, include_extras=True)
     if MESSAGES_KEY in hints:
         _check_declared_messages(schema, hints[MESSAGES_KEY])
-    fields = dict(hints)
     field = delta_messages_field(frequency)
-    fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
-    total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
     name = f"{getattr(schema, '__name__', 'State')}Delta{frequency}"
-    derived: type = _make_typeddict(name, fields, total=total)
-    derived.__module__ = getattr(schema, "__module__", __name__)
+    derived: type
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        derived = _derive_model(schema, field)
+    elif isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        derived = _derive_dataclass(schema, field)
+    else:
+        fields = dict(hints)
+        fields[MESSAGES_KEY] = (
+            _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
+        )
+        total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
+        derived = _make_typeddict(name, fields, total=total)
+        derived.__module__ = getattr(schema, "__module__", __name__)
     derived.__doc__ = (
         f"{name}: {getattr(schema, '__name__', schema)!r} with 'messages' stored as deltas "
         f"(snapshot every {frequency} updates)."
     )
+    return derived
+
+
+def _derive_model(schema: type[BaseModel], field: Any) -> type:
+    # A subclass: validators, config, defaults and methods are inherited; only the
+    # messages annotation changes (its default kept, else an empty list).
+    declared = schema.model_fields.get(MESSAGES_KEY)
+    if declared is None:
+        info: Any = Field(default_factory=list)
+    else:
+        info = copy.copy(declared)
+        info.annotation, info.metadata = list[AnyMessage], []
+    derived: type = create_model(
+        schema.__name__, __base__=schema, __module__=schema.__module__, messages=(field, info)
+    )
+    derived.__qualname__ = schema.__qualname__
+    return derived
+
+
+def _derive_dataclass(schema: type, field: Any) -> type:
+    # A subclass redeclaring messages: dataclasses keep a redeclared field at its
+    # original position, so positional construction is unchanged.
+    declared = {f.name: f for f in dataclasses.fields(schema)}.get(MESSAGES_KEY)
+    spec: Any = dataclasses.field(default_factory=list)
+    if declared is not None:
+        spec = dataclasses.field(
+            default=declared.default,
+            default_factory=declared.default_factory,
+            init=declared.init,
+            repr=declared.repr,
+            compare=declared.compare,
+            metadata=declared.metadata,
+            kw_only=declared.kw_only,
+        )
+    params = schema.__dataclass_params__  # type: ignore[attr-defined]
+    derived: type = dataclasses.make_dataclass(
+        schema.__name__,
+        [(MESSAGES_KEY, field, spec)],
+        bases=(schema,),
+        frozen=params.frozen,
+        eq=params.eq,
+        order=params.order,
+        unsafe_hash=params.unsafe_hash,
+    )
+    derived.__module__ = schema.__module__
+    if hasattr(schema, "__pydantic_validator__"):  # a pydantic dataclass validates as one
+        import pydantic.dataclasses
+
+        derived = pydantic.dataclasses.dataclass(derived)
+    derived.__qualname__ = schema.__qualname__
     return derived
 
 
@@ -375,10 +452,14 @@ def state_schema_for_mode(
 ) -> Any:
     """The state schema a graph should be compiled with in ``mode``.
 
-    Full mode returns ``schema`` unchanged. Delta mode returns a derived
-    ``TypedDict`` whose ``messages`` field is ``delta_messages_field(F)`` (added when
-    ``schema`` has none) and every other field exactly as declared, reducers and
-    Union types included. ``F`` is ``snapshot_frequency``, else 10: the caller
+    Full mode returns ``schema`` unchanged. Delta mode returns a schema of the same
+    kind whose ``messages`` field is ``delta_messages_field(F)`` (added when ``schema``
+    has none, defaulting to an empty list for a model or dataclass) and every other
+    field exactly as declared, reducers and Union types included: a ``TypedDict`` for a
+    ``TypedDict``; for a Pydantic model or a dataclass, a subclass, so nodes receive
+    instances of the same name (reprs and validation errors read as in full mode),
+    defaults apply and validators and config are inherited. ``F`` is
+    ``snapshot_frequency``, else 10: the caller
     passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
     freeze never chooses it, but a frequency other than the one the process's
     delta-mode saver was opened with is warned about (once per pair). Derived
