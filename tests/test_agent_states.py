@@ -18,8 +18,9 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import _messages_delta_reducer, add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.types import Command
 from pydantic import BaseModel, Field, field_validator
@@ -332,3 +333,88 @@ def test_create_react_agent_with_a_state_schema_reads_as_in_full_mode(
     full, delta = differential(request, tmp_path, "memory", create_react_agent_graph, steps)
     assert delta == full
     assert not any(step[0] == "error" for step in full), full
+
+
+# -- the documented differences from full mode (#37.5) ---------------------------------
+
+
+class LangGraphDelta(TypedDict):
+    """LangGraph's documented way to declare a delta ``messages`` channel."""
+
+    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer)]
+
+
+REPLIES: list[Any] = [
+    ("ai", "a tuple"),
+    "a string",
+    {"role": "assistant", "content": "a dict"},
+    {"role": "assistant", "content": "empty id", "id": ""},
+    [{"role": "assistant", "content": "empty id again", "id": ""}],
+]
+
+
+def _reply_graph(schema: Any, saver: Any) -> Any:
+    def reply(state: Any) -> dict[str, Any]:
+        return {"messages": REPLIES[(len(state["messages"]) // 2) % len(REPLIES)]}
+
+    builder = StateGraph(schema)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    return builder.compile(checkpointer=saver, interrupt_after=["reply"])
+
+
+def _differences(schema: Any, saver: Any) -> list[Any]:
+    graph = _reply_graph(schema, saver)
+    rec = Recorder()
+    config: Any = {"configurable": {"thread_id": "d"}}
+    for n in range(len(REPLIES)):
+        turn = {"messages": [("user", f"q{n}")]}
+        chunks = list(graph.stream(turn, config, stream_mode="updates"))
+        update = next(c["reply"]["messages"] for c in chunks if "reply" in c)
+        items = update if isinstance(update, list) else [update]
+        rec.add("update kinds", [type(m).__name__ for m in items])
+        snapshot = graph.get_state(config)
+        results = [
+            t.result["messages"]
+            for s in graph.get_state_history(config)
+            for t in s.tasks
+            if t.name == "reply" and t.result
+        ]
+        rec.add("state", rec.snapshot(snapshot, metadata=True))
+        rec.add("ids", [(m.content, m.id == "") for m in snapshot.values["messages"]])
+        rec.add("metadata keys", sorted(set(snapshot.metadata or {}) - {"run_id"}))
+        rec.add("task results", [type(r).__name__ for r in results])
+    return rec.seen
+
+
+def test_message_writes_read_as_in_langgraphs_own_delta_mode() -> None:
+    """Node writes given as tuples, strings and dicts appear as messages in the
+    ``updates`` stream, a message dict's ``"id": ""`` counts as missing, and the metadata
+    holds LangGraph's ``counters_since_delta_snapshot``: in LangGraph's own delta mode too
+    (its ``ensure_message_ids`` converts every write of a message ``DeltaChannel``
+    before it is saved or streamed; docs/concepts.md names these differences)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    ours = _differences(
+        state_schema_for_mode(TypedState, "delta"), wrap(InMemorySaver(), mode="delta")
+    )
+    langgraph_delta = _differences(LangGraphDelta, InMemorySaver())
+    full = _differences(TypedState, InMemorySaver())
+    strip = [(k, v) for k, v in ours if k != "metadata keys"]
+    assert strip == [(k, v) for k, v in langgraph_delta if k != "metadata keys"]
+    kinds = [v for k, v in ours if k == "update kinds"]
+    assert all(kind.endswith("Message") for k in kinds for kind in k) and len(kinds) == 5
+    results = [v for k, v in ours if k == "task results"][-1]
+    assert results == ["list", "AIMessage", "AIMessage", "HumanMessage", "AIMessage"]
+    full_results = [v for k, v in full if k == "task results"][-1]
+    assert full_results == ["list", "dict", "dict", "str", "list"]  # a tuple is read back a list
+    assert [v for k, v in full if k == "update kinds"][:3] == [["tuple"], ["str"], ["dict"]]
+    # full mode keeps an empty id (and a second one replaces the first); delta mode gives
+    # each its own id, as LangGraph's delta mode does
+    assert any(empty for k, v in full if k == "ids" for _, empty in v)
+    assert not any(empty for k, v in ours if k == "ids" for _, empty in v)
+    marker_and_counters = {"checkpoint_channel_mode", "counters_since_delta_snapshot"}
+    extra = [
+        set(v) - set(f) for (k, v), (_, f) in zip(ours, full, strict=True) if k == "metadata keys"
+    ]
+    assert all(e <= marker_and_counters for e in extra) and any(extra)
