@@ -418,3 +418,10 @@ def test_message_writes_read_as_in_langgraphs_own_delta_mode() -> None:
         set(v) - set(f) for (k, v), (_, f) in zip(ours, full, strict=True) if k == "metadata keys"
     ]
     assert all(e <= marker_and_counters for e in extra) and any(extra)
+
+
+def test_a_state_declaring_its_own_delta_messages_channel_is_kept_as_declared() -> None:
+    # LangGraph documents DeltaChannel(_messages_delta_reducer) in a user's own state: it is
+    # stored as deltas already, so delta mode keeps it (it was refused with ConfigError).
+    assert state_schema_for_mode(LangGraphDelta, "delta", snapshot_frequency=7) is LangGraphDelta
+    assert state_schema_for_mode(LangGraphDelta, "full") is LangGraphDelta

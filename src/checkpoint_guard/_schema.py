@@ -312,7 +312,7 @@ def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     ]
 
 
-_derived: dict[tuple[Any, int], type] = {}
+_derived: dict[tuple[Any, int], Any] = {}
 _derived_lock = threading.Lock()
 
 
@@ -339,9 +339,12 @@ def _is_message_type(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseMessage)
 
 
-def _check_declared_messages(schema: Any, annotation: Any) -> None:
-    """Refuse to replace a declared ``messages`` field that is not an ``add_messages``
-    list of messages (or our own delta field): delta mode would change its semantics."""
+def _declared_delta(schema: Any, annotation: Any) -> bool:
+    """Whether a declared ``messages`` field is already a ``DeltaChannel`` (ours, or one the
+    user declared, e.g. LangGraph's documented ``DeltaChannel(_messages_delta_reducer)``):
+    delta mode keeps it as declared. Refuses (``ConfigError``) to replace a field that is
+    neither that nor an ``add_messages`` list of messages: delta mode would change its
+    semantics."""
     tp = annotation
     while get_origin(tp) in (Required, NotRequired):
         tp = get_args(tp)[0]
@@ -352,12 +355,13 @@ def _check_declared_messages(schema: Any, annotation: Any) -> None:
             if isinstance(item, DeltaChannel) or callable(item):
                 reducer = item
         tp = base
-    ours = isinstance(reducer, DeltaChannel) and reducer.reducer is merge_message_writes
+    if isinstance(reducer, DeltaChannel):
+        return True
     origin = get_origin(tp) or tp
     args = get_args(tp)
     is_list = origin in (list, Sequence) or tp is list
-    if ours or (reducer is add_messages and is_list and all(map(_is_message_type, args))):
-        return
+    if reducer is add_messages and is_list and all(map(_is_message_type, args)):
+        return False
     name = getattr(schema, "__name__", repr(schema))
     label = getattr(reducer, "__name__", reducer)
     found = "no reducer" if reducer is None else f"reducer {label!r}"
@@ -365,16 +369,16 @@ def _check_declared_messages(schema: Any, annotation: Any) -> None:
         f"{name}.messages",
         annotation,
         "Annotated[list[AnyMessage], add_messages] (delta mode stores it as a DeltaChannel "
-        "with add_messages semantics)",
+        "with add_messages semantics), or a DeltaChannel of your own (kept as declared)",
         detail=f"declared with {found}; delta mode will not replace it: keep the field as "
         "declared by running the graph in full mode, or store your data under another key",
     )
 
 
-def _derive(schema: Any, frequency: int) -> type:
+def _derive(schema: Any, frequency: int) -> Any:
     hints = get_type_hints(schema, include_extras=True)
-    if MESSAGES_KEY in hints:
-        _check_declared_messages(schema, hints[MESSAGES_KEY])
+    if MESSAGES_KEY in hints and _declared_delta(schema, hints[MESSAGES_KEY]):
+        return schema
     field = delta_messages_field(frequency)
     name = f"{getattr(schema, '__name__', 'State')}Delta{frequency}"
     derived: type
@@ -458,9 +462,13 @@ def state_schema_for_mode(
     field exactly as declared, reducers and Union types included: a ``TypedDict`` for a
     ``TypedDict``; for a Pydantic model or a dataclass, a subclass, so nodes receive
     instances of the same name (reprs and validation errors read as in full mode),
-    defaults apply and validators and config are inherited. ``F`` is
-    ``snapshot_frequency``, else 10: the caller
-    passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
+    defaults apply and validators and config are inherited. A ``messages`` field that
+    already is a ``DeltaChannel`` (one the user declared, e.g. LangGraph's
+    ``DeltaChannel(_messages_delta_reducer)``, or a derived schema's) is stored as deltas
+    already: ``schema`` is returned unchanged. A ``messages`` field that is neither that
+    nor an ``add_messages`` list of messages raises ``ConfigError``. ``F`` is
+    ``snapshot_frequency``, else 10: the caller passes it
+    (``CheckpointerConfig.state_schema`` passes the config's); the process
     freeze never chooses it, but a frequency other than the one the process's
     delta-mode saver was opened with is warned about (once per pair). Derived
     schemas are cached per ``(schema, F)``, so every call returns the same class.
