@@ -61,6 +61,32 @@ def test_the_code_blocks_run_as_shown(page: str, tmp_path: Path) -> None:
     assert (tmp_path / "agents.sqlite").is_file()
 
 
+AGENT_BLOCKS = python_blocks(ROOT / "docs" / "agents.md")
+PROMISE = re.compile(r"^\s*print\(.*\)  # (.+)$")
+
+
+@pytest.mark.parametrize("index", range(len(AGENT_BLOCKS)), ids=lambda i: f"block-{i}")
+def test_the_agents_page_examples_run_and_print_what_they_say(index: int, tmp_path: Path) -> None:
+    """Each block of docs/agents.md on its own, in an empty directory: it runs, and prints
+    one line per ``print(...)  # expected`` comment, that comment's text."""
+    block = AGENT_BLOCKS[index]
+    promised = [m.group(1) for line in block.splitlines() if (m := PROMISE.match(line))]
+    assert promised, "every example says what it prints"
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    ran = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == promised, ran.stderr
+
+
 def test_the_readme_is_short_and_starts_with_its_two_commands() -> None:
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
