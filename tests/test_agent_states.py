@@ -425,3 +425,28 @@ def test_a_state_declaring_its_own_delta_messages_channel_is_kept_as_declared() 
     # stored as deltas already, so delta mode keeps it (it was refused with ConfigError).
     assert state_schema_for_mode(LangGraphDelta, "delta", snapshot_frequency=7) is LangGraphDelta
     assert state_schema_for_mode(LangGraphDelta, "full") is LangGraphDelta
+
+
+@pytest.mark.parametrize("name", ["pydantic", "dataclass"])
+def test_the_state_toolkit_reads_model_states_as_in_full_mode(name: str) -> None:
+    """replace / rollback through ``StateAccessor`` on a Pydantic or dataclass thread."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from checkpoint_guard.state import StateAccessor
+
+    seen: dict[str, Any] = {}
+    for mode in ("full", "delta"):
+        saver: Any = InMemorySaver() if mode == "full" else wrap(InMemorySaver(), mode="delta")
+        graph = state_graph(SCHEMAS[name], mode, saver, [], annotate=True)
+        config: Any = {"configurable": {"thread_id": "toolkit"}}
+        for i in range(3):
+            graph.invoke({"messages": [("user", f"q{i}")]}, config)
+        accessor = StateAccessor(graph, mode=mode)
+        point = accessor.capture_rollback_point(config)
+        accessor.replace(config, {"count": 42})
+        graph.invoke({"messages": "after"}, config)
+        accessor.restore(point)
+        rec = Recorder()
+        seen[mode] = [rec.snapshot(s) for s in graph.get_state_history(config)]
+    assert seen["delta"] == seen["full"]
+    assert any(s["values"].get("count") == 42 for s in seen["full"])
