@@ -165,6 +165,8 @@ def differential(
     for mode in ("full", "delta"):
         (tmp_path / mode).mkdir()
         store = make_store(kind, is_async, request, tmp_path / mode)
+        if kind in ("postgres", "apostgres") and mode == "full":
+            store.pg = request.getfixturevalue("pg_schema_pair")  # its own schema
 
         async def run(store: Any = store, mode: str = mode) -> list[Any]:
             async with store.open() as raw:
@@ -296,7 +298,7 @@ def create_agent_graph(saver: Any, mode: str) -> Any:
 AGENT_STATE = _agent_state()
 
 
-@pytest.mark.parametrize("kind", ["memory", "aiosqlite"])
+@pytest.mark.parametrize("kind", ["memory", "aiosqlite", "postgres"])
 def test_create_agent_with_middleware_reads_as_in_full_mode(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
