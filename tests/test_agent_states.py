@@ -217,6 +217,18 @@ def test_derived_models_keep_their_kind_defaults_and_validation() -> None:
     added = state_schema_for_mode(ModelWithoutMessages, "delta", snapshot_frequency=4)
     assert added().messages == []
 
+    class Bounded(BaseModel):
+        messages: Annotated[list[AnyMessage], add_messages] = Field(
+            default_factory=list, max_length=1, description="the talk"
+        )
+
+    bounded = state_schema_for_mode(Bounded, "delta", snapshot_frequency=4)
+    assert bounded.model_fields["messages"].description == "the talk"
+    two = [AIMessage("a"), AIMessage("b")]
+    for model in (Bounded, bounded):  # the constraint holds in both modes
+        with pytest.raises(ValidationError):
+            model(messages=two)
+
 
 # -- create_agent, create_react_agent ----------------------------------------------------
 

@@ -409,7 +409,9 @@ def _derive_model(schema: type[BaseModel], field: Any) -> type:
         info: Any = Field(default_factory=list)
     else:
         info = copy.copy(declared)
-        info.annotation, info.metadata = list[AnyMessage], []
+        # constraints (max_length, ...) stay; the reducer is replaced by the delta field
+        info.annotation = list[AnyMessage]
+        info.metadata = [m for m in declared.metadata if not callable(m)]
     derived: type = create_model(
         schema.__name__, __base__=schema, __module__=schema.__module__, messages=(field, info)
     )
