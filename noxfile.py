@@ -1,8 +1,8 @@
 """Developer sessions: `nox` runs lint, typecheck, tests, pgbouncer, server,
-langgraph-upstream, wheel, floor and docs (the README's test command). `tests` installs
-into a fresh venv, so it runs against the newest releases our ranges allow; `nox -s
-newest` (an eager upgrade of every dependency) is the same run forced, kept out of the
-default list to keep CI within its time budget."""
+langgraph-upstream, langchain-agents, wheel, floor and docs (the README's test
+command). `tests` installs into a fresh venv, so it runs against the newest releases
+our ranges allow; `nox -s newest` (an eager upgrade of every dependency) is the same
+run forced, kept out of the default list to keep CI within its time budget."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import tempfile
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import nox
 from packaging.requirements import Requirement
@@ -26,6 +27,7 @@ nox.options.sessions = [
     "pgbouncer",
     "server",
     "langgraph-upstream",
+    "langchain-agents",
     "wheel",
     "floor",
     "docs",
@@ -315,6 +317,58 @@ UPSTREAM_TESTS = (
 # refusal of a plain `messages` value (docs/concepts.md; LangGraph's plain-reducer graphs and
 # its delta -> plain switch, which our contract refuses). Nothing else is excused.
 UPSTREAM_METADATA_EXACT: frozenset[str] = frozenset()
+STACKS = ("raw", "delta")
+
+
+def _installed_version(session: nox.Session, dist: str) -> str:
+    version = session.run(
+        "python", "-c", f"import importlib.metadata as m; print(m.version({dist!r}))", silent=True
+    )
+    return str(version).strip()
+
+
+def _sdist_tree(session: nox.Session, dist: str, version: str) -> tuple[Path, Path]:
+    """``dist``'s sdist of ``version``, extracted into the session's tmp; its own copy
+    of the package removed, so the tests run against the installed one."""
+    tmp = Path(session.create_tmp()).resolve()
+    sdists = tmp / "sdist"
+    session.run(
+        "python", "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+        f"{dist}=={version}", "-d", str(sdists),
+    )  # fmt: skip
+    (archive,) = sdists.glob(f"{dist}-{version}.tar.gz")
+    tree = tmp / f"{dist}-{version}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    with tarfile.open(archive) as tf:
+        tf.extractall(tmp, filter="data")
+    if not (tree / "tests").is_dir():
+        session.error(f"{archive.name} ships no tests/: nothing to run")
+    shutil.rmtree(tree / dist)
+    return tmp, tree
+
+
+def _run_stack(
+    session: nox.Session, tmp: Path, stack: str, ids: list[str], **env: str
+) -> dict[str, Any]:
+    """``ids`` (files or node ids) under the plugin with ``stack``; the plugin's report."""
+    report = tmp / f"outcomes-{stack}.json"
+    session.run(
+        "pytest", "-p", "cg_upstream_plugin", "-q", "-p", "no:cacheprovider",
+        "-o", "addopts=", "-n", "2", *ids, *session.posargs,
+        env={
+            "PYTHONPATH": str(ROOT / "nox_plugins"),
+            "CG_UPSTREAM_STACK": stack,
+            "CG_UPSTREAM_REPORT": str(report),
+            **env,
+        },
+        success_codes=[0, 1],
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(report.read_text())
+    if (result["wrapped"] > 0) != (stack != "raw"):
+        session.error(f"{stack} run wrapped {result['wrapped']} savers")
+    session.log(f"{stack}: {result['wrapped']} ids ran with a wrapped checkpointer")
+    return result
 
 
 @nox.session(name="langgraph-upstream", python=PY)
@@ -324,29 +378,10 @@ def langgraph_upstream(session: nox.Session) -> None:
     our stack (delta mode, memory cache): every id that passes raw must pass wrapped,
     except the metadata-exact ids listed in ``UPSTREAM_METADATA_EXACT``."""
     session.install("-e", ".[dev]", "pytest-mock", "syrupy", "httpx", "redis", "pytest-xdist")
-    version = session.run(
-        "python",
-        "-c",
-        "import importlib.metadata as m; print(m.version('langgraph'))",
-        silent=True,
-    )
-    version = str(version).strip()
-    tmp = Path(session.create_tmp()).resolve()
-    sdists = tmp / "sdist"
-    session.run(
-        "python", "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-        f"langgraph=={version}", "-d", str(sdists),
-    )  # fmt: skip
-    (archive,) = sdists.glob(f"langgraph-{version}.tar.gz")
-    tree = tmp / f"langgraph-{version}"
-    if tree.exists():
-        shutil.rmtree(tree)
-    with tarfile.open(archive) as tf:
-        tf.extractall(tmp, filter="data")
+    version = _installed_version(session, "langgraph")
+    tmp, tree = _sdist_tree(session, "langgraph", version)
     if not (tree / "tests" / "conftest.py").is_file():
-        session.error(f"{archive.name} ships no tests/: nothing to run")
-    # Test the installed langgraph, not the sdist's copy of its source.
-    shutil.rmtree(tree / "langgraph")
+        session.error(f"langgraph {version}'s sdist ships no tests/conftest.py")
     pg = os.environ.get("CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     base = pg.rsplit("/", 1)[0] + "/"
     for name in ("conftest_checkpointer.py", "conftest_store.py"):
@@ -359,25 +394,7 @@ def langgraph_upstream(session: nox.Session) -> None:
 
     files = sorted(str(p.relative_to(tree)) for g in UPSTREAM_TESTS for p in tree.glob(g))
     session.chdir(tree)
-    outcomes: dict[str, dict[str, str]] = {}
-    for stack in ("raw", "delta"):
-        report = tmp / f"outcomes-{stack}.json"
-        session.run(
-            "pytest", "-p", "cg_upstream_plugin", "-q", "-p", "no:cacheprovider",
-            "-o", "addopts=", "-n", "2", *files, *session.posargs,
-            env={
-                "PYTHONPATH": str(ROOT / "nox_plugins"),
-                "CG_UPSTREAM_STACK": stack,
-                "CG_UPSTREAM_REPORT": str(report),
-            },
-            success_codes=[0, 1],
-        )  # fmt: skip
-        result = json.loads(report.read_text())
-        if (result["wrapped"] > 0) != (stack == "delta"):
-            session.error(f"{stack} run wrapped {result['wrapped']} savers")
-        session.log(f"{stack}: {result['wrapped']} ids ran with a wrapped checkpointer")
-        outcomes[stack] = result["outcomes"]
-
+    outcomes = {stack: _run_stack(session, tmp, stack, files)["outcomes"] for stack in STACKS}
     raw, wrapped = outcomes["raw"], outcomes["delta"]
     passed_raw = {i for i, o in raw.items() if o == "passed"}
     passed_wrapped = {i for i, o in wrapped.items() if o == "passed"}
@@ -390,18 +407,7 @@ def langgraph_upstream(session: nox.Session) -> None:
         # Refused in delta mode for a plain `messages` value: the same ids under a
         # full-mode stack must pass (a plain parent's delta subagents included), or be
         # refused for reading delta checkpoints or storing delta data at a thread's root.
-        report = tmp / "outcomes-full.json"
-        session.run(
-            "pytest", "-p", "cg_upstream_plugin", "-q", "-p", "no:cacheprovider",
-            "-o", "addopts=", "-n", "2", *sorted(refused),
-            env={
-                "PYTHONPATH": str(ROOT / "nox_plugins"),
-                "CG_UPSTREAM_STACK": "full",
-                "CG_UPSTREAM_REPORT": str(report),
-            },
-            success_codes=[0, 1],
-        )  # fmt: skip
-        full = json.loads(report.read_text())["outcomes"]
+        full = _run_stack(session, tmp, "full", sorted(refused))["outcomes"]
         unexplained = sorted(i for i in refused if full.get(i) not in ("passed", "refused"))
         if unexplained:
             session.error(
@@ -422,3 +428,55 @@ def langgraph_upstream(session: nox.Session) -> None:
         session.error(
             f"{len(regressions)} ids pass raw and fail wrapped:\n  " + "\n  ".join(regressions)
         )
+
+
+# -- langchain's agent tests, wrapped ---------------------------------------------------
+
+# What langchain's tests/unit_tests/agents import beyond our dev extra (its `test` group).
+AGENTS_TEST_DEPS = (
+    "langchain-tests>=1.1.9,<2",
+    "blockbuster>=1.5.26,<1.6",
+    "syrupy>=5,<6",
+    "pytest-mock",
+    "pytest-socket",
+    "pytest-xdist",
+    "toml",
+    "vcrpy",
+    "langchain-openai",
+)
+# Ids that may pass raw and fail wrapped, each with its reason (none today: every id
+# that passes raw passes in both wrapped runs).
+AGENTS_EXCEPTIONS: dict[str, str] = {}
+
+
+@nox.session(name="langchain-agents", python=PY)
+def langchain_agents(session: nox.Session) -> None:
+    """langchain's ``tests/unit_tests/agents`` from the sdist of the installed langchain
+    version: raw, then with every checkpointer wrapped by our stack in delta mode (the
+    agent's state schema converted with ``state_schema_for_mode``) and in full mode
+    (``CG_UPSTREAM_AGENTS=1``: the fixtures' savers and the ones tests give
+    ``create_agent`` inline). Every id that passes raw must pass in both wrapped runs,
+    except the ids of ``AGENTS_EXCEPTIONS``."""
+    session.install("-e", ".[dev]", *AGENTS_TEST_DEPS)
+    version = _installed_version(session, "langchain")
+    tmp, tree = _sdist_tree(session, "langchain", version)
+    if not (tree / "tests" / "unit_tests" / "agents" / "conftest.py").is_file():
+        session.error(f"langchain {version}'s sdist ships no tests/unit_tests/agents")
+    session.chdir(tree)
+    files = ["tests/unit_tests/agents"]
+    outcomes = {
+        stack: _run_stack(session, tmp, stack, files, CG_UPSTREAM_AGENTS="1")["outcomes"]
+        for stack in ("raw", "delta", "full")
+    }
+    passed = {s: {i for i, o in out.items() if o == "passed"} for s, out in outcomes.items()}
+    session.log(
+        f"langchain {version} agents: {len(outcomes['raw'])} ids; passed raw "
+        f"{len(passed['raw'])}, delta {len(passed['delta'])}, full {len(passed['full'])}"
+    )
+    for stack in ("delta", "full"):
+        regressions = sorted(passed["raw"] - passed[stack] - set(AGENTS_EXCEPTIONS))
+        if regressions:
+            session.error(
+                f"{len(regressions)} ids pass raw and fail in {stack} mode:\n  "
+                + "\n  ".join(f"{i}: {outcomes[stack].get(i)}" for i in regressions)
+            )

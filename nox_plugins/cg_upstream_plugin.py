@@ -1,5 +1,6 @@
-"""pytest plugin for ``nox -s langgraph-upstream``: LangGraph's own tests, with their
-checkpointer fixtures wrapped by checkpoint-guard.
+"""pytest plugin for ``nox -s langgraph-upstream`` and ``nox -s langchain-agents``:
+LangGraph's (or langchain's agent) tests, with their checkpointers wrapped by
+checkpoint-guard.
 
 Loaded with ``-p cg_upstream_plugin`` inside the test tree of the installed
 langgraph version's sdist. ``CG_UPSTREAM_STACK``: ``raw`` leaves the fixtures as
@@ -18,6 +19,13 @@ mode (the session reruns the refused ids that way: each must pass, or be refused
 holding delta checkpoints or for a graph storing delta data at a thread's root; a
 subgraph declaring ``DeltaChannel`` runs under a plain parent). Any other failure stays
 a failure.
+
+``CG_UPSTREAM_AGENTS=1`` (langchain's ``tests/unit_tests/agents``): most of those tests
+build their saver inline (``create_agent(..., checkpointer=InMemorySaver())``), not
+through the fixtures, so ``create_agent`` itself is wrapped: a saver it is given is
+wrapped as the fixtures' are, and in delta mode its state schema (``AgentState`` when
+the test gives none) is converted with ``state_schema_for_mode``, as the docs tell users
+to do (docs/agents.md).
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from checkpoint_guard import wrap
+from checkpoint_guard import state_schema_for_mode, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
+from checkpoint_guard.savers import GuardedSaver
 
 WRAPPED_FIXTURES = ("sync_checkpointer", "async_checkpointer")
 STACK = os.environ.get("CG_UPSTREAM_STACK", "delta")
@@ -68,13 +78,57 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Gen
     saver = yield
     if STACK == "raw" or fixturedef.argname not in WRAPPED_FIXTURES or saver is None:
         return saver
-    if STACK == "full":
-        wrapped = wrap(saver, mode="full")
-    else:
-        wrapped = wrap(saver, mode="delta", cache=MemoryHistoryCache())
+    wrapped = _wrap(saver)
     request.node.user_properties.append((WRAPPED_PROPERTY, fixturedef.argname))
     fixturedef.cached_result = (wrapped, fixturedef.cached_result[1], None)
     return wrapped
+
+
+def _wrap(saver: Any) -> GuardedSaver:
+    if STACK == "full":
+        return wrap(saver, mode="full")
+    return wrap(saver, mode="delta", cache=MemoryHistoryCache())
+
+
+_running: list[pytest.Item] = []  # the test whose body is running (one per process)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[Any]:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if STACK != "raw" and os.environ.get("CG_UPSTREAM_AGENTS") == "1":
+        _wrap_create_agent()
+
+
+def _wrap_create_agent() -> None:
+    import langchain.agents
+    from langchain.agents import factory
+    from langchain.agents.middleware.types import AgentState
+
+    original = factory.create_agent
+
+    def create_agent(*args: Any, **kwargs: Any) -> Any:
+        saver = kwargs.get("checkpointer")
+        if isinstance(saver, BaseCheckpointSaver):
+            if not isinstance(saver, GuardedSaver):
+                saver = kwargs["checkpointer"] = _wrap(saver)
+                if _running:
+                    _running[-1].user_properties.append((WRAPPED_PROPERTY, "create_agent"))
+            if STACK == "delta":
+                schema = kwargs.get("state_schema") or AgentState
+                kwargs["state_schema"] = state_schema_for_mode(schema, "delta")
+        return original(*args, **kwargs)
+
+    create_agent.__wrapped__ = original  # type: ignore[attr-defined]
+    # Before the test modules import it (``from langchain.agents import create_agent``).
+    factory.create_agent = langchain.agents.create_agent = create_agent
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -70,6 +70,32 @@ def test_the_readme_links_every_page_of_the_site() -> None:
     assert not missing, f"README.md links no page {missing}"
 
 
+AGENT_BLOCKS = python_blocks(ROOT / "docs" / "agents.md")
+PROMISE = re.compile(r"^\s*print\(.*\)  # (.+)$")
+
+
+@pytest.mark.parametrize("index", range(len(AGENT_BLOCKS)), ids=lambda i: f"block-{i}")
+def test_the_agents_page_examples_run_and_print_what_they_say(index: int, tmp_path: Path) -> None:
+    """Each block of docs/agents.md on its own, in an empty directory: it runs, and prints
+    one line per ``print(...)  # expected`` comment, that comment's text."""
+    block = AGENT_BLOCKS[index]
+    promised = [m.group(1) for line in block.splitlines() if (m := PROMISE.match(line))]
+    assert promised, "every example says what it prints"
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
+    ran = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == promised, ran.stderr
+
+
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(path: Path) -> None:
     text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # not inside code

@@ -9,6 +9,8 @@ fold's exact result in one pass over the state plus the writes.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import itertools
 import threading
@@ -34,8 +36,10 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from pydantic import BaseModel, Field, create_model
 from typing_extensions import TypedDict, is_typeddict
 
 from ._errors import ConfigError
@@ -279,6 +283,21 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
     return merger.result()
 
 
+class _MessagesDelta(DeltaChannel):  # type: ignore[type-arg]
+    """Our ``messages`` channel. ``StateGraph`` registers a node's annotated input schema
+    (``def agent(state: State)``) beside the state schema and refuses a channel that
+    compares unequal; folding ``add_messages`` is exactly ``merge_message_writes``, so this
+    channel equals the original schema's ``add_messages`` channel and a node annotated
+    with the user's own schema is accepted, receiving that schema as in full mode."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BinaryOperatorAggregate):
+            return other.operator is add_messages
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, ...)]``: a
     ``messages`` field stored as deltas with a ``_DeltaSnapshot`` every
@@ -289,11 +308,11 @@ def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     _message_ids.install()
     return Annotated[
         list[AnyMessage],
-        DeltaChannel(merge_message_writes, snapshot_frequency=frequency),
+        _MessagesDelta(merge_message_writes, snapshot_frequency=frequency),
     ]
 
 
-_derived: dict[tuple[Any, int], type] = {}
+_derived: dict[tuple[Any, int], Any] = {}
 _derived_lock = threading.Lock()
 
 
@@ -320,9 +339,12 @@ def _is_message_type(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseMessage)
 
 
-def _check_declared_messages(schema: Any, annotation: Any) -> None:
-    """Refuse to replace a declared ``messages`` field that is not an ``add_messages``
-    list of messages (or our own delta field): delta mode would change its semantics."""
+def _declared_delta(schema: Any, annotation: Any) -> bool:
+    """Whether a declared ``messages`` field is already a ``DeltaChannel`` (ours, or one the
+    user declared, e.g. LangGraph's documented ``DeltaChannel(_messages_delta_reducer)``):
+    delta mode keeps it as declared. Refuses (``ConfigError``) to replace a field that is
+    neither that nor an ``add_messages`` list of messages: delta mode would change its
+    semantics."""
     tp = annotation
     while get_origin(tp) in (Required, NotRequired):
         tp = get_args(tp)[0]
@@ -333,12 +355,13 @@ def _check_declared_messages(schema: Any, annotation: Any) -> None:
             if isinstance(item, DeltaChannel) or callable(item):
                 reducer = item
         tp = base
-    ours = isinstance(reducer, DeltaChannel) and reducer.reducer is merge_message_writes
+    if isinstance(reducer, DeltaChannel):
+        return True
     origin = get_origin(tp) or tp
     args = get_args(tp)
     is_list = origin in (list, Sequence) or tp is list
-    if ours or (reducer is add_messages and is_list and all(map(_is_message_type, args))):
-        return
+    if reducer is add_messages and is_list and all(map(_is_message_type, args)):
+        return False
     name = getattr(schema, "__name__", repr(schema))
     label = getattr(reducer, "__name__", reducer)
     found = "no reducer" if reducer is None else f"reducer {label!r}"
@@ -346,27 +369,87 @@ def _check_declared_messages(schema: Any, annotation: Any) -> None:
         f"{name}.messages",
         annotation,
         "Annotated[list[AnyMessage], add_messages] (delta mode stores it as a DeltaChannel "
-        "with add_messages semantics)",
+        "with add_messages semantics), or a DeltaChannel of your own (kept as declared)",
         detail=f"declared with {found}; delta mode will not replace it: keep the field as "
         "declared by running the graph in full mode, or store your data under another key",
     )
 
 
-def _derive(schema: Any, frequency: int) -> type:
+def _derive(schema: Any, frequency: int) -> Any:
     hints = get_type_hints(schema, include_extras=True)
-    if MESSAGES_KEY in hints:
-        _check_declared_messages(schema, hints[MESSAGES_KEY])
-    fields = dict(hints)
+    if MESSAGES_KEY in hints and _declared_delta(schema, hints[MESSAGES_KEY]):
+        return schema
     field = delta_messages_field(frequency)
-    fields[MESSAGES_KEY] = _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
-    total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
     name = f"{getattr(schema, '__name__', 'State')}Delta{frequency}"
-    derived: type = _make_typeddict(name, fields, total=total)
-    derived.__module__ = getattr(schema, "__module__", __name__)
+    derived: type
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        derived = _derive_model(schema, field)
+    elif isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        derived = _derive_dataclass(schema, field)
+    else:
+        fields = dict(hints)
+        fields[MESSAGES_KEY] = (
+            _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
+        )
+        total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
+        derived = _make_typeddict(name, fields, total=total)
+        derived.__module__ = getattr(schema, "__module__", __name__)
     derived.__doc__ = (
         f"{name}: {getattr(schema, '__name__', schema)!r} with 'messages' stored as deltas "
         f"(snapshot every {frequency} updates)."
     )
+    return derived
+
+
+def _derive_model(schema: type[BaseModel], field: Any) -> type:
+    # A subclass: validators, config, defaults and methods are inherited; only the
+    # messages annotation changes (its default kept, else an empty list).
+    declared = schema.model_fields.get(MESSAGES_KEY)
+    if declared is None:
+        info: Any = Field(default_factory=list)
+    else:
+        info = copy.copy(declared)
+        # constraints (max_length, ...) stay; the reducer is replaced by the delta field
+        info.annotation = list[AnyMessage]
+        info.metadata = [m for m in declared.metadata if not callable(m)]
+    derived: type = create_model(
+        schema.__name__, __base__=schema, __module__=schema.__module__, messages=(field, info)
+    )
+    derived.__qualname__ = schema.__qualname__
+    return derived
+
+
+def _derive_dataclass(schema: type, field: Any) -> type:
+    # A subclass redeclaring messages: dataclasses keep a redeclared field at its
+    # original position, so positional construction is unchanged.
+    declared = {f.name: f for f in dataclasses.fields(schema)}.get(MESSAGES_KEY)
+    spec: Any = dataclasses.field(default_factory=list)
+    if declared is not None:
+        spec = dataclasses.field(
+            default=declared.default,
+            default_factory=declared.default_factory,
+            init=declared.init,
+            repr=declared.repr,
+            compare=declared.compare,
+            metadata=declared.metadata,
+            kw_only=declared.kw_only,
+        )
+    params = schema.__dataclass_params__  # type: ignore[attr-defined]
+    derived: type = dataclasses.make_dataclass(
+        schema.__name__,
+        [(MESSAGES_KEY, field, spec)],
+        bases=(schema,),
+        frozen=params.frozen,
+        eq=params.eq,
+        order=params.order,
+        unsafe_hash=params.unsafe_hash,
+    )
+    derived.__module__ = schema.__module__
+    if hasattr(schema, "__pydantic_validator__"):  # a pydantic dataclass validates as one
+        import pydantic.dataclasses
+
+        derived = pydantic.dataclasses.dataclass(derived)
+    derived.__qualname__ = schema.__qualname__
     return derived
 
 
@@ -375,11 +458,19 @@ def state_schema_for_mode(
 ) -> Any:
     """The state schema a graph should be compiled with in ``mode``.
 
-    Full mode returns ``schema`` unchanged. Delta mode returns a derived
-    ``TypedDict`` whose ``messages`` field is ``delta_messages_field(F)`` (added when
-    ``schema`` has none) and every other field exactly as declared, reducers and
-    Union types included. ``F`` is ``snapshot_frequency``, else 10: the caller
-    passes it (``CheckpointerConfig.state_schema`` passes the config's); the process
+    Full mode returns ``schema`` unchanged. Delta mode returns a schema of the same
+    kind whose ``messages`` field is ``delta_messages_field(F)`` (added when ``schema``
+    has none, defaulting to an empty list for a model or dataclass) and every other
+    field exactly as declared, reducers and Union types included: a ``TypedDict`` for a
+    ``TypedDict``; for a Pydantic model or a dataclass, a subclass, so nodes receive
+    instances of the same name (reprs and validation errors read as in full mode),
+    defaults apply and validators and config are inherited. A ``messages`` field that
+    already is a ``DeltaChannel`` (one the user declared, e.g. LangGraph's
+    ``DeltaChannel(_messages_delta_reducer)``, or a derived schema's) is stored as deltas
+    already: ``schema`` is returned unchanged. A ``messages`` field that is neither that
+    nor an ``add_messages`` list of messages raises ``ConfigError``. ``F`` is
+    ``snapshot_frequency``, else 10: the caller passes it
+    (``CheckpointerConfig.state_schema`` passes the config's); the process
     freeze never chooses it, but a frequency other than the one the process's
     delta-mode saver was opened with is warned about (once per pair). Derived
     schemas are cached per ``(schema, F)``, so every call returns the same class.
