@@ -154,21 +154,57 @@ def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float
     return value
 
 
+def _require(module: str, extra: str, what: str) -> None:
+    from .stores._extras import require_extra  # stores import this module
+
+    require_extra(module, extra, what)
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _is_postgres_url(url: object) -> bool:
+    return isinstance(url, str) and _DRIVER_SUFFIX.sub(r"\1://", url.strip()).startswith(
+        ("postgresql://", "postgres://")
+    )
+
+
+def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
+    """One source's implied choices, as a user means them: a PostgreSQL URL without
+    a ``backend`` selects ``postgres``; a ``history_cache.redis_url`` without a
+    ``history_cache.backend`` selects ``redis``."""
+    if "backend" not in data and _is_postgres_url(data.get("url")):
+        data["backend"] = "postgres"
+    cache = data.get("history_cache")
+    if isinstance(cache, dict) and cache.get("redis_url") is not None and "backend" not in cache:
+        data["history_cache"] = {**cache, "backend": "redis"}
+    return data
+
+
+class _FileRelative(str):
+    """A ``url`` read from a YAML file: a relative SQLite path in it is the file's."""
+
+    base: Path
+
+
 def normalize_postgres_url(url: str) -> str:
     """Drop a SQLAlchemy-style ``+driver`` suffix: ``postgresql+psycopg://`` ->
     ``postgresql://``."""
     return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DURATION_FORMS = "a number and a unit: 90s, 15m, 12h, 30d"
+#: the longest duration anything takes (retention horizons, sweep --older-than)
+MAX_DURATION = timedelta(days=36500)
 
 
 def parse_duration(text: str, *, key: str = "duration") -> timedelta:
-    """``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` (decimals allowed: ``"1.5h"``) as a
-    ``timedelta``; anything else (no unit, a negative, zero, not finite, beyond
-    ``timedelta``) raises ``ConfigError`` naming ``key`` and the accepted forms."""
+    """``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` (decimals allowed: ``"1.5h"``; no
+    space between number and unit) as a ``timedelta``; anything else (no unit, a
+    negative, zero or below a microsecond, beyond 100 years) raises ``ConfigError``
+    naming ``key`` and the accepted forms."""
     match = _DURATION.match(text) if isinstance(text, str) else None
     if match is None:
         raise ConfigError(key, text, DURATION_FORMS)
@@ -177,12 +213,13 @@ def parse_duration(text: str, *, key: str = "duration") -> timedelta:
 
 
 def _seconds(seconds: float, key: str, shown: object) -> timedelta:
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(key, shown, DURATION_FORMS + ", greater than zero")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise ConfigError(key, shown, DURATION_FORMS + ", within 999999999 days") from None
+    bounded = math.isfinite(seconds) and 0 < seconds <= MAX_DURATION.total_seconds()
+    # 1e-300 s is "greater than zero" but a zero timedelta: judged after conversion
+    if not bounded or timedelta(seconds=seconds) <= timedelta(0):
+        raise ConfigError(
+            key, shown, DURATION_FORMS + ", greater than zero and at most 100 years (36500d)"
+        )
+    return timedelta(seconds=seconds)
 
 
 def _duration(value: object, key: str) -> timedelta:
@@ -222,15 +259,30 @@ class RetentionConfig(BaseModel):
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
-        parsed = _duration(value, key)
-        low, high = (
-            (timedelta(seconds=1), timedelta(days=30))
-            if info.field_name == "interval"
-            else (timedelta(0), timedelta(days=36500))
-        )
-        if not low <= parsed <= high:
+        try:
+            parsed = _duration(value, key)
+        except ConfigError:
+            raise ConfigError(key, value, _ACCEPTED[key]) from None
+        if info.field_name == "interval" and not (
+            timedelta(seconds=1) <= parsed <= timedelta(days=30)
+        ):
             raise ConfigError(key, value, _ACCEPTED[key])
         return parsed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_older_than(cls, data: Any) -> Any:
+        # an interval or action alone would sweep nothing, without a word
+        if isinstance(data, Mapping) and data.get("older_than") is None:
+            for key in ("interval", "action"):
+                if key in data:
+                    raise ConfigError(
+                        f"retention.{key}",
+                        data[key],
+                        "only with retention.older_than (set it to sweep, or remove "
+                        f"retention.{key})",
+                    )
+        return data
 
     @property
     def enabled(self) -> bool:
@@ -280,6 +332,15 @@ class HistoryCacheConfig(BaseModel):
 
     @model_validator(mode="after")
     def _redis_target(self) -> HistoryCacheConfig:
+        if self.redis_url is not None and self.backend != "redis":
+            raise ConfigError(
+                "history_cache.backend",
+                self.backend,
+                "'redis', or remove history_cache.redis_url (CHECKPOINT_GUARD_REDIS_URL)",
+                detail="a Redis URL is set: alone it selects the Redis cache",
+            )
+        if self.backend == "redis":
+            _require("redis", "redis", "history_cache.backend 'redis'")
         if self.redis_url is not None:
             try:
                 check_redis_target(self.redis_url, self.redis_cluster)
@@ -361,6 +422,26 @@ class CheckpointerConfig(BaseModel):
     """Under the LangGraph server, make its checkpointer adapter hand delta history to
     this stack (stands down once upstream forwards it)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _implied(cls, data: Any) -> Any:
+        return _infer_backends(dict(data)) if isinstance(data, Mapping) else data
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _file_relative(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, _FileRelative):
+            return value
+        path = Path(value).expanduser()
+        if (
+            info.data.get("backend") != "sqlite"
+            or value == ":memory:"
+            or _SCHEME.match(value)
+            or path.is_absolute()
+        ):
+            return str(value)
+        return str(value.base / path)
+
     @field_validator("channel_mode", mode="before")
     @classmethod
     def _mode(cls, value: object) -> object:
@@ -384,18 +465,37 @@ class CheckpointerConfig(BaseModel):
         return value
 
     def model_post_init(self, context: Any) -> None:
-        """Cross-field checks: the URL fits the backend, pool sizes are ordered,
-        a Redis cache has a URL."""
+        """Cross-field checks: the URL and the schema fit the backend, pool sizes
+        are ordered, a Redis cache has a URL."""
         if self.backend == "postgres":
+            _require("psycopg", "postgres", "backend 'postgres'")
             if not self.url:
                 raise ConfigError("url", self.url, _ACCEPTED["url"], detail="postgres needs a DSN")
             object.__setattr__(self, "url", normalize_postgres_url(self.url))
             _check_postgres_dsn(self.url)
-        elif self.backend == "sqlite":
+        elif self.postgres_schema is not None:
+            raise ConfigError(
+                "postgres_schema",
+                self.postgres_schema,
+                f"only with backend 'postgres' (remove it for backend {self.backend!r})",
+            )
+        if self.backend == "sqlite":
             if self.url is None:
                 object.__setattr__(self, "url", DEFAULT_SQLITE_PATH)
-            elif not self.url.strip():
-                raise ConfigError("url", self.url, _ACCEPTED["url"])
+            elif not self.url.strip() or _SCHEME.match(self.url):
+                # a URL of another scheme would become a directory named after it
+                raise ConfigError(
+                    "url",
+                    redact_url(self.url),
+                    "a SQLite file path or ':memory:' (for a PostgreSQL DSN, set backend "
+                    "'postgres')",
+                )
+        elif self.backend == "memory" and self.url is not None:
+            raise ConfigError(
+                "url",
+                redact_url(self.url),
+                "no url with backend 'memory' (remove url, or set backend 'sqlite' or 'postgres')",
+            )
         if self.pool_max_size < self.pool_min_size:
             raise ConfigError("pool_max_size", self.pool_max_size, _ACCEPTED["pool_max_size"])
         if self.history_cache.backend == "redis" and not self.history_cache.redis_url:
@@ -454,7 +554,8 @@ class CheckpointerConfig(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CheckpointerConfig:
-        """Read a YAML file (same keys as ``from_mapping``)."""
+        """Read a YAML file (same keys as ``from_mapping``; a relative SQLite ``url``
+        is relative to the file's directory)."""
         return _build(_layer({}, _read_yaml(path)))
 
     @classmethod
@@ -506,6 +607,11 @@ def _check_postgres_dsn(url: str) -> None:
 
 
 def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """One source's keys, sections nested, with the choices they imply."""
+    return _infer_backends(_sections(data, source=source))
+
+
+def _sections(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(source, type(data).__name__, "a mapping of configuration keys")
     out: dict[str, Any] = {}
@@ -522,7 +628,25 @@ def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     return out
 
 
+# A higher source that picks another store (or cache) replaces the lower source's
+# choice whole: its URL (and schema) address the store it no longer uses.
+_CHOICES = {
+    "backend": ("url", "postgres_schema"),
+    "history_cache.backend": ("redis_url", "redis_cluster"),
+}
+
+
 def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    base = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for choice, keys in _CHOICES.items():
+        section, _, name = choice.rpartition(".")
+        low, high = (base.get(section, {}), top.get(section, {})) if section else (base, top)
+        if not isinstance(low, dict) or not isinstance(high, dict) or name not in high:
+            continue
+        chosen = low.get(name, "sqlite" if not section else "memory")
+        if high[name] != chosen:
+            for key in keys:
+                low.pop(key, None)
     merged = dict(base)
     for key, value in top.items():
         if key in _SECTIONS and isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -571,23 +695,6 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
             raise UnknownEnvironmentVariableError(var, known)
 
 
-def _env_redis_implies_cache(flat: dict[str, Any]) -> None:
-    """``CHECKPOINT_GUARD_REDIS_URL`` alone selects the Redis history cache; together
-    with ``CHECKPOINT_GUARD_HISTORY_CACHE=none|memory`` it is a contradiction."""
-    if "history_cache.redis_url" not in flat:
-        return
-    chosen = flat.get("history_cache.backend")
-    if chosen is None:
-        flat["history_cache.backend"] = "redis"
-    elif chosen in ("none", "memory"):
-        raise ConfigError(
-            "history_cache.backend",
-            chosen,
-            "'redis', or unset CHECKPOINT_GUARD_REDIS_URL",
-            detail="from CHECKPOINT_GUARD_HISTORY_CACHE while CHECKPOINT_GUARD_REDIS_URL is set",
-        )
-
-
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     _check_env_names(environ)
     flat: dict[str, Any] = {}
@@ -606,7 +713,6 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise ConfigError(key, raw, "true or false", detail=f"from {var}")
             value = lowered in ("1", "true", "yes", "on")
         flat[key] = value
-    _env_redis_implies_cache(flat)
     return _nested(flat, source="environment")
 
 
@@ -641,7 +747,11 @@ def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         )
     if not isinstance(data, Mapping):
         raise ConfigError("config file", str(path), "a YAML mapping of configuration keys")
-    return _nested(data, source=f"config file {path}")
+    nested = _nested(data, source=f"config file {path}")
+    if isinstance(nested.get("url"), str):
+        url = nested["url"] = _FileRelative(nested["url"])
+        url.base = Path(path).expanduser().resolve().parent
+    return nested
 
 
 def _build(data: dict[str, Any]) -> CheckpointerConfig:
