@@ -116,9 +116,9 @@ def test_redis_url_alone_selects_the_redis_cache_and_a_contradiction_is_refused(
 def test_cache_key_prefix_from_the_environment() -> None:
     config = CheckpointerConfig.from_env(_env(cache_key_prefix="tenant-a"))
     assert config.history_cache.key_prefix == "tenant-a"
-    assert config.cache_key_prefix() == "tenant-a"
+    assert config.cache_key_prefix("sqlite:/any") == "tenant-a"
     derived = CheckpointerConfig.from_env({})
-    assert derived.cache_key_prefix().startswith("cg:sqlite:")
+    assert derived.cache_key_prefix("sqlite:/any").startswith("cg:sqlite:")
     with pytest.raises(ConfigError, match=r"invalid history_cache\.key_prefix"):
         CheckpointerConfig.from_env(_env(cache_key_prefix="two words"))
 

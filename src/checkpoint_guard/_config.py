@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._errors import ConfigError, check_range, range_text
+from ._errors import ConfigError, check_range, range_text, require_extra
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
@@ -154,19 +154,18 @@ def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float
     return value
 
 
-def _require(module: str, extra: str, what: str) -> None:
-    from .stores._extras import require_extra  # stores import this module
-
-    require_extra(module, extra, what)
-
-
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+_LIBPQ_KEYWORDS = re.compile(r"^\s*(host|hostaddr|port|dbname|user|service)\s*=")
+
+
 def _is_postgres_url(url: object) -> bool:
-    return isinstance(url, str) and _DRIVER_SUFFIX.sub(r"\1://", url.strip()).startswith(
-        ("postgresql://", "postgres://")
-    )
+    """A ``postgresql://`` URL (``+driver`` too) or a libpq ``key=value`` string."""
+    if not isinstance(url, str):
+        return False
+    scheme = _DRIVER_SUFFIX.sub(r"\1://", url.strip())
+    return scheme.startswith(("postgresql://", "postgres://")) or bool(_LIBPQ_KEYWORDS.match(url))
 
 
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
@@ -313,9 +312,11 @@ class HistoryCacheConfig(BaseModel):
     """``true``: ``redis_url`` names one node of a Redis Cluster (the client finds the
     others)."""
     key_prefix: str | None = None
-    """The Redis key prefix; default ``cg:<backend>:<hash of the database's host, port,
-    database and schema, or the SQLite path>`` (no credentials), so deployments on
-    different databases never share entries."""
+    """The Redis key prefix; default ``cg:<backend>:<hash of the database's identity>``,
+    read from the database when the stack opens (PostgreSQL: the server's system
+    identifier, the database and the schema; SQLite: the file's real path; memory: the
+    opened store), so every spelling of one database shares one cache and different
+    databases never share entries."""
     timeout_seconds: float = DEFAULT_CACHE_TIMEOUT_SECONDS
     """The bound on each Redis call; a slower call is counted as an error and answered
     from the saver (the cache fails open)."""
@@ -340,7 +341,7 @@ class HistoryCacheConfig(BaseModel):
                 detail="a Redis URL is set: alone it selects the Redis cache",
             )
         if self.backend == "redis":
-            _require("redis", "redis", "history_cache.backend 'redis'")
+            require_extra("redis", "redis", "history_cache.backend 'redis'")
         if self.redis_url is not None:
             try:
                 check_redis_target(self.redis_url, self.redis_cluster)
@@ -468,7 +469,7 @@ class CheckpointerConfig(BaseModel):
         """Cross-field checks: the URL and the schema fit the backend, pool sizes
         are ordered, a Redis cache has a URL."""
         if self.backend == "postgres":
-            _require("psycopg", "postgres", "backend 'postgres'")
+            require_extra("psycopg", "postgres", "backend 'postgres'")
             if not self.url:
                 raise ConfigError("url", self.url, _ACCEPTED["url"], detail="postgres needs a DSN")
             object.__setattr__(self, "url", normalize_postgres_url(self.url))
@@ -523,26 +524,13 @@ class CheckpointerConfig(BaseModel):
 
     # -- identity --------------------------------------------------------------------
 
-    def database_identity(self) -> str:
-        """A stable, credential-free name of the database this config addresses
-        (backend, host, port, database, schema, or the absolute SQLite path)."""
-        if self.backend == "postgres":
-            from psycopg.conninfo import conninfo_to_dict
-
-            params = conninfo_to_dict(self.url or "")
-            parts = [params.get(k) or "" for k in ("host", "port", "dbname")]
-            return "postgres:" + "/".join(str(p) for p in [*parts, self.postgres_schema or ""])
-        if self.backend == "sqlite":
-            url = self.url or DEFAULT_SQLITE_PATH
-            where = url if url == ":memory:" else str(Path(url).expanduser().resolve())
-            return f"sqlite:{where}"
-        return "memory:"
-
-    def cache_key_prefix(self) -> str:
-        """The history cache key prefix: configured, or derived from the database identity."""
+    def cache_key_prefix(self, identity: str) -> str:
+        """The history cache key prefix: ``history_cache.key_prefix`` when configured,
+        else ``cg:<backend>:<hash of identity>``, where ``identity`` is the opened
+        store's own (``stores.identity``: the database itself, not the URL's spelling)."""
         if self.history_cache.key_prefix:
             return self.history_cache.key_prefix
-        digest = hashlib.sha256(self.database_identity().encode()).hexdigest()[:16]
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return f"cg:{self.backend}:{digest}"
 
     # -- sources ---------------------------------------------------------------------
