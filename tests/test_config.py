@@ -468,6 +468,33 @@ def test_missing_extra_names_the_extra() -> None:
     )
 
 
+def test_missing_postgres_extra_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "pg.yaml"
+    config.write_text("backend: postgres\nurl: postgresql://app@db.example/prod\n")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["psycopg"] = None  # this interpreter cannot import it
+        from checkpoint_guard import CheckpointerConfig, ConfigError, cli
+        try:
+            CheckpointerConfig.from_mapping(
+                {{"backend": "postgres", "url": "postgresql://app@db.example/prod"}}
+            )
+        except ConfigError as exc:
+            print("API:", exc)
+        sys.exit(cli.main(["--config", {str(config)!r}, "scan"]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    expected = (
+        "backend 'postgres' needs the 'postgres' extra: "
+        "pip install 'checkpoint-guard[postgres]' (missing module 'psycopg')"
+    )
+    assert out.stdout.strip() == f"API: {expected}", out.stderr
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"checkpoint-guard: configuration error: {expected}"]
+
+
 def test_two_modes_in_one_process_raise() -> None:
     code = textwrap.dedent(
         """

@@ -415,6 +415,17 @@ def _require_postgres_tables(config: Any, where: str) -> None:
         )
 
 
+def _missing(what: str, config: Any) -> CheckpointGuardError:
+    """A thread id the store does not hold (a typo, or another store): one line
+    naming the store looked in (exit 1, as every refusal)."""
+    from .maintenance import MaintenanceError
+
+    return MaintenanceError(
+        f"{what} in {_store(config)}; point --config (or CHECKPOINT_GUARD_URL / "
+        "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
+    )
+
+
 def _maintain(args: argparse.Namespace) -> int:
     from . import maintenance
     from ._config import CheckpointerConfig
@@ -437,9 +448,9 @@ def _maintain(args: argparse.Namespace) -> int:
             return _sweep(args, saver, older_than, graph)
         if args.command == "inspect":
             info = maintenance.inspect(saver, args.thread_id, graph=graph)
-            _print_infos(args, [info], problems=True)
             if not info.checkpoints and not info.orphan_writes:
-                print(f"  (looked in {_store(config)})", file=sys.stderr)
+                raise _missing(f"thread {args.thread_id!r} has no checkpoints", config)
+            _print_infos(args, [info], problems=True)
             return EXIT_OK if info.ok else EXIT_PROBLEM
         ids, where = (None, None) if args.command == "scan" else _thread_selection(args)
         if ids is None:
@@ -466,11 +477,7 @@ def _maintain(args: argparse.Namespace) -> int:
                         reports = maintenance.prune(saver, ids, **common)
                 except maintenance.MaintenanceError as exc:
                     if "has no checkpoints" in str(exc):
-                        raise maintenance.MaintenanceError(
-                            f"{exc} in {_store(config)}; point --config (or "
-                            "CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
-                            "that holds it"
-                        ) from exc
+                        raise _missing(str(exc), config) from exc
                     raise
         if args.command in ("scan", "verify"):
             _print_infos(args, infos, problems=args.command == "verify")
