@@ -335,9 +335,18 @@ def _finished(current: Any, result: Any) -> None:
 _TWINS = {"scan": ("scan", "verify", "inspect")}
 
 
-def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool) -> None:
-    """A sync function on an async-only saver (or the reverse) is refused naming
-    the function to call, before anything is read."""
+def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
+    """A sync function on an async-only saver is refused naming the async function
+    to call, before anything is read."""
+    _refuse_api(saver, operation, is_async=False)
+
+
+def _arefuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
+    """The async functions' ``_refuse_other_api`` (a plain function: it reads nothing)."""
+    _refuse_api(saver, operation, is_async=True)
+
+
+def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool) -> None:
     raw = unwrap(saver)
     sync, async_ = supported(type(raw))
     names = _TWINS.get(operation, (operation,))
@@ -358,7 +367,7 @@ def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str, is_async:
 def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
     operation, attributes = _observed(saver, plan)
-    _refuse_other_api(saver, operation, is_async=False)
+    _refuse_other_api(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
             result = _run(saver, plan)
@@ -372,7 +381,7 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
 
 async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     operation, attributes = _observed(saver, plan)
-    _refuse_other_api(saver, operation, is_async=True)
+    _arefuse_other_api(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
             result = await _arun(saver, plan)
@@ -1279,14 +1288,14 @@ async def ascan(
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every thread id that has a checkpoint or a stored write, sorted."""
-    _refuse_other_api(saver, "list_threads", is_async=False)
+    _refuse_other_api(saver, "list_threads")
     result: list[str] = row_store_for(unwrap(saver)).thread_ids()
     return result
 
 
 async def alist_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Async ``list_threads``."""
-    _refuse_other_api(saver, "list_threads", is_async=True)
+    _arefuse_other_api(saver, "list_threads")
     result: list[str] = await row_store_for(unwrap(saver)).athread_ids()
     return result
 
