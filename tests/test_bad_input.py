@@ -165,3 +165,20 @@ async def test_sync_maintenance_on_an_async_saver_names_the_async_function(
             text = str(err.value)
             assert f"await maintenance.a{name}(" in text and "async saver" in text, text
         assert [s.values async for s in graph.aget_state_history(cfg("t"))] == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "redis://u:s3cr3t@h:99999/0"}, "invalid url: 'redis://u:***@h:99999/0'"),
+        ({"url": "redis://h:6379/0?socket_timeout=abc"}, "socket_timeout='abc'"),
+        ({"url": "redis://h:6379/0", "key_prefix": "two words"}, "invalid key_prefix"),
+        ({}, "invalid url: None; accepted: a Redis URL, a client or an aclient"),
+    ],
+)
+def test_a_misused_redis_cache_constructor_raises_config_error(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(cg.ConfigError) as err:
+        RedisHistoryCache(**kwargs)
+    assert message in str(err.value) and "s3cr3t" not in str(err.value)

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._errors import ConfigError, check_range, range_text, require_extra
+from ._errors import ConfigError, check_range, range_text, redact_url, require_extra
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
@@ -133,14 +133,6 @@ _ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
-
-
-def redact_url(url: object) -> object:
-    """``url`` with any password replaced by ``***`` (URL or libpq key=value form)."""
-    if not isinstance(url, str):
-        return url
-    text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
-    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
 
 
 def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from typing import Any, Literal, cast, overload
 
 __all__ = [
@@ -105,6 +106,14 @@ class MissingExtraError(ConfigError, ImportError):
         )
         self.key, self.value, self.accepted = what, None, accepted
         self.name = module
+
+
+def redact_url(url: object) -> object:
+    """``url`` with any password replaced by ``***`` (URL or libpq key=value form)."""
+    if not isinstance(url, str):
+        return url
+    text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
+    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
 
 
 def require_extra(module: str, extra: str, what: str) -> Any:
