@@ -235,3 +235,32 @@ def test_a_missing_thread_is_refused_by_prune_as_by_migrate(
         # the server's path (the layer's prune, as langgraph-api's TTL sweep calls
         # it) still treats a thread without checkpoints as nothing to do
         saver.prune(["nope"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["prune", "t"], "the following arguments are required: --keep-latest"),
+        (["migrate", "--to", "half", "t"], "argument --to: invalid choice: 'half'"),
+        (["sweep", "--older-than", "1d", "--keep-last", "0"], "expected an int >= 1, got '0'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["scan", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_a_usage_mistake_is_one_line_exit_2(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and expected in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_demo_directory_that_cannot_be_made_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    code = cli.main(["demo", "--dir", str(tmp_path / "file" / "demo"), "--turns", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "invalid --dir: " in err and len(err.strip().splitlines()) == 1, err
