@@ -684,3 +684,15 @@ def test_in_process_stores_never_share_a_cache(redis_prefix: Any) -> None:
             cg.open_checkpointer(both, freeze=ModeFreeze()) as two,
         ):
             assert _prefix(one) != _prefix(two)
+
+
+async def test_schemas_not_created_yet_take_different_locks(pg_database: str) -> None:
+    # before a stack made them, two schemas of one database are still two stores
+    first, second = (
+        cg.CheckpointerConfig.from_mapping(
+            {"backend": "postgres", "url": pg_database, "postgres_schema": f"absent_{name}"}
+        )
+        for name in ("a", "b")
+    )
+    async with sweep_lock(first) as one, sweep_lock(second) as two:
+        assert one and two

@@ -283,9 +283,11 @@ async def aopen_saver(
 # port or not, a PgBouncer in front): the server's system identifier (unique per
 # cluster, from initdb), the database and the schema the tables are in. One query,
 # executable by every role (pg_control_system() is granted to PUBLIC).
+# (A schema not created yet has no current_schema(): the search path names it.)
 _IDENTITY = (
     "SELECT system_identifier::text AS server, current_database() AS db,"
-    " current_schema() AS schema FROM pg_control_system()"
+    " coalesce(current_schema(), current_setting('search_path')) AS schema"
+    " FROM pg_control_system()"
 )
 
 
