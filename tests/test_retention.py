@@ -696,3 +696,41 @@ async def test_schemas_not_created_yet_take_different_locks(pg_database: str) ->
     )
     async with sweep_lock(first) as one, sweep_lock(second) as two:
         assert one and two
+
+
+def test_workers_on_two_spellings_of_one_database_share_the_cache(
+    one_database: Any, redis_prefix: Any
+) -> None:
+    # a worker reaching the database through PgBouncer reads what a worker
+    # connected directly cached, from the shared cache, exactly
+    urls, _schema = one_database
+    redis_url, _ = redis_prefix
+    settings = [
+        {
+            "backend": "postgres",
+            "url": url,
+            "channel_mode": "delta",
+            "history_cache": {"backend": "redis", "redis_url": redis_url},
+        }
+        for url in (urls[0], urls[3])
+    ]
+    thread = f"shared-{redis_url[-1]}-{time.monotonic_ns()}"
+    with (
+        cg.open_checkpointer(settings[0], freeze=ModeFreeze()) as direct,
+        cg.open_checkpointer(settings[1], freeze=ModeFreeze()) as bounced,
+    ):
+        writer = chat_graph(direct, "delta", snapshot_frequency=1000)
+        for i in range(6):
+            writer.invoke(human(i), cfg(thread))
+        reader = chat_graph(bounced, "delta", snapshot_frequency=1000)
+        read = reader.get_state(cfg(thread)).values
+        assert read == writer.get_state(cfg(thread)).values
+        cache = _layer_cache(bounced)
+        assert cache.stats()["requests_hit"] >= 1, cache.stats()
+
+
+def _layer_cache(saver: Any) -> Any:
+    layer = saver
+    while not hasattr(layer, "cache"):
+        layer = layer.inner
+    return layer.cache
