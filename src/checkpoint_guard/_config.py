@@ -240,9 +240,10 @@ class RetentionConfig(BaseModel):
     own ``ts``); unset: no background sweeping. Env values are durations or seconds."""
     action: Literal["keep_latest", "delete"] = "keep_latest"
     """``keep_latest``: trim a swept thread to its head (state, pending interrupt and
-    message ids kept exactly); ``delete``: delete it."""
+    message ids kept exactly); ``delete``: delete it. Only with ``older_than``."""
     interval: timedelta = timedelta(hours=1)
-    """How often the opened async stack sweeps (one worker per database at a time)."""
+    """How often the opened async stack sweeps (one worker per database at a time).
+    Only with ``older_than``."""
 
     @field_validator("older_than", "interval", mode="before")
     @classmethod
@@ -291,7 +292,8 @@ class HistoryCacheConfig(BaseModel):
 
     backend: Literal["none", "memory", "redis"] = "memory"
     """The history cache under the guard in delta mode: ``memory`` (per process),
-    ``redis`` (shared by every worker), ``none`` (no cache layer)."""
+    ``redis`` (shared by every worker), ``none`` (no cache layer). Unset, a
+    ``redis_url`` in the same source selects ``redis``."""
     max_bytes: int = DEFAULT_CACHE_MAX_BYTES
     """The memory cache's bound, in estimated bytes (least recently used threads go)."""
     ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
@@ -380,11 +382,13 @@ class CheckpointerConfig(BaseModel):
     )
 
     backend: Literal["memory", "sqlite", "postgres"] = "sqlite"
-    """Where checkpoints are stored: LangGraph's in-memory, SQLite or PostgreSQL saver."""
+    """Where checkpoints are stored: LangGraph's in-memory, SQLite or PostgreSQL saver.
+    Unset, a PostgreSQL ``url`` in the same source selects ``postgres``."""
     url: str | None = None
-    """SQLite: a file path (parent directories are created) or ``:memory:``, default
-    ``checkpoints.sqlite``. PostgreSQL: a DSN (``postgresql://`` or key=value; a
-    ``+driver`` suffix such as ``postgresql+psycopg://`` is dropped), required."""
+    """SQLite: a file path (parent directories are created; relative to the YAML file's
+    directory when it comes from one) or ``:memory:``, default ``checkpoints.sqlite``.
+    PostgreSQL: a DSN (``postgresql://`` or key=value; a ``+driver`` suffix such as
+    ``postgresql+psycopg://`` is dropped), required. None with ``memory``."""
     channel_mode: ChannelMode = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
@@ -397,7 +401,7 @@ class CheckpointerConfig(BaseModel):
     """Background retention sweeps by an opened async stack (the ``retention.*`` keys)."""
     postgres_schema: str | None = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
-    path."""
+    path. Only with ``backend: postgres``."""
     pool_min_size: int = 1
     """PostgreSQL connection pool: minimum size."""
     pool_max_size: int = 10
