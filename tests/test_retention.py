@@ -33,6 +33,7 @@ from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human
 from tests.support.retention import chat, rows_of, stack, states, view
+from tests.support.services import direct_postgres_only
 from tests.support.stores import Store, make_store
 
 F = 4
@@ -454,11 +455,12 @@ async def test_the_sweep_lock_admits_one_worker_per_database(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     config = cg.CheckpointerConfig.from_mapping(backend_settings(kind, request, tmp_path))
-    other_db = cg.CheckpointerConfig.from_mapping(
-        {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
-        if kind == "sqlite"
-        else {**backend_settings(kind, request, tmp_path), "postgres_schema": "elsewhere"}
-    )
+    if kind == "sqlite":
+        other = {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
+    else:  # another schema of the same database (its own role behind PgBouncer)
+        url, schema = request.getfixturevalue("pg_schema_pair")
+        other = {"backend": "postgres", "url": url, "postgres_schema": schema}
+    other_db = cg.CheckpointerConfig.from_mapping(other)
     async with (
         sweep_lock(config) as first,
         sweep_lock(config) as second,
@@ -686,6 +688,7 @@ def test_in_process_stores_never_share_a_cache(redis_prefix: Any) -> None:
             assert _prefix(one) != _prefix(two)
 
 
+@direct_postgres_only  # the schema reaches the server in the startup options
 async def test_schemas_not_created_yet_take_different_locks(pg_database: str) -> None:
     # before a stack made them, two schemas of one database are still two stores
     first, second = (
