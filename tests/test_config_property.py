@@ -61,6 +61,11 @@ def _values(pg_url: str) -> dict[str, list[Any]]:
         "retention.older_than": ["30d", "30 d", "1e-300", "0s"],
         "retention.interval": ["1h", "0s"],
         "retention.action": ["keep_latest", "delete", "archive"],
+        "encrypt": [False, True, "maybe"],  # true: no LANGGRAPH_AES_KEY here, refused
+        "pool_min_size": [1, 4, -1],
+        "pool_max_size": [2, 10, 0],
+        "history_cache.ttl_seconds": [0, 60, -1],
+        "history_cache.isolate": [True, False, "perhaps"],
     }  # fmt: skip
 
 
@@ -71,7 +76,9 @@ def configurations(draw: st.DrawFn, pg_url: str) -> dict[str, dict[str, Any]]:
     for key, values in _values(pg_url).items():
         if not draw(st.booleans()):
             continue
-        sources = draw(st.lists(st.sampled_from(SOURCES), min_size=1, max_size=2, unique=True))
+        # a key without an environment variable comes from a mapping or a file
+        offered = SOURCES if key in ENV_OF else SOURCES[:2]
+        sources = draw(st.lists(st.sampled_from(offered), min_size=1, max_size=2, unique=True))
         for source in sources:
             value = draw(st.sampled_from(values))
             if value is not None:
@@ -133,6 +140,7 @@ def workdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         for key in [k for k in os.environ if k.startswith("CHECKPOINT_GUARD_")]:
             if key in ENV_KEYS or key == "CHECKPOINT_GUARD_CONFIG":
                 monkeypatch.delenv(key)
+        monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
         yield Path(root)
 
 
