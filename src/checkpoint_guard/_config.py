@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._errors import ConfigError, check_range, range_text, redact_url, require_extra
+from ._errors import ConfigError, range_text, redact_url, require_extra
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
@@ -95,17 +95,17 @@ TOOL_ENV_VARS: dict[str, str] = {
 _ENV_INTS = {"snapshot_frequency"}
 _ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter", "history_cache.redis_cluster"}
 
-# Every number's accepted range (dotted key -> (low, high, integer)): finite, and
-# within what still bounds something (an infinite timeout fails every Redis call).
-_RANGES: dict[str, tuple[float, float, bool]] = {
-    "snapshot_frequency": (*SNAPSHOT_FREQUENCY_RANGE, True),
-    "pool_min_size": (0, 1000, True),
-    "pool_max_size": (1, 1000, True),
-    "connect_timeout_seconds": (0.1, 600.0, False),
-    "history_cache.max_bytes": (*MAX_BYTES_RANGE, True),
-    "history_cache.ttl_seconds": (*TTL_SECONDS_RANGE, True),
-    "history_cache.timeout_seconds": (*TIMEOUT_SECONDS_RANGE, False),
-}
+
+def _within(default: float, bounds: tuple[float, float]) -> Any:
+    """A number field's default and range, stated once on the field: pydantic checks
+    it (finite too), and the accepted text (``_ACCEPTED``) is read from it. Every
+    number is bounded by what still bounds something (an infinite timeout fails
+    every Redis call)."""
+    low, high = bounds
+    if isinstance(default, int):
+        return Field(default, ge=low, le=high)
+    return Field(default, ge=low, le=high, allow_inf_nan=False)
+
 
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
@@ -125,25 +125,9 @@ _ACCEPTED: dict[str, str] = {
     "retention.action": "'keep_latest' or 'delete'",
     "retention.interval": "a duration >= 1s and <= 30d: 90s, 15m, 12h, 1d (or seconds)",
 }
-_ACCEPTED.update(
-    {key: range_text(low, high, integer=integer) for key, (low, high, integer) in _RANGES.items()}
-)
-_ACCEPTED["pool_max_size"] += " and >= pool_min_size"
-_ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
-
-
-def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float:
-    key = section + (info.field_name or "")
-    low, high, integer = _RANGES[key]
-    try:
-        check_range(key, value, low, high, integer=integer)
-    except ConfigError:
-        # stated as the configuration's own accepted text (with its notes)
-        raise ConfigError(key, value, _ACCEPTED[key]) from None
-    return value
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -294,9 +278,9 @@ class HistoryCacheConfig(BaseModel):
     """The history cache under the guard in delta mode: ``memory`` (per process),
     ``redis`` (shared by every worker), ``none`` (no cache layer). Unset, a
     ``redis_url`` in the same source selects ``redis``."""
-    max_bytes: int = DEFAULT_CACHE_MAX_BYTES
+    max_bytes: int = _within(DEFAULT_CACHE_MAX_BYTES, MAX_BYTES_RANGE)
     """The memory cache's bound, in estimated bytes (least recently used threads go)."""
-    ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
+    ttl_seconds: int = _within(DEFAULT_CACHE_TTL_SECONDS, TTL_SECONDS_RANGE)
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: str | None = None
     """The Redis server of the ``redis`` cache (required for it): ``redis://``,
@@ -311,7 +295,7 @@ class HistoryCacheConfig(BaseModel):
     identifier, the database and the schema; SQLite: the file's real path; memory: the
     opened store), so every spelling of one database shares one cache and different
     databases never share entries."""
-    timeout_seconds: float = DEFAULT_CACHE_TIMEOUT_SECONDS
+    timeout_seconds: float = _within(DEFAULT_CACHE_TIMEOUT_SECONDS, TIMEOUT_SECONDS_RANGE)
     """The bound on each Redis call; a slower call is counted as an error and answered
     from the saver (the cache fails open)."""
     isolate: bool = DEFAULT_ISOLATE
@@ -319,11 +303,6 @@ class HistoryCacheConfig(BaseModel):
     ``false``: readers share the cached message objects (no per-read copy, 3-6x cheaper
     warm reads on long threads), only for graphs whose nodes and callers never mutate
     state messages in place."""
-
-    @field_validator("max_bytes", "ttl_seconds", "timeout_seconds")
-    @classmethod
-    def _bounded(cls, value: float, info: ValidationInfo) -> float:
-        return _in_range(value, info, section="history_cache.")
 
     @model_validator(mode="after")
     def _redis_target(self) -> HistoryCacheConfig:
@@ -392,7 +371,7 @@ class CheckpointerConfig(BaseModel):
     channel_mode: ChannelMode = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
-    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
+    snapshot_frequency: int = _within(DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE)
     """Delta mode: a ``_DeltaSnapshot`` every N updates of a channel (the graph's schema
     takes it from ``config.state_schema``). Frozen per process."""
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
@@ -402,11 +381,11 @@ class CheckpointerConfig(BaseModel):
     postgres_schema: str | None = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
     path. Only with ``backend: postgres``."""
-    pool_min_size: int = 1
+    pool_min_size: int = _within(1, (0, 1000))
     """PostgreSQL connection pool: minimum size."""
-    pool_max_size: int = 10
+    pool_max_size: int = _within(10, (1, 1000))
     """PostgreSQL connection pool: maximum size."""
-    connect_timeout_seconds: float = 10.0
+    connect_timeout_seconds: float = _within(10.0, (0.1, 600.0))
     """How long opening waits for the database before ``BackendUnavailableError``."""
     encrypt: bool = False
     """``true``: LangGraph's ``EncryptedSerializer`` (AES, key from ``LANGGRAPH_AES_KEY``,
@@ -446,13 +425,6 @@ class CheckpointerConfig(BaseModel):
         if isinstance(value, str) and value in ("full", "delta"):
             return ChannelMode(value)
         return value
-
-    @field_validator(
-        "snapshot_frequency", "pool_min_size", "pool_max_size", "connect_timeout_seconds"
-    )
-    @classmethod
-    def _bounded(cls, value: float, info: ValidationInfo) -> float:
-        return _in_range(value, info)
 
     @field_validator("postgres_schema")
     @classmethod
@@ -574,6 +546,22 @@ class CheckpointerConfig(BaseModel):
                 "config", type(config).__name__, "a CheckpointerConfig, a mapping, a path or None"
             )
         return _build(merged)
+
+
+def _range_texts() -> None:
+    """Each bounded number's accepted text, read from its field's range."""
+    for model, section in ((CheckpointerConfig, ""), (HistoryCacheConfig, "history_cache.")):
+        for name, field in model.model_fields.items():
+            bounds = {type(m).__name__: m for m in field.metadata}
+            if "Ge" in bounds and "Le" in bounds:
+                integer = field.annotation is int
+                text = range_text(bounds["Ge"].ge, bounds["Le"].le, integer=integer)
+                _ACCEPTED[section + name] = text
+    _ACCEPTED["pool_max_size"] += " and >= pool_min_size"
+    _ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
+
+
+_range_texts()
 
 
 def _check_postgres_dsn(url: str) -> None:
