@@ -130,3 +130,55 @@ async def test_redis_keys_evicted_between_calls_cost_speed_only(
         else:
             cache.close()
     client.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_sync_maintenance_on_an_async_saver_names_the_async_function(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    from datetime import timedelta
+
+    from checkpoint_guard._modes import ModeFreeze
+
+    if kind == "sqlite":
+        settings = {"backend": "sqlite", "url": str(tmp_path / "a.sqlite")}
+    else:
+        url, schema = request.getfixturevalue("pg_schema")
+        settings = {"backend": "postgres", "url": url, "postgres_schema": schema}
+    calls = {
+        "prune": lambda s: maintenance.prune(s, ["t"]),
+        "migrate": lambda s: maintenance.migrate(s, ["t"], to="delta"),
+        "scan": lambda s: maintenance.scan(s),
+        "verify": lambda s: maintenance.verify(s, ["t"]),
+        "sweep": lambda s: maintenance.sweep(s, older_than=timedelta(days=1)),
+        "list_threads": lambda s: maintenance.list_threads(s),
+    }
+    async with cg.aopen_checkpointer(
+        {**settings, "channel_mode": "delta"}, freeze=ModeFreeze()
+    ) as saver:
+        graph = chat_graph(saver, "delta")
+        await graph.ainvoke(human(0), cfg("t"))
+        before = [s.values async for s in graph.aget_state_history(cfg("t"))]
+        for name, call in calls.items():
+            with pytest.raises(cg.MaintenanceError) as err:
+                call(saver)
+            text = str(err.value)
+            assert f"await maintenance.a{name}(" in text and "async saver" in text, text
+        assert [s.values async for s in graph.aget_state_history(cfg("t"))] == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "redis://u:s3cr3t@h:99999/0"}, "invalid url: 'redis://u:***@h:99999/0'"),
+        ({"url": "redis://h:6379/0?socket_timeout=abc"}, "socket_timeout='abc'"),
+        ({"url": "redis://h:6379/0", "key_prefix": "two words"}, "invalid key_prefix"),
+        ({}, "invalid url: None; accepted: a Redis URL, a client or an aclient"),
+    ],
+)
+def test_a_misused_redis_cache_constructor_raises_config_error(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(cg.ConfigError) as err:
+        RedisHistoryCache(**kwargs)
+    assert message in str(err.value) and "s3cr3t" not in str(err.value)

@@ -79,7 +79,11 @@ def test_scan_inspect_verify(
     code, out = run_cli(capsys, "--config", config, "inspect", "d", "--json")
     assert code == 0 and json.loads(out)[0]["delta_channels"] == ["messages"]
     code, out = run_cli(capsys, "--config", config, "inspect", "nope")
-    assert code == 1 and "no checkpoints" in out
+    err = run_cli.err  # type: ignore[attr-defined]
+    # a missing thread is said to be missing, as migrate says it: no table row
+    assert code == 1 and out == "" and "full" not in err
+    assert "checkpoint-guard: thread 'nope' has no checkpoints in " in err
+    assert err.strip().splitlines()[-1].endswith("at the store that holds it")
 
 
 def test_migrate_and_prune_with_dry_run(
@@ -207,3 +211,56 @@ def test_bench_gets_every_argument_after_its_name(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as refused:  # the others still refuse unknown flags
         cli.main(["scan", "--preset", "quick"])
     assert refused.value.code == 2
+
+
+def test_a_missing_thread_is_refused_by_prune_as_by_migrate(
+    settings: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    populate(settings)
+    config = str(write_config(tmp_path, **settings))
+    for argv in (["migrate", "--to", "full", "nope"], ["prune", "--keep-latest", "nope"]):
+        for extra in ([], ["--dry-run"]):
+            code, out = run_cli(capsys, "--config", config, *argv, *extra)
+            err = run_cli.err  # type: ignore[attr-defined]
+            assert code == 1 and out == "", (argv, extra, out)
+            assert "checkpoint-guard: thread 'nope' has no checkpoints in " in err, err
+    # one missing id among present ones: refused before anything changes
+    code, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "nope")
+    assert code == 1
+    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    assert {r["thread_id"]: r["checkpoints"] for r in json.loads(out)}["d"] == 24
+    with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        with pytest.raises(cg.MaintenanceError, match="thread 'nope' has no checkpoints"):
+            cg.maintenance.prune(saver, ["nope"])
+        # the server's path (the layer's prune, as langgraph-api's TTL sweep calls
+        # it) still treats a thread without checkpoints as nothing to do
+        saver.prune(["nope"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["prune", "t"], "the following arguments are required: --keep-latest"),
+        (["migrate", "--to", "half", "t"], "argument --to: invalid choice: 'half'"),
+        (["sweep", "--older-than", "1d", "--keep-last", "0"], "expected an int >= 1, got '0'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["scan", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_a_usage_mistake_is_one_line_exit_2(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and expected in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_demo_directory_that_cannot_be_made_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    code = cli.main(["demo", "--dir", str(tmp_path / "file" / "demo"), "--turns", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "invalid --dir: " in err and len(err.strip().splitlines()) == 1, err

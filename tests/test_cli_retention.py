@@ -121,6 +121,8 @@ def test_sweep_keep_last_and_delete(
         ["--older-than", "0s", "--delete"],
         ["--older-than", "30 days", "--delete"],
         ["--older-than", "99999999999d", "--delete"],
+        ["--older-than", "999999999d", "--delete"],
+        ["--older-than", "36501d", "--keep-latest"],
     ],
 )
 def test_bad_durations_exit_2_with_the_accepted_forms(
@@ -130,6 +132,7 @@ def test_bad_durations_exit_2_with_the_accepted_forms(
     code, _ = run_cli(capsys, "--config", config, "sweep", *argv)
     err = run_cli.err  # type: ignore[attr-defined]
     assert code == 2 and "--older-than" in err and "90s, 15m, 12h, 30d" in err
+    assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
     assert not (tmp_path / "db.sqlite").exists()  # refused before the store was opened
 
 
@@ -143,3 +146,22 @@ def test_sweep_needs_exactly_one_action(tmp_path: Path, capsys: pytest.CaptureFi
         with pytest.raises(SystemExit) as exc:
             run_cli(capsys, "--config", config, "sweep", *argv)
         assert exc.value.code == 2
+
+
+def test_a_dry_run_delete_estimates_nothing_left(
+    settings: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat(settings, {"a": 3, "b": 2})
+    aged()
+    config = str(write_config(tmp_path, **settings))
+    code, out = run_cli(
+        capsys, "--config", config, "sweep", "--older-than", "1s", "--delete", "--dry-run", "--json"
+    )
+    report = json.loads(out)
+    assert code == 0 and report["deleted"] == 2 and report["bytes_before"] > 0
+    assert report["bytes_after"] == 0
+    assert [t["bytes_after"] for t in report["threads"]] == [0, 0]
+    code, out = run_cli(capsys, "--config", config, "sweep", "--older-than", "1s", "--delete")
+    assert code == 0
+    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    assert json.loads(out) == []  # what the real delete leaves: nothing

@@ -325,9 +325,8 @@ def test_dsn_driver_suffix_normalized_and_credentials_hidden() -> None:
         {"backend": "postgres", "url": "postgresql+psycopg://app:s3cr3t@db.example:6543/prod"}
     )
     assert config.url == "postgresql://app:s3cr3t@db.example:6543/prod"
-    for text in (repr(config), str(config), config.cache_key_prefix(), config.database_identity()):
+    for text in (repr(config), str(config)):
         assert "s3cr3t" not in text
-    assert config.database_identity() == "postgres:db.example/6543/prod/"
     kv = CheckpointerConfig.from_mapping(
         {"backend": "postgres", "url": "host=h password=s3cr3t dbname=d"}
     )
@@ -467,6 +466,33 @@ def test_missing_extra_names_the_extra() -> None:
     assert "needs the 'sqlite' extra: pip install 'checkpoint-guard[sqlite]'" in out.stdout, (
         out.stderr
     )
+
+
+def test_missing_postgres_extra_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "pg.yaml"
+    config.write_text("backend: postgres\nurl: postgresql://app@db.example/prod\n")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["psycopg"] = None  # this interpreter cannot import it
+        from checkpoint_guard import CheckpointerConfig, ConfigError, cli
+        try:
+            CheckpointerConfig.from_mapping(
+                {{"backend": "postgres", "url": "postgresql://app@db.example/prod"}}
+            )
+        except ConfigError as exc:
+            print("API:", exc)
+        sys.exit(cli.main(["--config", {str(config)!r}, "scan"]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    expected = (
+        "backend 'postgres' needs the 'postgres' extra: "
+        "pip install 'checkpoint-guard[postgres]' (missing module 'psycopg')"
+    )
+    assert out.stdout.strip() == f"API: {expected}", out.stderr
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"checkpoint-guard: configuration error: {expected}"]
 
 
 def test_two_modes_in_one_process_raise() -> None:
@@ -615,10 +641,8 @@ async def test_stack_follows_history_cache_config(redis_prefix: Any, tmp_path: P
             "history_cache": {"backend": "redis", "redis_url": url},
         }
     )
-    assert (
-        derived.cache_key_prefix().startswith("cg:postgres:")
-        and "pw" not in derived.cache_key_prefix()
-    )
+    # derived from the database's identity (read from the server), never the URL
+    assert derived.cache_key_prefix("postgres:7/db/public").startswith("cg:postgres:")
 
 
 def test_history_cache_isolate_reaches_the_cache(tmp_path: Path) -> None:

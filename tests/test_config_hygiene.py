@@ -112,9 +112,9 @@ def test_redis_url_alone_selects_the_redis_cache_and_a_contradiction_is_refused(
 def test_cache_key_prefix_from_the_environment() -> None:
     config = CheckpointerConfig.from_env(_env(cache_key_prefix="tenant-a"))
     assert config.history_cache.key_prefix == "tenant-a"
-    assert config.cache_key_prefix() == "tenant-a"
+    assert config.cache_key_prefix("sqlite:/any") == "tenant-a"
     derived = CheckpointerConfig.from_env({})
-    assert derived.cache_key_prefix().startswith("cg:sqlite:")
+    assert derived.cache_key_prefix("sqlite:/any").startswith("cg:sqlite:")
     with pytest.raises(ConfigError, match=r"invalid history_cache\.key_prefix"):
         CheckpointerConfig.from_env(_env(cache_key_prefix="two words"))
 
@@ -271,3 +271,167 @@ def test_config_state_schema_matches_the_config() -> None:
     channel = get_type_hints(schema, include_extras=True)["messages"].__metadata__[0]
     assert isinstance(channel, DeltaChannel) and channel.snapshot_frequency == 37
     assert get_type_hints(schema)["goal"] is str
+
+
+# ---- #38.3: every key means the same in every source; contradictions are refused
+
+
+def _sources(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """``settings`` (nested keys) through each source: (config argument, environ)."""
+    path = tmp_path / "cg-src.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    flat = {
+        "backend": "BACKEND",
+        "url": "URL",
+        "history_cache.backend": "HISTORY_CACHE",
+        "history_cache.redis_url": "REDIS_URL",
+        "postgres_schema": "POSTGRES_SCHEMA",
+        "retention.older_than": "RETENTION_OLDER_THAN",
+        "retention.interval": "RETENTION_INTERVAL",
+        "retention.action": "RETENTION_ACTION",
+    }
+    environ = {}
+    for key, value in settings.items():
+        for sub, inner in value.items() if isinstance(value, dict) else [(None, value)]:
+            dotted = f"{key}.{sub}" if sub else key
+            environ["CHECKPOINT_GUARD_" + flat[dotted]] = str(inner)
+    return {"mapping": (settings, {}), "file": (path, {}), "env": (None, environ)}
+
+
+def test_a_redis_url_alone_selects_redis_in_every_source(tmp_path: Path) -> None:
+    url = "redis://127.0.0.1:6379/0"
+    alone = {"history_cache": {"redis_url": url}}
+    for source, (config, environ) in _sources(alone, tmp_path).items():
+        cache = CheckpointerConfig.load(config, environ=environ).history_cache
+        assert (cache.backend, cache.redis_url) == ("redis", url), source
+    for other in ("memory", "none"):
+        settings = {"history_cache": {"backend": other, "redis_url": url}}
+        for source, (config, environ) in _sources(settings, tmp_path).items():
+            with pytest.raises(ConfigError) as err:
+                CheckpointerConfig.load(config, environ=environ)
+            text = str(err.value)
+            assert f"invalid history_cache.backend: {other!r}" in text, source
+            assert "'redis', or remove history_cache.redis_url" in text, source
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis://h:99999/0", "port"),
+        ("redis://h:0/0", "port"),
+        ("redis://h:6379/-1", "database"),
+        ("redis://h:6379/abc", "database"),
+        ("redis://h:6379/0?socket_timeout=abc", "socket_timeout"),
+        ("redis://h:6379/0?retry_on_timeout=perhaps", "retry_on_timeout"),
+        ("redis://h:6379/0?no_such_option=1", "no_such_option"),
+        ("redis+sentinel://h:26379/svc/-1", "database"),
+    ],
+)
+def test_invalid_redis_urls_are_refused_at_configuration_time(url: str, why: str) -> None:
+    settings = {"history_cache": {"backend": "redis", "redis_url": url}}
+    with pytest.raises(ConfigError) as err:
+        CheckpointerConfig.from_mapping(settings)
+    text = str(err.value)
+    assert text.startswith("invalid history_cache.redis_url: ") and why in text, text
+
+
+def test_redis_url_credentials_stay_hidden_when_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        CheckpointerConfig.from_mapping(
+            {"history_cache": {"redis_url": "redis://u:s3cr3t@h:99999/0"}}
+        )
+    assert "s3cr3t" not in str(err.value)
+
+
+def test_a_postgres_url_alone_selects_postgres_in_every_source(tmp_path: Path) -> None:
+    url = "postgresql://app@db.example:5432/prod"
+    for source, (config, environ) in _sources({"url": url}, tmp_path).items():
+        loaded = CheckpointerConfig.load(config, environ=environ)
+        assert (loaded.backend, loaded.url) == ("postgres", url), source
+    # an explicit sqlite backend with a URL of another scheme is a contradiction
+    for bad in (url, "sqlite:///cp.sqlite", "redis://h/0"):
+        settings = {"backend": "sqlite", "url": bad}
+        for config, environ in _sources(settings, tmp_path).values():
+            with pytest.raises(ConfigError, match=r"invalid url: .*; accepted: a SQLite file path"):
+                CheckpointerConfig.load(config, environ=environ)
+    assert not list(tmp_path.glob("*:*")), "no directory named after a URL scheme"
+
+
+def test_a_relative_sqlite_url_in_a_file_resolves_against_the_files_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "deploy"
+    folder.mkdir()
+    path = folder / "cg.yaml"
+    path.write_text(yaml.safe_dump({"backend": "sqlite", "url": "data/cp.sqlite"}))
+    elsewhere = tmp_path / "cron"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    expected = str(folder / "data" / "cp.sqlite")
+    assert CheckpointerConfig.from_file(path).url == expected
+    assert CheckpointerConfig.load(path, environ={}).url == expected
+    assert CheckpointerConfig.from_env({"CHECKPOINT_GUARD_CONFIG": str(path)}).url == expected
+    # a url from the environment or a mapping is not the file's: as given
+    env = {"CHECKPOINT_GUARD_CONFIG": str(path), "CHECKPOINT_GUARD_URL": "x.sqlite"}
+    assert CheckpointerConfig.from_env(env).url == expected  # the file wins over env
+    assert CheckpointerConfig.load({"url": "x.sqlite"}, environ={}).url == "x.sqlite"
+    relative_from_env = {"CHECKPOINT_GUARD_URL": "x.sqlite"}
+    assert CheckpointerConfig.from_env(relative_from_env).url == "x.sqlite"
+    memory = folder / "mem.yaml"
+    memory.write_text(yaml.safe_dump({"backend": "sqlite", "url": ":memory:"}))
+    assert CheckpointerConfig.from_file(memory).url == ":memory:"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"backend": "memory", "url": "cp.sqlite"},
+            "invalid url: 'cp.sqlite'; accepted: no url with backend 'memory'",
+        ),
+        (
+            {"backend": "sqlite", "postgres_schema": "app"},
+            "invalid postgres_schema: 'app'; accepted: only with backend 'postgres'",
+        ),
+        (
+            {"backend": "memory", "postgres_schema": "app"},
+            "invalid postgres_schema: 'app'; accepted: only with backend 'postgres'",
+        ),
+        (
+            {"retention": {"interval": "1h"}},
+            "invalid retention.interval: '1h'; accepted: only with retention.older_than",
+        ),
+        (
+            {"retention": {"action": "delete"}},
+            "invalid retention.action: 'delete'; accepted: only with retention.older_than",
+        ),
+        (
+            {"retention": {"older_than": "30 d"}},
+            "invalid retention.older_than: '30 d'; accepted: a duration",
+        ),
+        (
+            {"retention": {"older_than": "1e-300"}},
+            "invalid retention.older_than: '1e-300'; accepted: a duration",
+        ),
+        (
+            {"retention": {"older_than": 1e-300}},
+            "invalid retention.older_than: 1e-300; accepted: a duration",
+        ),
+        (
+            {"retention": {"older_than": "1d", "interval": 1e-300}},
+            "invalid retention.interval: 1e-300; accepted: a duration",
+        ),
+    ],
+)
+def test_contradictions_and_meaningless_values_are_refused_naming_key_and_fix(
+    settings: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    for source, (config, environ) in _sources(settings, tmp_path).items():
+        # the environment spells numbers as text: covered by the '1e-300' case
+        if source == "env" and any(
+            isinstance(v, float) for v in (settings.get("retention") or {}).values()
+        ):
+            continue
+        with pytest.raises(ConfigError) as err:
+            CheckpointerConfig.load(config, environ=environ)
+        assert message in str(err.value), (source, str(err.value))

@@ -33,6 +33,7 @@ from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human
 from tests.support.retention import chat, rows_of, stack, states, view
+from tests.support.services import direct_postgres_only
 from tests.support.stores import Store, make_store
 
 F = 4
@@ -454,11 +455,12 @@ async def test_the_sweep_lock_admits_one_worker_per_database(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     config = cg.CheckpointerConfig.from_mapping(backend_settings(kind, request, tmp_path))
-    other_db = cg.CheckpointerConfig.from_mapping(
-        {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
-        if kind == "sqlite"
-        else {**backend_settings(kind, request, tmp_path), "postgres_schema": "elsewhere"}
-    )
+    if kind == "sqlite":
+        other = {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
+    else:  # another schema of the same database (its own role behind PgBouncer)
+        url, schema = request.getfixturevalue("pg_schema_pair")
+        other = {"backend": "postgres", "url": url, "postgres_schema": schema}
+    other_db = cg.CheckpointerConfig.from_mapping(other)
     async with (
         sweep_lock(config) as first,
         sweep_lock(config) as second,
@@ -559,3 +561,179 @@ async def test_id_less_inputs_keep_their_ids_across_a_sweep(store: Store) -> Non
         head = view(await driver.get_state(graph, cfg("t")))
         await sweep(store.is_async, saver, older_than=DAY, now=cutoff + DAY)
         assert view(await driver.get_state(graph, cfg("t"))) == head
+
+
+# ---- #38.2: one database, one identity, whatever the URL's spelling
+
+
+def _spellings(direct_url: str, bouncer: Any, role: str) -> list[str]:
+    """One database named four ways, as ``role``: host and port, host alone,
+    ``localhost``, and a PgBouncer port in front of it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    dbname = conninfo_to_dict(direct_url)["dbname"]
+    return [
+        f"postgresql://{role}@127.0.0.1:5432/{dbname}",
+        f"postgresql://{role}@127.0.0.1/{dbname}",
+        f"postgresql://{role}@localhost/{dbname}",
+        bouncer.url(direct_url, user=role),
+    ]
+
+
+@pytest.fixture
+def one_database(pg_direct_database: str) -> Any:
+    """(four spellings of one database, the schema they land in): a role whose
+    search_path is a fresh schema, reached directly and through a PgBouncer."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.support.pgbouncer import PrivatePgBouncer, fresh_schema
+    from tests.support.services import PG_URL
+
+    upstream = conninfo_to_dict(PG_URL)
+    bouncer = PrivatePgBouncer(
+        upstream.get("host") or "127.0.0.1", int(upstream.get("port") or 5432)
+    )
+    bouncer.start()
+    try:
+        with fresh_schema(pg_direct_database, bouncer) as (_, schema):
+            yield _spellings(pg_direct_database, bouncer, schema), schema
+    finally:
+        bouncer.stop()
+
+
+async def test_one_postgres_database_has_one_retention_lock_whatever_the_spelling(
+    one_database: Any,
+) -> None:
+    urls, _schema = one_database
+    configs = [
+        cg.CheckpointerConfig.from_mapping({"backend": "postgres", "url": url}) for url in urls
+    ]
+    for i, first in enumerate(configs):
+        async with sweep_lock(first) as held:
+            assert held
+            for j, other in enumerate(configs):
+                if i != j:
+                    async with sweep_lock(other) as also:
+                        assert not also, (urls[i], urls[j])
+
+
+def _prefix(saver: Any) -> str:
+    layer = saver
+    while not hasattr(layer, "cache"):
+        layer = layer.inner
+    prefix: str = layer.cache.key_prefix
+    return prefix
+
+
+def test_one_postgres_database_has_one_cache_prefix_whatever_the_spelling(
+    one_database: Any, redis_prefix: Any
+) -> None:
+    urls, _schema = one_database
+    redis_url, _ = redis_prefix
+    prefixes = set()
+    for url in urls:
+        settings = {
+            "backend": "postgres",
+            "url": url,
+            "history_cache": {"backend": "redis", "redis_url": redis_url},
+        }
+        with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+            prefixes.add(_prefix(saver))
+    assert len(prefixes) == 1, prefixes
+    # another schema of the same database is another store: another prefix
+    # (an explicit key_prefix still wins)
+    settings = {
+        "url": urls[0],
+        "postgres_schema": "other_store",
+        "history_cache": {"redis_url": redis_url},
+    }
+    with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        assert _prefix(saver) not in prefixes
+    settings["history_cache"] = {"redis_url": redis_url, "key_prefix": "mine"}
+    with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+        assert _prefix(saver) == "mine"
+
+
+def test_one_sqlite_file_has_one_identity_whatever_the_path(
+    tmp_path: Path, redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redis_url, _ = redis_prefix
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    paths = [
+        str(tmp_path / "data" / "cp.sqlite"),
+        "data/cp.sqlite",
+        "./data/../data/cp.sqlite",
+        str(tmp_path / "link" / "cp.sqlite"),
+    ]
+    prefixes = set()
+    for path in paths:
+        settings = {"url": path, "history_cache": {"redis_url": redis_url}}
+        with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
+            prefixes.add(_prefix(saver))
+    assert len(prefixes) == 1, prefixes
+
+
+def test_in_process_stores_never_share_a_cache(redis_prefix: Any) -> None:
+    # an in-memory store (memory backend or SQLite :memory:) belongs to one opened
+    # stack: two of them must never read each other's cached histories
+    redis_url, _ = redis_prefix
+    for settings in ({"backend": "memory"}, {"backend": "sqlite", "url": ":memory:"}):
+        both = {**settings, "history_cache": {"redis_url": redis_url}}
+        with (
+            cg.open_checkpointer(both, freeze=ModeFreeze()) as one,
+            cg.open_checkpointer(both, freeze=ModeFreeze()) as two,
+        ):
+            assert _prefix(one) != _prefix(two)
+
+
+@direct_postgres_only  # the schema reaches the server in the startup options
+async def test_schemas_not_created_yet_take_different_locks(pg_database: str) -> None:
+    # before a stack made them, two schemas of one database are still two stores
+    first, second = (
+        cg.CheckpointerConfig.from_mapping(
+            {"backend": "postgres", "url": pg_database, "postgres_schema": f"absent_{name}"}
+        )
+        for name in ("a", "b")
+    )
+    async with sweep_lock(first) as one, sweep_lock(second) as two:
+        assert one and two
+
+
+def test_workers_on_two_spellings_of_one_database_share_the_cache(
+    one_database: Any, redis_prefix: Any
+) -> None:
+    # a worker reaching the database through PgBouncer reads what a worker
+    # connected directly cached, from the shared cache, exactly
+    urls, _schema = one_database
+    redis_url, _ = redis_prefix
+    settings = [
+        {
+            "backend": "postgres",
+            "url": url,
+            "channel_mode": "delta",
+            "history_cache": {"backend": "redis", "redis_url": redis_url},
+        }
+        for url in (urls[0], urls[3])
+    ]
+    thread = f"shared-{redis_url[-1]}-{time.monotonic_ns()}"
+    with (
+        cg.open_checkpointer(settings[0], freeze=ModeFreeze()) as direct,
+        cg.open_checkpointer(settings[1], freeze=ModeFreeze()) as bounced,
+    ):
+        writer = chat_graph(direct, "delta", snapshot_frequency=1000)
+        for i in range(6):
+            writer.invoke(human(i), cfg(thread))
+        reader = chat_graph(bounced, "delta", snapshot_frequency=1000)
+        read = reader.get_state(cfg(thread)).values
+        assert read == writer.get_state(cfg(thread)).values
+        cache = _layer_cache(bounced)
+        assert cache.stats()["requests_hit"] >= 1, cache.stats()
+
+
+def _layer_cache(saver: Any) -> Any:
+    layer = saver
+    while not hasattr(layer, "cache"):
+        layer = layer.inner
+    return layer.cache

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._errors import ConfigError, check_range, range_text
+from ._errors import ConfigError, range_text, redact_url, require_extra
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
 from .cache._base import (
     DEFAULT_ISOLATE,
@@ -95,17 +95,17 @@ TOOL_ENV_VARS: dict[str, str] = {
 _ENV_INTS = {"snapshot_frequency"}
 _ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter", "history_cache.redis_cluster"}
 
-# Every number's accepted range (dotted key -> (low, high, integer)): finite, and
-# within what still bounds something (an infinite timeout fails every Redis call).
-_RANGES: dict[str, tuple[float, float, bool]] = {
-    "snapshot_frequency": (*SNAPSHOT_FREQUENCY_RANGE, True),
-    "pool_min_size": (0, 1000, True),
-    "pool_max_size": (1, 1000, True),
-    "connect_timeout_seconds": (0.1, 600.0, False),
-    "history_cache.max_bytes": (*MAX_BYTES_RANGE, True),
-    "history_cache.ttl_seconds": (*TTL_SECONDS_RANGE, True),
-    "history_cache.timeout_seconds": (*TIMEOUT_SECONDS_RANGE, False),
-}
+
+def _within(default: float, bounds: tuple[float, float]) -> Any:
+    """A number field's default and range, stated once on the field: pydantic checks
+    it (finite too), and the accepted text (``_ACCEPTED``) is read from it. Every
+    number is bounded by what still bounds something (an infinite timeout fails
+    every Redis call)."""
+    low, high = bounds
+    if isinstance(default, int):
+        return Field(default, ge=low, le=high)
+    return Field(default, ge=low, le=high, allow_inf_nan=False)
+
 
 _ACCEPTED: dict[str, str] = {
     "backend": "'memory', 'sqlite' or 'postgres'",
@@ -125,33 +125,41 @@ _ACCEPTED: dict[str, str] = {
     "retention.action": "'keep_latest' or 'delete'",
     "retention.interval": "a duration >= 1s and <= 30d: 90s, 15m, 12h, 1d (or seconds)",
 }
-_ACCEPTED.update(
-    {key: range_text(low, high, integer=integer) for key, (low, high, integer) in _RANGES.items()}
-)
-_ACCEPTED["pool_max_size"] += " and >= pool_min_size"
-_ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
 _SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
 
 
-def redact_url(url: object) -> object:
-    """``url`` with any password replaced by ``***`` (URL or libpq key=value form)."""
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+_LIBPQ_KEYWORDS = re.compile(r"^\s*(host|hostaddr|port|dbname|user|service)\s*=")
+
+
+def _is_postgres_url(url: object) -> bool:
+    """A ``postgresql://`` URL (``+driver`` too) or a libpq ``key=value`` string."""
     if not isinstance(url, str):
-        return url
-    text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
-    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
+        return False
+    scheme = _DRIVER_SUFFIX.sub(r"\1://", url.strip())
+    return scheme.startswith(("postgresql://", "postgres://")) or bool(_LIBPQ_KEYWORDS.match(url))
 
 
-def _in_range(value: float, info: ValidationInfo, *, section: str = "") -> float:
-    key = section + (info.field_name or "")
-    low, high, integer = _RANGES[key]
-    try:
-        check_range(key, value, low, high, integer=integer)
-    except ConfigError:
-        # stated as the configuration's own accepted text (with its notes)
-        raise ConfigError(key, value, _ACCEPTED[key]) from None
-    return value
+def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
+    """One source's implied choices, as a user means them: a PostgreSQL URL without
+    a ``backend`` selects ``postgres``; a ``history_cache.redis_url`` without a
+    ``history_cache.backend`` selects ``redis``."""
+    if "backend" not in data and _is_postgres_url(data.get("url")):
+        data["backend"] = "postgres"
+    cache = data.get("history_cache")
+    if isinstance(cache, dict) and cache.get("redis_url") is not None and "backend" not in cache:
+        data["history_cache"] = {**cache, "backend": "redis"}
+    return data
+
+
+class _FileRelative(str):
+    """A ``url`` read from a YAML file: a relative SQLite path in it is the file's."""
+
+    base: Path
 
 
 def normalize_postgres_url(url: str) -> str:
@@ -160,15 +168,18 @@ def normalize_postgres_url(url: str) -> str:
     return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DURATION_FORMS = "a number and a unit: 90s, 15m, 12h, 30d"
+#: the longest duration anything takes (retention horizons, sweep --older-than)
+MAX_DURATION = timedelta(days=36500)
 
 
 def parse_duration(text: str, *, key: str = "duration") -> timedelta:
-    """``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` (decimals allowed: ``"1.5h"``) as a
-    ``timedelta``; anything else (no unit, a negative, zero, not finite, beyond
-    ``timedelta``) raises ``ConfigError`` naming ``key`` and the accepted forms."""
+    """``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` (decimals allowed: ``"1.5h"``; no
+    space between number and unit) as a ``timedelta``; anything else (no unit, a
+    negative, zero or below a microsecond, beyond 100 years) raises ``ConfigError``
+    naming ``key`` and the accepted forms."""
     match = _DURATION.match(text) if isinstance(text, str) else None
     if match is None:
         raise ConfigError(key, text, DURATION_FORMS)
@@ -177,12 +188,13 @@ def parse_duration(text: str, *, key: str = "duration") -> timedelta:
 
 
 def _seconds(seconds: float, key: str, shown: object) -> timedelta:
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(key, shown, DURATION_FORMS + ", greater than zero")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise ConfigError(key, shown, DURATION_FORMS + ", within 999999999 days") from None
+    bounded = math.isfinite(seconds) and 0 < seconds <= MAX_DURATION.total_seconds()
+    # 1e-300 s is "greater than zero" but a zero timedelta: judged after conversion
+    if not bounded or timedelta(seconds=seconds) <= timedelta(0):
+        raise ConfigError(
+            key, shown, DURATION_FORMS + ", greater than zero and at most 100 years (36500d)"
+        )
+    return timedelta(seconds=seconds)
 
 
 def _duration(value: object, key: str) -> timedelta:
@@ -212,9 +224,10 @@ class RetentionConfig(BaseModel):
     own ``ts``); unset: no background sweeping. Env values are durations or seconds."""
     action: Literal["keep_latest", "delete"] = "keep_latest"
     """``keep_latest``: trim a swept thread to its head (state, pending interrupt and
-    message ids kept exactly); ``delete``: delete it."""
+    message ids kept exactly); ``delete``: delete it. Only with ``older_than``."""
     interval: timedelta = timedelta(hours=1)
-    """How often the opened async stack sweeps (one worker per database at a time)."""
+    """How often the opened async stack sweeps (one worker per database at a time).
+    Only with ``older_than``."""
 
     @field_validator("older_than", "interval", mode="before")
     @classmethod
@@ -222,15 +235,30 @@ class RetentionConfig(BaseModel):
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
-        parsed = _duration(value, key)
-        low, high = (
-            (timedelta(seconds=1), timedelta(days=30))
-            if info.field_name == "interval"
-            else (timedelta(0), timedelta(days=36500))
-        )
-        if not low <= parsed <= high:
+        try:
+            parsed = _duration(value, key)
+        except ConfigError:
+            raise ConfigError(key, value, _ACCEPTED[key]) from None
+        if info.field_name == "interval" and not (
+            timedelta(seconds=1) <= parsed <= timedelta(days=30)
+        ):
             raise ConfigError(key, value, _ACCEPTED[key])
         return parsed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _needs_older_than(cls, data: Any) -> Any:
+        # an interval or action alone would sweep nothing, without a word
+        if isinstance(data, Mapping) and data.get("older_than") is None:
+            for key in ("interval", "action"):
+                if key in data:
+                    raise ConfigError(
+                        f"retention.{key}",
+                        data[key],
+                        "only with retention.older_than (set it to sweep, or remove "
+                        f"retention.{key})",
+                    )
+        return data
 
     @property
     def enabled(self) -> bool:
@@ -248,10 +276,11 @@ class HistoryCacheConfig(BaseModel):
 
     backend: Literal["none", "memory", "redis"] = "memory"
     """The history cache under the guard in delta mode: ``memory`` (per process),
-    ``redis`` (shared by every worker), ``none`` (no cache layer)."""
-    max_bytes: int = DEFAULT_CACHE_MAX_BYTES
+    ``redis`` (shared by every worker), ``none`` (no cache layer). Unset, a
+    ``redis_url`` in the same source selects ``redis``."""
+    max_bytes: int = _within(DEFAULT_CACHE_MAX_BYTES, MAX_BYTES_RANGE)
     """The memory cache's bound, in estimated bytes (least recently used threads go)."""
-    ttl_seconds: int = DEFAULT_CACHE_TTL_SECONDS
+    ttl_seconds: int = _within(DEFAULT_CACHE_TTL_SECONDS, TTL_SECONDS_RANGE)
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: str | None = None
     """The Redis server of the ``redis`` cache (required for it): ``redis://``,
@@ -261,10 +290,12 @@ class HistoryCacheConfig(BaseModel):
     """``true``: ``redis_url`` names one node of a Redis Cluster (the client finds the
     others)."""
     key_prefix: str | None = None
-    """The Redis key prefix; default ``cg:<backend>:<hash of the database's host, port,
-    database and schema, or the SQLite path>`` (no credentials), so deployments on
-    different databases never share entries."""
-    timeout_seconds: float = DEFAULT_CACHE_TIMEOUT_SECONDS
+    """The Redis key prefix; default ``cg:<backend>:<hash of the database's identity>``,
+    read from the database when the stack opens (PostgreSQL: the server's system
+    identifier, the database and the schema; SQLite: the file's real path; memory: the
+    opened store), so every spelling of one database shares one cache and different
+    databases never share entries."""
+    timeout_seconds: float = _within(DEFAULT_CACHE_TIMEOUT_SECONDS, TIMEOUT_SECONDS_RANGE)
     """The bound on each Redis call; a slower call is counted as an error and answered
     from the saver (the cache fails open)."""
     isolate: bool = DEFAULT_ISOLATE
@@ -273,13 +304,17 @@ class HistoryCacheConfig(BaseModel):
     warm reads on long threads), only for graphs whose nodes and callers never mutate
     state messages in place."""
 
-    @field_validator("max_bytes", "ttl_seconds", "timeout_seconds")
-    @classmethod
-    def _bounded(cls, value: float, info: ValidationInfo) -> float:
-        return _in_range(value, info, section="history_cache.")
-
     @model_validator(mode="after")
     def _redis_target(self) -> HistoryCacheConfig:
+        if self.redis_url is not None and self.backend != "redis":
+            raise ConfigError(
+                "history_cache.backend",
+                self.backend,
+                "'redis', or remove history_cache.redis_url (CHECKPOINT_GUARD_REDIS_URL)",
+                detail="a Redis URL is set: alone it selects the Redis cache",
+            )
+        if self.backend == "redis":
+            require_extra("redis", "redis", "history_cache.backend 'redis'")
         if self.redis_url is not None:
             try:
                 check_redis_target(self.redis_url, self.redis_cluster)
@@ -326,15 +361,17 @@ class CheckpointerConfig(BaseModel):
     )
 
     backend: Literal["memory", "sqlite", "postgres"] = "sqlite"
-    """Where checkpoints are stored: LangGraph's in-memory, SQLite or PostgreSQL saver."""
+    """Where checkpoints are stored: LangGraph's in-memory, SQLite or PostgreSQL saver.
+    Unset, a PostgreSQL ``url`` in the same source selects ``postgres``."""
     url: str | None = None
-    """SQLite: a file path (parent directories are created) or ``:memory:``, default
-    ``checkpoints.sqlite``. PostgreSQL: a DSN (``postgresql://`` or key=value; a
-    ``+driver`` suffix such as ``postgresql+psycopg://`` is dropped), required."""
+    """SQLite: a file path (parent directories are created; relative to the YAML file's
+    directory when it comes from one) or ``:memory:``, default ``checkpoints.sqlite``.
+    PostgreSQL: a DSN (``postgresql://`` or key=value; a ``+driver`` suffix such as
+    ``postgresql+psycopg://`` is dropped), required. None with ``memory``."""
     channel_mode: ChannelMode = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
-    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
+    snapshot_frequency: int = _within(DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE)
     """Delta mode: a ``_DeltaSnapshot`` every N updates of a channel (the graph's schema
     takes it from ``config.state_schema``). Frozen per process."""
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
@@ -343,12 +380,12 @@ class CheckpointerConfig(BaseModel):
     """Background retention sweeps by an opened async stack (the ``retention.*`` keys)."""
     postgres_schema: str | None = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
-    path."""
-    pool_min_size: int = 1
+    path. Only with ``backend: postgres``."""
+    pool_min_size: int = _within(1, (0, 1000))
     """PostgreSQL connection pool: minimum size."""
-    pool_max_size: int = 10
+    pool_max_size: int = _within(10, (1, 1000))
     """PostgreSQL connection pool: maximum size."""
-    connect_timeout_seconds: float = 10.0
+    connect_timeout_seconds: float = _within(10.0, (0.1, 600.0))
     """How long opening waits for the database before ``BackendUnavailableError``."""
     encrypt: bool = False
     """``true``: LangGraph's ``EncryptedSerializer`` (AES, key from ``LANGGRAPH_AES_KEY``,
@@ -361,6 +398,26 @@ class CheckpointerConfig(BaseModel):
     """Under the LangGraph server, make its checkpointer adapter hand delta history to
     this stack (stands down once upstream forwards it)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _implied(cls, data: Any) -> Any:
+        return _infer_backends(dict(data)) if isinstance(data, Mapping) else data
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _file_relative(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, _FileRelative):
+            return value
+        path = Path(value).expanduser()
+        if (
+            info.data.get("backend") != "sqlite"
+            or value == ":memory:"
+            or _SCHEME.match(value)
+            or path.is_absolute()
+        ):
+            return str(value)
+        return str(value.base / path)
+
     @field_validator("channel_mode", mode="before")
     @classmethod
     def _mode(cls, value: object) -> object:
@@ -368,13 +425,6 @@ class CheckpointerConfig(BaseModel):
         if isinstance(value, str) and value in ("full", "delta"):
             return ChannelMode(value)
         return value
-
-    @field_validator(
-        "snapshot_frequency", "pool_min_size", "pool_max_size", "connect_timeout_seconds"
-    )
-    @classmethod
-    def _bounded(cls, value: float, info: ValidationInfo) -> float:
-        return _in_range(value, info)
 
     @field_validator("postgres_schema")
     @classmethod
@@ -384,18 +434,37 @@ class CheckpointerConfig(BaseModel):
         return value
 
     def model_post_init(self, context: Any) -> None:
-        """Cross-field checks: the URL fits the backend, pool sizes are ordered,
-        a Redis cache has a URL."""
+        """Cross-field checks: the URL and the schema fit the backend, pool sizes
+        are ordered, a Redis cache has a URL."""
         if self.backend == "postgres":
+            require_extra("psycopg", "postgres", "backend 'postgres'")
             if not self.url:
                 raise ConfigError("url", self.url, _ACCEPTED["url"], detail="postgres needs a DSN")
             object.__setattr__(self, "url", normalize_postgres_url(self.url))
             _check_postgres_dsn(self.url)
-        elif self.backend == "sqlite":
+        elif self.postgres_schema is not None:
+            raise ConfigError(
+                "postgres_schema",
+                self.postgres_schema,
+                f"only with backend 'postgres' (remove it for backend {self.backend!r})",
+            )
+        if self.backend == "sqlite":
             if self.url is None:
                 object.__setattr__(self, "url", DEFAULT_SQLITE_PATH)
-            elif not self.url.strip():
-                raise ConfigError("url", self.url, _ACCEPTED["url"])
+            elif not self.url.strip() or _SCHEME.match(self.url):
+                # a URL of another scheme would become a directory named after it
+                raise ConfigError(
+                    "url",
+                    redact_url(self.url),
+                    "a SQLite file path or ':memory:' (for a PostgreSQL DSN, set backend "
+                    "'postgres')",
+                )
+        elif self.backend == "memory" and self.url is not None:
+            raise ConfigError(
+                "url",
+                redact_url(self.url),
+                "no url with backend 'memory' (remove url, or set backend 'sqlite' or 'postgres')",
+            )
         if self.pool_max_size < self.pool_min_size:
             raise ConfigError("pool_max_size", self.pool_max_size, _ACCEPTED["pool_max_size"])
         if self.history_cache.backend == "redis" and not self.history_cache.redis_url:
@@ -423,26 +492,13 @@ class CheckpointerConfig(BaseModel):
 
     # -- identity --------------------------------------------------------------------
 
-    def database_identity(self) -> str:
-        """A stable, credential-free name of the database this config addresses
-        (backend, host, port, database, schema, or the absolute SQLite path)."""
-        if self.backend == "postgres":
-            from psycopg.conninfo import conninfo_to_dict
-
-            params = conninfo_to_dict(self.url or "")
-            parts = [params.get(k) or "" for k in ("host", "port", "dbname")]
-            return "postgres:" + "/".join(str(p) for p in [*parts, self.postgres_schema or ""])
-        if self.backend == "sqlite":
-            url = self.url or DEFAULT_SQLITE_PATH
-            where = url if url == ":memory:" else str(Path(url).expanduser().resolve())
-            return f"sqlite:{where}"
-        return "memory:"
-
-    def cache_key_prefix(self) -> str:
-        """The history cache key prefix: configured, or derived from the database identity."""
+    def cache_key_prefix(self, identity: str) -> str:
+        """The history cache key prefix: ``history_cache.key_prefix`` when configured,
+        else ``cg:<backend>:<hash of identity>``, where ``identity`` is the opened
+        store's own (``stores.identity``: the database itself, not the URL's spelling)."""
         if self.history_cache.key_prefix:
             return self.history_cache.key_prefix
-        digest = hashlib.sha256(self.database_identity().encode()).hexdigest()[:16]
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return f"cg:{self.backend}:{digest}"
 
     # -- sources ---------------------------------------------------------------------
@@ -454,7 +510,8 @@ class CheckpointerConfig(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CheckpointerConfig:
-        """Read a YAML file (same keys as ``from_mapping``)."""
+        """Read a YAML file (same keys as ``from_mapping``; a relative SQLite ``url``
+        is relative to the file's directory)."""
         return _build(_layer({}, _read_yaml(path)))
 
     @classmethod
@@ -491,6 +548,22 @@ class CheckpointerConfig(BaseModel):
         return _build(merged)
 
 
+def _range_texts() -> None:
+    """Each bounded number's accepted text, read from its field's range."""
+    for model, section in ((CheckpointerConfig, ""), (HistoryCacheConfig, "history_cache.")):
+        for name, field in model.model_fields.items():
+            bounds = {type(m).__name__: m for m in field.metadata}
+            if "Ge" in bounds and "Le" in bounds:
+                integer = field.annotation is int
+                text = range_text(bounds["Ge"].ge, bounds["Le"].le, integer=integer)
+                _ACCEPTED[section + name] = text
+    _ACCEPTED["pool_max_size"] += " and >= pool_min_size"
+    _ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
+
+
+_range_texts()
+
+
 def _check_postgres_dsn(url: str) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
@@ -506,6 +579,11 @@ def _check_postgres_dsn(url: str) -> None:
 
 
 def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """One source's keys, sections nested, with the choices they imply."""
+    return _infer_backends(_sections(data, source=source))
+
+
+def _sections(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(source, type(data).__name__, "a mapping of configuration keys")
     out: dict[str, Any] = {}
@@ -522,7 +600,25 @@ def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     return out
 
 
+# A higher source that picks another store (or cache) replaces the lower source's
+# choice whole: its URL (and schema) address the store it no longer uses.
+_CHOICES = {
+    "backend": ("url", "postgres_schema"),
+    "history_cache.backend": ("redis_url", "redis_cluster"),
+}
+
+
 def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    base = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for choice, keys in _CHOICES.items():
+        section, _, name = choice.rpartition(".")
+        low, high = (base.get(section, {}), top.get(section, {})) if section else (base, top)
+        if not isinstance(low, dict) or not isinstance(high, dict) or name not in high:
+            continue
+        chosen = low.get(name, "sqlite" if not section else "memory")
+        if high[name] != chosen:
+            for key in keys:
+                low.pop(key, None)
     merged = dict(base)
     for key, value in top.items():
         if key in _SECTIONS and isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -571,23 +667,6 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
             raise UnknownEnvironmentVariableError(var, known)
 
 
-def _env_redis_implies_cache(flat: dict[str, Any]) -> None:
-    """``CHECKPOINT_GUARD_REDIS_URL`` alone selects the Redis history cache; together
-    with ``CHECKPOINT_GUARD_HISTORY_CACHE=none|memory`` it is a contradiction."""
-    if "history_cache.redis_url" not in flat:
-        return
-    chosen = flat.get("history_cache.backend")
-    if chosen is None:
-        flat["history_cache.backend"] = "redis"
-    elif chosen in ("none", "memory"):
-        raise ConfigError(
-            "history_cache.backend",
-            chosen,
-            "'redis', or unset CHECKPOINT_GUARD_REDIS_URL",
-            detail="from CHECKPOINT_GUARD_HISTORY_CACHE while CHECKPOINT_GUARD_REDIS_URL is set",
-        )
-
-
 def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     _check_env_names(environ)
     flat: dict[str, Any] = {}
@@ -606,7 +685,6 @@ def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
                 raise ConfigError(key, raw, "true or false", detail=f"from {var}")
             value = lowered in ("1", "true", "yes", "on")
         flat[key] = value
-    _env_redis_implies_cache(flat)
     return _nested(flat, source="environment")
 
 
@@ -641,7 +719,11 @@ def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         )
     if not isinstance(data, Mapping):
         raise ConfigError("config file", str(path), "a YAML mapping of configuration keys")
-    return _nested(data, source=f"config file {path}")
+    nested = _nested(data, source=f"config file {path}")
+    if isinstance(nested.get("url"), str):
+        url = nested["url"] = _FileRelative(nested["url"])
+        url.base = Path(path).expanduser().resolve().parent
+    return nested
 
 
 def _build(data: dict[str, Any]) -> CheckpointerConfig:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Literal, cast, overload
+import re
+from typing import Any, Literal, cast, overload
 
 __all__ = [
     "BackendUnavailableError",
@@ -16,6 +18,7 @@ __all__ = [
     "LineageIntegrityError",
     "MaintenanceError",
     "MessageNotFoundError",
+    "MissingExtraError",
     "RollbackUnavailableError",
     "StateUnavailableError",
 ]
@@ -90,6 +93,35 @@ class ConfigError(CheckpointGuardError, ValueError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """The configuration needs an optional extra that is not installed: a
+    ``ConfigError`` (the CLI exits 2 with its one line) and still an ``ImportError``."""
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        accepted = f"pip install 'checkpoint-guard[{extra}]'"
+        ValueError.__init__(
+            self, f"{what} needs the '{extra}' extra: {accepted} (missing module {module!r})"
+        )
+        self.key, self.value, self.accepted = what, None, accepted
+        self.name = module
+
+
+def redact_url(url: object) -> object:
+    """``url`` with any password replaced by ``***`` (URL or libpq key=value form)."""
+    if not isinstance(url, str):
+        return url
+    text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url, flags=re.I)
+    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", text)
+
+
+def require_extra(module: str, extra: str, what: str) -> Any:
+    """Import ``module`` or raise ``MissingExtraError`` naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(what, extra, exc.name or module) from exc
 
 
 def _shown_as_public(*classes: type) -> None:

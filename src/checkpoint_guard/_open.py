@@ -19,7 +19,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from . import _message_ids, _upstream
+from . import _message_ids, _upstream, stores
 from . import _server as _server  # registers the server adapter's check
 from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
@@ -27,7 +27,7 @@ from ._errors import ConfigError
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .cache import HistoryCache
 from .maintenance._retention import aretention, retention
-from .savers._stack import configured_stack, make_cache
+from .savers._stack import configured_stack, make_cache, needs_identity
 from .state._overwrite import apply_overwrite_fix
 from .stores import _memory, _postgres, _sqlite, aopen_inner, open_inner, require_extra  # noqa: F401  (register their checks)
 
@@ -58,8 +58,8 @@ def check_upstream() -> list[_upstream.CheckResult]:
     return _upstream.run_all()
 
 
-def _cache(resolved: CheckpointerConfig, serde: Any) -> HistoryCache | None:
-    cache = make_cache(resolved, serde)
+def _cache(resolved: CheckpointerConfig, serde: Any, identity: str) -> HistoryCache | None:
+    cache = make_cache(resolved, serde, identity)
     if (
         cache is not None
         and resolved.channel_mode is ChannelMode.DELTA
@@ -107,7 +107,8 @@ def open_checkpointer(
     resolved = _prepare(config)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:
-        cache = _cache(resolved, inner.serde)
+        found = stores.identity(resolved, inner) if needs_identity(resolved) else ""
+        cache = _cache(resolved, inner.serde, found)
         try:
             _freeze(resolved, freeze)
             stack = configured_stack(inner, resolved, cache)
@@ -129,7 +130,8 @@ async def aopen_checkpointer(
     resolved = _prepare(config)
     serde = make_serde(resolved)
     async with aopen_inner(resolved, serde) as inner:
-        cache = _cache(resolved, inner.serde)
+        found = await stores.aidentity(resolved, inner) if needs_identity(resolved) else ""
+        cache = _cache(resolved, inner.serde, found)
         try:
             _freeze(resolved, freeze)
             stack = configured_stack(inner, resolved, cache)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError
 
@@ -23,13 +23,21 @@ __all__ = ["main"]
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage mistakes are one line (exit 2), as every other
+    mistake of the CLI: the problem and where the usage is, not the usage itself."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="checkpoint-guard", description="Safe, fast delta-mode checkpoints for LangGraph."
     )
     # Global options are accepted before or after the subcommand: the subparsers
     # share them with SUPPRESS defaults, so a value given before is not reset.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--config",
         metavar="PATH",
@@ -442,6 +450,17 @@ def _require_postgres_tables(config: Any, where: str) -> None:
         )
 
 
+def _missing(what: str, config: Any) -> CheckpointGuardError:
+    """A thread id the store does not hold (a typo, or another store): one line
+    naming the store looked in (exit 1, as every refusal)."""
+    from .maintenance import MaintenanceError
+
+    return MaintenanceError(
+        f"{what} in {_store(config)}; point --config (or CHECKPOINT_GUARD_URL / "
+        "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
+    )
+
+
 def _maintain(args: argparse.Namespace) -> int:
     from . import maintenance
     from ._config import CheckpointerConfig
@@ -464,9 +483,9 @@ def _maintain(args: argparse.Namespace) -> int:
             return _sweep(args, saver, older_than, known)
         if args.command == "inspect":
             info = maintenance.inspect(saver, args.thread_id, **known)
-            _print_infos(args, [info], problems=True)
             if not info.checkpoints and not info.orphan_writes:
-                print(f"  (looked in {_store(config)})", file=sys.stderr)
+                raise _missing(f"thread {args.thread_id!r} has no checkpoints", config)
+            _print_infos(args, [info], problems=True)
             return EXIT_OK if info.ok else EXIT_PROBLEM
         ids, where = (None, None) if args.command == "scan" else _thread_selection(args)
         if ids is None:
@@ -493,11 +512,7 @@ def _maintain(args: argparse.Namespace) -> int:
                         reports = maintenance.prune(saver, ids, **common)
                 except maintenance.MaintenanceError as exc:
                     if "has no checkpoints" in str(exc):
-                        raise maintenance.MaintenanceError(
-                            f"{exc} in {_store(config)}; point --config (or "
-                            "CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
-                            "that holds it"
-                        ) from exc
+                        raise _missing(str(exc), config) from exc
                     raise
         if args.command in ("scan", "verify"):
             _print_infos(args, infos, problems=args.command == "verify")
@@ -580,8 +595,18 @@ def _demo(args: argparse.Namespace) -> int:
         raise ConfigError("--turns/--payload-bytes", (args.turns, args.payload_bytes), ">= 1")
     # The database stays where the user can find it, so that the fix the demo prints
     # can be run as printed.
+    directory = args.dir if args.dir is not None else Path(DEMO_DIR)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            "--dir",
+            str(directory),
+            "a directory this process can create and write",
+            detail=exc.strerror or str(exc),
+        ) from None
     result = run_demo(
-        args.dir if args.dir is not None else Path(DEMO_DIR),
+        directory,
         turns=args.turns,
         snapshot_frequency=args.snapshot_frequency,
         payload_bytes=args.payload_bytes,

@@ -122,6 +122,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import re
 import threading
 import uuid
 import weakref
@@ -134,7 +135,7 @@ from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .._errors import check_range
+from .._errors import ConfigError, check_range, redact_url
 from ._base import (
     DEFAULT_ISOLATE,
     DEFAULT_LOCAL_MAX_BYTES,
@@ -318,16 +319,14 @@ class RedisHistoryCache:
         cluster: bool = False,
     ) -> None:
         if url is None and client is None and aclient is None:
-            raise ValueError("RedisHistoryCache needs a url, a client or an aclient")
+            raise ConfigError("url", None, "a Redis URL, a client or an aclient")
         if url is not None:
             try:
                 check_redis_target(url, cluster)
             except ValueError as exc:
-                raise ValueError(f"RedisHistoryCache url: {exc}; accepted: {ACCEPTED}") from None
-        if not key_prefix or any(ch.isspace() for ch in key_prefix):
-            raise ValueError(
-                f"key_prefix must be a non-empty string without spaces: {key_prefix!r}"
-            )
+                raise ConfigError("url", redact_url(url), ACCEPTED, detail=str(exc)) from None
+        if not isinstance(key_prefix, str) or not key_prefix or re.search(r"\s", key_prefix):
+            raise ConfigError("key_prefix", key_prefix, "a non-empty string without whitespace")
         import redis  # the 'redis' extra; imported on construction, not on a first read
 
         del redis

@@ -16,8 +16,10 @@ Forms (``history_cache.redis_url`` and ``history_cache.redis_cluster``):
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = ["SENTINEL_SCHEMES", "SentinelTarget", "check_redis_target", "parse_sentinel_url"]
 
@@ -93,9 +95,55 @@ def check_redis_target(url: str, cluster: bool) -> None:
         return
     if scheme not in PLAIN_SCHEMES:
         raise ValueError(f"scheme {scheme or url!r} is not a Redis one")
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    db = query.get("db", "") if scheme == "unix" else parts.path.strip("/") or query.get("db", "")
+    if scheme != "unix":
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError("the port is not a number in 1-65535") from None
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"port {port} is not in 1-65535")
+    if db and not db.isdigit():
+        raise ValueError(f"database {db!r} is not a number >= 0")
+    _check_options(scheme, query)
     if cluster:
         if scheme == "unix":
             raise ValueError("a cluster is reached over TCP, not a unix socket")
-        db = urlsplit(url).path.strip("/")
         if db not in ("", "0"):
             raise ValueError(f"Redis Cluster has only database 0, not {db!r}")
+
+
+def _check_options(scheme: str, query: dict[str, str]) -> None:
+    """Each ``?name=value`` must be one redis-py takes, with a value it parses: the
+    client would otherwise fail on every call (a ``TypeError`` on connecting)."""
+    try:
+        from redis import connection
+    except ImportError:  # the cache refuses to open without the extra anyway
+        return
+    classes = {
+        "unix": connection.UnixDomainSocketConnection,
+        "rediss": connection.SSLConnection,
+    }.get(scheme, connection.Connection)
+    known = {"max_connections", "db"}
+    for cls in classes.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            known.update(inspect.signature(init).parameters)
+    parsers: dict[str, Any] = dict(connection.URL_QUERY_ARGUMENT_PARSERS)
+    for name, value in query.items():
+        if name not in parsers and name not in known - {"self", "args", "kwargs"}:
+            raise ValueError(f"unknown option {name!r} (redis-py's connection options)")
+        parser = parsers.get(name)
+        try:
+            # redis-py reads any text but a few "false" spellings as true
+            if parser is connection.to_bool and value.upper() not in _BOOLS:
+                raise ValueError(value)
+            if parser is not None:
+                parser(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"option {name}={value!r} is not a valid value") from None
+
+
+_BOOLS = {"0", "F", "FALSE", "N", "NO", "1", "T", "TRUE", "Y", "YES"}

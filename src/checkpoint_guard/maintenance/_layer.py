@@ -31,12 +31,12 @@ class DeltaSafeMaintainer:
     def prune(
         self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
     ) -> None:
-        _ops.prune(saver, thread_ids, strategy=strategy)
+        _ops.prune_present(saver, thread_ids, strategy)
 
     async def aprune(
         self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
     ) -> None:
-        await _ops.aprune(saver, thread_ids, strategy=strategy)
+        await _ops.aprune_present(saver, thread_ids, strategy)
 
     def copy_thread(self, saver: BaseCheckpointSaver[Any], source: str, target: str) -> None:
         _ops.copy_thread(saver, source, target)

@@ -36,7 +36,7 @@ from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from .._upstream import DeltaSnapshot
 from ..savers._layer import SaverLayer, unwrap
-from ._rows import RowStore, row_store_for
+from ._rows import RowStore, row_store_for, supported
 from ._thread import Problem, Reducer, Rewrite, ThreadView
 
 __all__ = [
@@ -331,9 +331,43 @@ def _finished(current: Any, result: Any) -> None:
         current.set_attribute("checkpoint_guard.threads", len(result))
 
 
+# verify and inspect run the scan plan: the message names all three
+_TWINS = {"scan": ("scan", "verify", "inspect")}
+
+
+def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
+    """A sync function on an async-only saver is refused naming the async function
+    to call, before anything is read."""
+    _refuse_api(saver, operation, is_async=False)
+
+
+def _arefuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
+    """The async functions' ``_refuse_other_api`` (a plain function: it reads nothing)."""
+    _refuse_api(saver, operation, is_async=True)
+
+
+def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool) -> None:
+    raw = unwrap(saver)
+    sync, async_ = supported(type(raw))
+    names = _TWINS.get(operation, (operation,))
+    if not is_async and async_ and not sync:
+        calls = " or ".join(f"`await maintenance.a{n}(...)`" for n in names)
+        raise MaintenanceError(
+            f"maintenance.{operation}() is the sync API and {type(raw).__name__} is an async "
+            f"saver: call {calls} from async code; nothing was changed"
+        )
+    if is_async and sync and not async_:
+        calls = " or ".join(f"`maintenance.{n}(...)`" for n in names)
+        raise MaintenanceError(
+            f"maintenance.a{operation}() is the async API and {type(raw).__name__} is a sync "
+            f"saver: call {calls} (no await); nothing was changed"
+        )
+
+
 def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
     operation, attributes = _observed(saver, plan)
+    _refuse_other_api(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
             result = _run(saver, plan)
@@ -347,6 +381,7 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
 
 async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
     operation, attributes = _observed(saver, plan)
+    _arefuse_other_api(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
             result = await _arun(saver, plan)
@@ -685,10 +720,16 @@ class _Run:
     step: StepProgress | None = None
     orphans: bool = False
     skip_empty: bool = False
+    refuse_missing: bool = False
 
 
 def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
     sizes: dict[str, int] = yield _Rows("sizes", ())
+    # A thread with no row at all (no checkpoint, no write) is a mistyped id: refused
+    # before anything changes, as migrate refuses it.
+    missing = [t for t in thread_ids if t not in sizes] if run.refuse_missing else []
+    if missing:
+        raise MaintenanceError(f"thread {missing[0]!r} has no checkpoints")
     ids = [t for t in thread_ids if run.where is None or run.where.size_ok(sizes.get(t, 0))]
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
@@ -732,6 +773,8 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
         if run.dry_run:
             growth: int = yield _estimate_of(view, rewrites, deletes)
             report.bytes_after = max(0, (report.bytes_before or 0) + growth)
+            if removed == view.count() and not rewrites:
+                report.bytes_after = 0  # the whole thread goes, writes and values too
             report.estimated = True
         elif rewrites or removed or run.orphans:
             seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
@@ -819,6 +862,7 @@ def _prune_plan(
     keep_going: bool = False,
     where: ThreadFilter | None = None,
     step: StepProgress | None = None,
+    refuse_missing: bool = True,
 ) -> _Plan:
     strategy = STRATEGY_ALIASES.get(strategy, strategy)
     if strategy not in PRUNE_STRATEGIES:
@@ -827,6 +871,7 @@ def _prune_plan(
     run = _Run(
         f"prune:{strategy}", planner, known, dry_run, keep_going, where, progress, step, True
     )
+    run.refuse_missing = refuse_missing
     result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
     return result
 
@@ -1049,7 +1094,8 @@ def prune(
     and so do stored writes whose checkpoint does not exist (orphans). Every
     kept checkpoint reads exactly what it read before and keeps its pending
     writes. ``"delete"`` removes the threads. A thread whose chain is already
-    broken is refused (``MaintenanceError``) before anything is changed.
+    broken, or an id with no checkpoint and no write (a typo), is refused
+    (``MaintenanceError``) before anything is changed.
     ``keep_going`` reports a refused thread (``ChangeReport.refused``) and goes
     on; otherwise every thread is planned before the first is changed.
     ``where`` filters threads by mode and size. Works on memory, SQLite and
@@ -1099,6 +1145,28 @@ async def aprune(
 
 
 prune.__doc__ = (prune.__doc__ or "") + _GRAPH_DOC
+
+
+def prune_present(
+    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], strategy: str
+) -> None:
+    """``prune`` as a saver's own ``prune`` (``BaseCheckpointSaver.prune``, which
+    langgraph-api's thread TTL calls): a thread without checkpoints is nothing to
+    do there, as for LangGraph's savers, not a mistyped id."""
+    plan = _prune_plan(
+        _thread_ids(thread_ids), strategy, False, _knowledge(None, None), refuse_missing=False
+    )
+    _drive(saver, plan)
+
+
+async def aprune_present(
+    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], strategy: str
+) -> None:
+    """Async ``prune_present``."""
+    plan = _prune_plan(
+        _thread_ids(thread_ids), strategy, False, _knowledge(None, None), refuse_missing=False
+    )
+    await _adrive(saver, plan)
 
 
 def copy_thread(
@@ -1276,12 +1344,14 @@ async def ascan(
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every thread id that has a checkpoint or a stored write, sorted."""
+    _refuse_other_api(saver, "list_threads")
     result: list[str] = row_store_for(unwrap(saver)).thread_ids()
     return result
 
 
 async def alist_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Async ``list_threads``."""
+    _arefuse_other_api(saver, "list_threads")
     result: list[str] = await row_store_for(unwrap(saver)).athread_ids()
     return result
 

@@ -50,6 +50,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from .._config import MAX_DURATION
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
@@ -171,8 +172,10 @@ def unanalyzed_warning(tables: Sequence[str]) -> str:
 
 
 def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) -> None:
-    if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
-        raise ConfigError("older_than", older_than, "a timedelta > 0 (e.g. timedelta(days=30))")
+    if not isinstance(older_than, timedelta) or not timedelta(0) < older_than <= MAX_DURATION:
+        raise ConfigError(
+            "older_than", older_than, "a timedelta > 0 and <= 100 years (e.g. timedelta(days=30))"
+        )
     if keep_last is not None:
         if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
             raise ConfigError("keep_last", keep_last, "an int >= 1 or None")
@@ -288,7 +291,10 @@ def _sweep_thread(
     )
     if dry_run:
         growth: int = yield _estimate_of(view, rewrites, deletes)
-        change.bytes_after = max(0, (change.bytes_before or 0) + growth)
+        # a delete leaves nothing (writes and stored values go with the thread)
+        change.bytes_after = (
+            0 if action == "delete" else max(0, (change.bytes_before or 0) + growth)
+        )
         change.estimated = True
         return change
     if not rewrites and not removed:

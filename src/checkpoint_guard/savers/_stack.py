@@ -17,7 +17,7 @@ from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver, MeasuredHistorySaver
 
-__all__ = ["configured_stack", "make_cache", "wrap"]
+__all__ = ["configured_stack", "make_cache", "needs_identity", "wrap"]
 
 
 def wrap(
@@ -41,11 +41,13 @@ def wrap(
 
 
 def make_cache(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
+    config: CheckpointerConfig, serde: SerializerProtocol | None = None, identity: str = ""
 ) -> HistoryCache | None:
     """The history cache ``config`` asks for: ``None`` when disabled, and for a memory
     cache in full mode (no reader in this process). A shared (Redis) cache is made in
-    every mode: maintenance run from a full-mode process must invalidate it too."""
+    every mode: maintenance run from a full-mode process must invalidate it too; its
+    key prefix is ``config.cache_key_prefix(identity)`` (``identity``: the opened
+    store's, see ``needs_identity``)."""
     settings = config.history_cache
     if settings.backend == "none" or (
         settings.backend == "memory" and config.channel_mode is ChannelMode.FULL
@@ -59,13 +61,20 @@ def make_cache(
         )
     return RedisHistoryCache(
         settings.redis_url,
-        key_prefix=config.cache_key_prefix(),
+        key_prefix=config.cache_key_prefix(identity),
         ttl_seconds=settings.ttl_seconds,
         timeout_seconds=settings.timeout_seconds,
         serde=serde,
         isolate=settings.isolate,
         cluster=settings.redis_cluster,
     )
+
+
+def needs_identity(config: CheckpointerConfig) -> bool:
+    """Whether ``make_cache`` needs the opened store's identity (a Redis cache without
+    a configured key prefix): asked of the store once per open, only then."""
+    settings = config.history_cache
+    return settings.backend == "redis" and not settings.key_prefix
 
 
 def configured_stack(

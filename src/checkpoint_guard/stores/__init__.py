@@ -4,10 +4,12 @@ knows about it.
 * ``_memory.py`` (``InMemorySaver``), ``_sqlite.py`` (``SqliteSaver``,
   ``AsyncSqliteSaver``), ``_postgres.py`` (``PostgresSaver``, ``AsyncPostgresSaver``):
   each opens its saver from a ``CheckpointerConfig`` and closes what it opened
-  (``open_saver`` / ``aopen_saver``), takes the retention lock across workers
-  (``retention_lock``), and holds the row operations maintenance runs on the saver's
-  storage (``MemoryRows``, ``SqliteRows``, ...) with the behavioural check of the layout
-  they read (registered with ``_upstream`` on import).
+  (``open_saver`` / ``aopen_saver``), names the database it opened whatever the URL's
+  spelling (``identity`` / ``aidentity``), takes the retention lock across workers
+  (``retention_lock``, keyed by that identity), and holds the row operations
+  maintenance runs on the saver's storage (``MemoryRows``, ``SqliteRows``, ...) with
+  the behavioural check of the layout they read (registered with ``_upstream`` on
+  import).
 * Which store a saver *object* belongs to (the rule, for savers handed to ``wrap``) and
   the facts the layers below need (the one-query listing) are in ``_backends.py``, at
   the bottom of the package, where the history layer and telemetry can ask.
@@ -26,9 +28,17 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._config import CheckpointerConfig
-from ._extras import require_extra
+from .._errors import require_extra
 
-__all__ = ["aopen_inner", "open_inner", "require_extra", "retention_lock", "store_module"]
+__all__ = [
+    "aidentity",
+    "aopen_inner",
+    "identity",
+    "open_inner",
+    "require_extra",
+    "retention_lock",
+    "store_module",
+]
 
 
 def store_module(backend: str) -> Any:
@@ -54,6 +64,20 @@ async def aopen_inner(
     """The async inner saver for ``config``, set up; closed on exit."""
     async with store_module(config.backend).aopen_saver(config, serde) as saver:
         yield saver
+
+
+def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """The identity of the store ``saver`` (opened from ``config``) works on, read
+    from the store itself, so that every spelling of one database gives one identity
+    (the default cache key prefix is derived from it); no credentials."""
+    found: str = store_module(config.backend).identity(config, saver)
+    return found
+
+
+async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """``identity`` of an async saver."""
+    found: str = await store_module(config.backend).aidentity(config, saver)
+    return found
 
 
 def retention_lock(config: CheckpointerConfig) -> AbstractAsyncContextManager[bool]:

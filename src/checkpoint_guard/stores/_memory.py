@@ -5,6 +5,7 @@ operations maintenance runs on its dictionaries (sync; async shares them)."""
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -38,6 +39,16 @@ async def aopen_saver(
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """A new ``InMemorySaver`` (it serves sync and async)."""
     yield InMemorySaver(serde=serde)
+
+
+def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """Each opened ``InMemorySaver`` is a store of its own: a fresh identity."""
+    return f"memory:{uuid.uuid4().hex}"
+
+
+async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """``identity`` (nothing to ask)."""
+    return identity(config, saver)
 
 
 # ---- retention

@@ -28,10 +28,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
-from .._errors import BackendUnavailableError, ConfigError
+from .._errors import BackendUnavailableError, ConfigError, require_extra
 from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ..maintenance._thread import Rewrite
-from ._extras import require_extra
 
 __all__ = ["AsyncPostgresRows", "PostgresRows"]
 
@@ -278,14 +277,43 @@ async def aopen_saver(
         await pool.close()
 
 
+# ---- identity
+
+# The database itself, whatever the URL's spelling (host name or address, default
+# port or not, a PgBouncer in front): the server's system identifier (unique per
+# cluster, from initdb), the database and the schema the tables are in. One query,
+# executable by every role (pg_control_system() is granted to PUBLIC).
+# (A schema not created yet has no current_schema(): the search path names it.)
+_IDENTITY = (
+    "SELECT system_identifier::text AS server, current_database() AS db,"
+    " coalesce(current_schema(), current_setting('search_path')) AS schema"
+    " FROM pg_control_system()"
+)
+
+
+def _identity(row: Any) -> str:
+    return f"postgres:{row['server']}/{row['db']}/{row['schema']}"
+
+
+def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """``postgres:<system identifier>/<database>/<schema>``, asked of the server
+    through ``saver``'s pool."""
+    with saver.conn.connection() as conn:  # type: ignore[attr-defined]
+        return _identity(conn.execute(_IDENTITY).fetchone())
+
+
+async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """Async ``identity``."""
+    async with saver.conn.connection() as conn:  # type: ignore[attr-defined]
+        return _identity(await (await conn.execute(_IDENTITY)).fetchone())
+
+
 # ---- retention
 
 
-def lock_key(config: CheckpointerConfig) -> int:
-    """The advisory lock key of ``config``'s database: a signed 64-bit int."""
-    digest = hashlib.sha256(
-        f"checkpoint-guard retention {config.database_identity()}".encode()
-    ).digest()
+def lock_key(identity: str) -> int:
+    """The advisory lock key of the database named ``identity``: a signed 64-bit int."""
+    digest = hashlib.sha256(f"checkpoint-guard retention {identity}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -294,16 +322,18 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     """Whether this process holds the retention lock of ``config``'s database:
     ``pg_try_advisory_xact_lock`` on a dedicated connection, in a transaction held
     open until exit (a transaction-level lock stays on one server connection
-    behind PgBouncer in transaction mode). The key is the database identity (host,
-    port, database, schema)."""
+    behind PgBouncer in transaction mode). The key is the database's identity, read
+    in the same transaction (``identity``: server, database, schema), so every
+    spelling of one database takes one lock."""
     import psycopg
 
     kwargs = {**_pg_kwargs(config), "autocommit": False}
     conn = await psycopg.AsyncConnection.connect(config.url or "", **kwargs)
     try:
         async with conn.transaction():
+            found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
             cur = await conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(config),)
+                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),)
             )
             row: Any = await cur.fetchone()
             yield bool(row and row["held"])

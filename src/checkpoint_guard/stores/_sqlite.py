@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -22,10 +23,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
 from .._config import CheckpointerConfig
-from .._errors import BackendUnavailableError
+from .._errors import BackendUnavailableError, require_extra
 from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
 from ..maintenance._thread import Rewrite
-from ._extras import require_extra
 
 __all__ = ["AsyncSqliteRows", "SqliteRows"]
 
@@ -105,19 +105,39 @@ async def aopen_saver(
         await conn.close()
 
 
+def _real_path(config: CheckpointerConfig) -> Path | None:
+    """The database file's real path (symlinks and ``..`` resolved); ``None`` for
+    ``:memory:``, a database of one connection."""
+    url = config.url or ":memory:"
+    return None if url == ":memory:" else Path(url).expanduser().resolve()
+
+
+def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """``sqlite:<the file's real path>``; a ``:memory:`` database is its connection's
+    own: a fresh identity."""
+    path = _real_path(config)
+    return f"sqlite:{path}" if path is not None else f"sqlite::memory:{uuid.uuid4().hex}"
+
+
+async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
+    """``identity`` (the path says it all)."""
+    return identity(config, saver)
+
+
 # ---- retention
 
 
 @contextlib.asynccontextmanager
 async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     """Whether this process holds the retention lock of ``config``'s database: an
-    exclusive ``flock`` on ``<database>.retention-lock`` next to the file (every
-    process using a SQLite file is on its host); ``:memory:`` belongs to one
-    connection, so it is always held."""
-    if (config.url or ":memory:") == ":memory:":
+    exclusive ``flock`` on ``<database>.retention-lock`` next to the file's real
+    path (every process using a SQLite file is on its host); ``:memory:`` belongs
+    to one connection, so it is always held."""
+    path = _real_path(config)
+    if path is None:
         yield True
         return
-    with _file_lock(Path(config.url or "").expanduser().resolve()) as held:
+    with _file_lock(path) as held:
         yield held
 
 
