@@ -16,7 +16,8 @@ range of the median CPU milliseconds per turn over the first and the last ``--wi
 and of the stack/raw-full ratio of the last ones, plus the per-pair new/old ratios
 (paired: the machine's drift moves both sides). ``--profile N`` instead prints, per
 side, the top N of a cProfile of the stack's last ``--window`` turns (cumulative and
-own time), to see where a difference goes. Measurements only, nothing asserted.
+own time; LangGraph's writer threads included), to see where a difference goes.
+Measurements only, nothing asserted.
 
     python benchmarks/turn_cpu.py --old /work/old/src --new src
     python benchmarks/turn_cpu.py --old /work/old/src --new src --turns 1000 --pairs 5
@@ -37,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -87,25 +89,35 @@ def _one(args: argparse.Namespace) -> None:
             graphs["raw"] = chat_graph(raw, "full", snapshot_frequency=1000, payload_bytes=400)
         cpu: dict[str, list[float]] = {name: [] for name in graphs}
         order = list(graphs)
-        profile = cProfile.Profile() if args.profile else None
+        profiles: list[cProfile.Profile] = []
+
+        def in_thread(*_: Any) -> None:
+            # LangGraph runs a turn's puts on threads it starts per invoke: each gets
+            # its own profiler (enabling one replaces this hook in that thread).
+            profiles.append(cProfile.Profile())
+            profiles[-1].enable()
+
         for t in range(args.turns):
-            profiled = profile is not None and t >= args.turns - args.window
+            profiled = args.profile and t >= args.turns - args.window
             for name in order[t % 2 :] + order[: t % 2]:
                 config: Any = {"configurable": {"thread_id": name}}
                 turn = {"messages": [HumanMessage(f"q {t}", id=f"h-{t}")]}
+                main = cProfile.Profile()
                 if profiled and name == "stack":
-                    assert profile is not None
-                    profile.enable()
+                    threading.setprofile(in_thread)
+                    profiles.append(main)
+                    main.enable()
                 c0 = time.process_time()
                 graphs[name].invoke(turn, config)
                 cpu[name].append((time.process_time() - c0) * 1e3)
                 if profiled and name == "stack":
-                    assert profile is not None
-                    profile.disable()
-        if profile is not None:
+                    main.disable()
+                    threading.setprofile(None)  # type: ignore[arg-type]
+        if profiles:
             for key in ("cumulative", "tottime"):
                 out = io.StringIO()
-                pstats.Stats(profile, stream=out).sort_stats(key).print_stats(args.profile)
+                stats = pstats.Stats(*profiles, stream=out)
+                stats.sort_stats(key).print_stats(args.profile)
                 print(out.getvalue())
             return
         w = args.window
