@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import HumanMessage, RemoveMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from checkpoint_guard import CachedHistorySaver, GuardedSaver, wrap
+from checkpoint_guard import CachedHistorySaver, GuardedSaver, state_schema_for_mode, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
 from tests.support.helpers import (
+    ChatState,
     CountingSaver,
     Driver,
+    bot,
     cfg,
     chat_graph,
     human,
@@ -89,6 +93,79 @@ async def test_warm_turns_never_reread_the_chain(store: Store) -> None:
             # SQL savers: the turn's own get_tuple, and the new ancestors in one list()
             assert counter.calls["get_tuple"] == 7
             assert counter.calls["list"] == 7
+
+
+def test_turns_of_many_steps_extend_the_previous_turns_entry() -> None:
+    """A turn of more checkpoints than the old walk limit (8): a deep agent's turn is 9
+    and up, one per middleware node, so every one of its turns was read from storage
+    whole, on top of the walk that found no anchor."""
+
+    def quiet(state: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def graph(saver: BaseCheckpointSaver[Any]) -> Any:
+        builder: Any = StateGraph(state_schema_for_mode(ChatState, "delta"))
+        previous = START
+        for k in range(12):
+            builder.add_node(f"step{k}", quiet)
+            builder.add_edge(previous, f"step{k}")
+            previous = f"step{k}"
+        builder.add_node("bot", bot)
+        builder.add_edge(previous, "bot")
+        builder.add_edge("bot", END)
+        return builder.compile(checkpointer=saver)
+
+    counter = CountingSaver(InMemorySaver())
+    cache = MemoryHistoryCache()
+    cached, control = graph(wrap(counter, mode="delta", cache=cache)), graph(InMemorySaver())
+    for i in range(6):
+        if i == 2:
+            counter.calls.clear()
+        cached.invoke(human(i), cfg("long"))
+        control.invoke(human(i), cfg("long"))
+    assert counter.calls["get_delta_channel_history"] == 0
+    assert cache.stats()["requests_miss"] == 1  # the first turn's
+    assert cached.get_state(cfg("long")).values == control.get_state(cfg("long")).values
+
+
+def _notes(state: list[str] | None, writes: list[list[str]]) -> list[str]:
+    return [*(state or []), *(note for write in writes for note in write)]
+
+
+class _TwoDeltaChannels(ChatState):
+    notes: Annotated[list[str], DeltaChannel(_notes, snapshot_frequency=3)]
+
+
+def test_channels_snapshotted_at_different_checkpoints_extend_the_entry() -> None:
+    """Two delta channels whose snapshots land on different checkpoints (a deep agent's
+    messages and files): the walk closes one nearer than the other, and the older
+    steps of the nearer one have no cached parent. Those steps were planned anyway, so
+    the cache refused the extension and the turn was read from storage, until a read
+    from storage was stored whole."""
+
+    def write_note(state: dict[str, Any]) -> dict[str, Any]:
+        return {"notes": [f"note {len(state['messages'])}"]}
+
+    def graph(saver: BaseCheckpointSaver[Any]) -> Any:
+        builder: Any = StateGraph(
+            state_schema_for_mode(_TwoDeltaChannels, "delta", snapshot_frequency=4)
+        )
+        builder.add_node("note", write_note)
+        builder.add_node("bot", bot)
+        builder.add_edge(START, "note")
+        builder.add_edge("note", "bot")
+        builder.add_edge("bot", END)
+        return builder.compile(checkpointer=saver)
+
+    counter = CountingSaver(InMemorySaver())
+    cache = MemoryHistoryCache()
+    cached, control = graph(wrap(counter, mode="delta", cache=cache)), graph(InMemorySaver())
+    for i in range(12):
+        cached.invoke(human(i), cfg("two"))
+        control.invoke(human(i), cfg("two"))
+    assert cache.stats()["requests_miss"] == 1  # the first turn's
+    assert counter.calls["get_delta_channel_history"] == 1
+    assert cached.get_state(cfg("two")).values == control.get_state(cfg("two")).values
 
 
 async def test_ancestors_listed_in_one_query_skip_other_branches(store: Store) -> None:

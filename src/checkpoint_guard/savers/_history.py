@@ -97,6 +97,7 @@ __all__ = ["CachedHistorySaver", "MeasuredHistorySaver"]
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
+_PROBED = 8  # ancestors a walk asks the cache about in its first call, at least
 _UNKNOWN: Any = object()
 _FAILED: Any = object()
 
@@ -254,7 +255,7 @@ class CachedHistorySaver(SaverLayer):
     """
 
     def __init__(
-        self, inner: BaseCheckpointSaver[Any], cache: HistoryCache, *, max_walk: int = 8
+        self, inner: BaseCheckpointSaver[Any], cache: HistoryCache, *, max_walk: int = 32
     ) -> None:
         super().__init__(inner)
         self.cache = cache
@@ -340,7 +341,10 @@ class CachedHistorySaver(SaverLayer):
     ) -> _Plan:
         # The generation is taken before the first saver read: whatever this walk
         # reads may predate a concurrent write, and then its store is refused.
-        chain = self._memory.chain(thread, ns, cid, self.max_walk + 1)[1:]
+        # The probes cover the last walk's length (at least 8): a chat turn is 3
+        # checkpoints, a deep agent's 9 and up (a step per middleware node).
+        window = max(_PROBED, self._memory.depth(thread, ns) or 0)
+        chain = self._memory.chain(thread, ns, cid, min(self.max_walk, window) + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
         for args in self._memory.take_stuck(thread):
             if (yield (_CACHE, "unfence", args)) is _FAILED:
@@ -361,6 +365,10 @@ class CachedHistorySaver(SaverLayer):
         # Walk up to the nearest ancestors that anchor every channel.
         path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
         open_channels = set(channels)
+        # A channel closed nearer than the walk's end (another channel's anchor is
+        # older: two delta channels snapshotted at different checkpoints) takes only
+        # the steps up to its own anchor; older ones have no cached parent for it.
+        closed: dict[str, int] = {}
         node = cid
         listed: dict[str, CheckpointTuple] | None = None  # ancestors read in one query
         for _ in range(self.max_walk):
@@ -400,6 +408,7 @@ class CachedHistorySaver(SaverLayer):
             for channel in sorted(open_channels):
                 if channel in stored:
                     open_channels.discard(channel)
+                    closed[channel] = len(path)
                     continue
                 if parent_id in probed:
                     has = parent_id in cached[channel]
@@ -409,6 +418,7 @@ class CachedHistorySaver(SaverLayer):
                         return _answer((yield (_INNER, config, channels)))
                 if has:
                     open_channels.discard(channel)
+                    closed[channel] = len(path)
             if not open_channels:
                 break
             node = parent_id
@@ -418,8 +428,10 @@ class CachedHistorySaver(SaverLayer):
         self._memory.set_depth(thread, ns, len(path))
         # Forward, oldest first: each node's history from its parent's, in one call.
         steps: list[Step] = []
-        for node, parent in reversed(path):
+        for depth, (node, parent) in reversed(list(enumerate(path, 1))):
             for channel in channels:
+                if depth > closed.get(channel, depth):
+                    continue
                 if parent is None:  # a root (the oldest node): stored on its own
                     done = yield (
                         _CACHE,
