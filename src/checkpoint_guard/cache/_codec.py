@@ -367,16 +367,8 @@ class ValueCodec:
             return value
         return msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
 
-    @property
-    def sealed(self) -> bool:
-        """Whether the serde transforms (encrypts) what it wraps."""
-        return self._sealed
-
-    def dumps_chunk(
-        self, chunk: tuple[tuple[str, str, Any], ...], name: str | None = None
-    ) -> bytes:
-        """A chunk of writes (``(task_id, channel, value)`` triples) as bytes
-        (``name``: see ``dumps``).
+    def dumps_chunk(self, chunk: tuple[tuple[str, str, Any], ...]) -> bytes:
+        """A chunk of writes (``(task_id, channel, value)`` triples) as bytes.
 
         A write of a list of messages (the usual one) is stored as the row
         ``[task, channel, 1, [message fields, ...]]``, so the whole chunk decodes
@@ -386,14 +378,13 @@ class ValueCodec:
         for task, channel, value in chunk:
             fields = _fields_of_messages(value)
             rows.append([task, channel, value] if fields is None else [task, channel, 1, fields])
-        return self.dumps(rows, name)
+        return self.dumps(rows)
 
-    def loads_chunk(self, blob: bytes, name: str | None = None) -> tuple[tuple[str, str, Any], ...]:
-        """The chunk ``dumps_chunk`` encoded (with the same ``name``); ``CodecError``
-        for anything else."""
-        if name is None and blob == self._empty_chunk:
+    def loads_chunk(self, blob: bytes) -> tuple[tuple[str, str, Any], ...]:
+        """The chunk ``dumps_chunk`` encoded; ``CodecError`` for anything else."""
+        if blob == self._empty_chunk:
             return ()
-        rows = self.loads(blob, name)
+        rows = self.loads(blob)
         try:
             if type(rows) is not list:
                 raise CodecError("cached chunk is not a list of writes")
@@ -405,12 +396,9 @@ class ValueCodec:
         except Exception as exc:  # never another exception for malformed bytes
             raise CodecError(f"cached chunk is malformed: {type(exc).__name__}") from None
 
-    def dumps(self, value: Any, name: str | None = None) -> bytes:
-        """``value`` as bytes: a msgpack payload wrapped by the saver's serde. With
-        ``name`` (where the value is stored), the name is packed inside the payload
-        and ``loads`` requires the same one: under encryption, a value moved to
-        another name no longer decodes."""
-        typ, data = self.serde.dumps_typed(self._pack(value if name is None else [name, value]))
+    def dumps(self, value: Any) -> bytes:
+        """``value`` as bytes: a msgpack payload wrapped by the saver's serde."""
+        typ, data = self.serde.dumps_typed(self._pack(value))
         envelope: bytes = msgpack.packb([typ, data], use_bin_type=True)
         return envelope
 
@@ -528,17 +516,8 @@ class ValueCodec:
         except Exception as exc:
             raise CodecError(f"cached {name!r} does not rebuild: {type(exc).__name__}") from None
 
-    def loads(self, blob: bytes, name: str | None = None) -> Any:
-        """The value ``dumps`` encoded (with the same ``name``); ``CodecError`` for
-        anything else."""
-        value = self._loads(blob)
-        if name is None:
-            return value
-        if type(value) is not list or len(value) != 2 or value[0] != name:
-            raise CodecError("cached value was stored under another name")
-        return value[1]
-
-    def _loads(self, blob: bytes) -> Any:
+    def loads(self, blob: bytes) -> Any:
+        """The value ``dumps`` encoded; ``CodecError`` for anything else."""
         try:
             envelope = _unpackb(blob, raw=False)
             if type(envelope) is not list or len(envelope) != 2:
