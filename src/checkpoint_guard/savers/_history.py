@@ -45,6 +45,23 @@ it rests on what one process happens to know about a thread):
   that takes its token after ``unfence`` reads the saver after the write landed.
   Entries that existed before the write were dropped by ``fence`` if they could
   include the target's writes.
+* *A fence lost with the hash* (eviction, expiry, ``FLUSHDB``, a restart while the
+  write runs): a reader that begins afterwards meets a new hash without the fence, and
+  may store an entry read from the saver before the write landed. The writer's
+  ``unfence`` finds its ``f:`` field gone and drops the thread (``unfence.lua``): every
+  such entry was stored before that drop, under a generation it replaces.
+* *A failed unfence* is that invalidation failing. The writer owns it: it tries once
+  more at once (a passing timeout), and if that fails too, its process retries it
+  before its next cache call, for whichever thread (``_Memory.stuck``), never waiting
+  for another call on the same thread. So once ``put_writes`` has returned after an
+  attempt that succeeded, no worker serves an entry computed while the write was in
+  flight; a reader that served one earlier ran concurrently with the write. The one
+  case left: the writer cannot reach Redis on either attempt while other workers can
+  (a partition of one process), with its fence lost during the write: entries stored
+  meanwhile stay until the writer's process reaches Redis again, or their TTL. No
+  state in Redis can close it (the loss takes every key of the thread, and a
+  ``FLUSHDB`` or restart every key), and a time lease would have to outlast every
+  write; docs/guarantees.md lists it.
 * *A fence that cannot be set* (cache unreachable): the write goes ahead only if the
   saver shows the target has no descendant (it is the namespace's newest checkpoint,
   or not stored yet: the loop writes a new checkpoint's writes alongside its put);
@@ -97,6 +114,7 @@ _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
 _UNKNOWN: Any = object()
 _FAILED: Any = object()
+_UNFENCE_ATTEMPTS = 2  # in the write's own call; then before the process's next cache call
 
 # I/O requests the plan yields; the drivers answer them.
 _TUPLE = "tuple"  # (kind, config) -> CheckpointTuple | None
@@ -138,7 +156,7 @@ class _Memory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: LRUCache[Any, _Facts] = LRUCache(_THREADS_MAX)
-        self._stuck: dict[Any, list[tuple[Any, ...]]] = {}
+        self._stuck: list[tuple[Any, ...]] = []
 
     def _facts(self, thread: Any) -> _Facts:
         facts = self._threads.get(thread)
@@ -205,17 +223,19 @@ class _Memory:
             fresh_facts.epoch = epoch
             return False
 
-    def stuck(self, thread: Any, args: tuple[Any, ...]) -> None:
-        """An unfence that failed: retried at the next cache call for the thread
-        (unfencing is idempotent), so a passing Redis hiccup does not leave the
-        thread uncached until its hash expires."""
+    def stuck(self, args: tuple[Any, ...]) -> None:
+        """An unfence that failed twice: retried at this process's next cache call,
+        for whichever thread (see "A failed unfence" in the module docstring)."""
         with self._lock:
             if len(self._stuck) < _THREADS_MAX:
-                self._stuck.setdefault(thread, []).append(args)
+                self._stuck.append(args)
 
-    def take_stuck(self, thread: Any) -> list[tuple[Any, ...]]:
+    def take_stuck(self) -> list[tuple[Any, ...]]:
+        if not self._stuck:  # the usual case, without the lock
+            return []
         with self._lock:
-            return self._stuck.pop(thread, []) if self._stuck else []
+            taken, self._stuck = self._stuck, []
+            return taken
 
     def forget(self, thread_ids: Sequence[Any] | None) -> None:
         with self._lock:
@@ -286,6 +306,9 @@ class CachedHistorySaver(SaverLayer):
         wanted = list(channels)
         if not wanted:
             return {}
+        for args in self._memory.take_stuck():
+            if (yield (_CACHE, "unfence", args)) is _FAILED:
+                self._memory.stuck(args)
         thread, ns, cid = Address.from_config(config)
         if cid is None:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
@@ -340,9 +363,6 @@ class CachedHistorySaver(SaverLayer):
         # reads may predate a concurrent write, and then its store is refused.
         chain = self._memory.chain(thread, ns, cid, self.max_walk + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
-        for args in self._memory.take_stuck(thread):
-            if (yield (_CACHE, "unfence", args)) is _FAILED:
-                self._memory.stuck(thread, args)
         began: Begin | Any = yield (_CACHE, "begin", (thread, ns, probes))
         if began is _FAILED:
             return _answer((yield (_INNER, config, channels)))
@@ -683,10 +703,18 @@ class CachedHistorySaver(SaverLayer):
             raise self._refusal(config, exc) from exc
 
     def _unfence(self, config: RunnableConfig, writer: str) -> None:
+        # a failed unfence is tried again at once, then left to the process's next
+        # cache call (see "A failed unfence" in the module docstring)
         thread, ns, cid = Address.from_config(config)
-        for args in [*self._memory.take_stuck(thread), (thread, ns, cid or "", writer)]:
-            if self._cache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+        args = (thread, ns, cid or "", writer)
+        for retry in self._memory.take_stuck():
+            if self._cache_call("unfence", retry) is _FAILED:
+                self._memory.stuck(retry)
+        for _ in range(_UNFENCE_ATTEMPTS):
+            if self._cache_call("unfence", args) is not _FAILED:
+                break
+        else:
+            self._memory.stuck(args)
 
     async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
         thread, ns, cid = Address.from_config(config)
@@ -694,14 +722,17 @@ class CachedHistorySaver(SaverLayer):
         # request is consumed by the first attempt, so the second one runs.
         args = (thread, ns, cid or "", writer)
         try:
-            for retry in self._memory.take_stuck(thread):
+            for retry in self._memory.take_stuck():
                 if await self._acache_call("unfence", retry) is _FAILED:
-                    self._memory.stuck(thread, retry)
-            if await self._acache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+                    self._memory.stuck(retry)
+            for _ in range(_UNFENCE_ATTEMPTS):
+                if await self._acache_call("unfence", args) is not _FAILED:
+                    break
+            else:
+                self._memory.stuck(args)
         except asyncio.CancelledError:
             if await self._acache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+                self._memory.stuck(args)
             raise
 
     def put_writes(
