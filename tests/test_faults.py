@@ -108,6 +108,14 @@ class _WriteInFlight(SaverLayer):
             during()
         self.inner.put_writes(config, writes, task_id, task_path)
 
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
 
 class _UnfenceTimesOut:
     """The writer's cache, whose next ``times`` unfences time out (injected: a
@@ -119,19 +127,27 @@ class _UnfenceTimesOut:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.cache, name)
 
-    def unfence(self, *args: Any) -> None:
+    def _fail(self) -> None:
         if self.times > 0:
             import redis
 
             self.times -= 1
             raise redis.TimeoutError("injected: the unfence timed out")
+
+    def unfence(self, *args: Any) -> None:
+        self._fail()
         self.cache.unfence(*args)
+
+    async def aunfence(self, *args: Any) -> None:
+        self._fail()
+        await self.cache.aunfence(*args)
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("failures", [1, 2])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 async def test_keys_lost_during_a_write_then_a_failed_unfence_leave_no_stale_entry(
-    redis_prefix: tuple[str, str], failures: int
+    redis_prefix: tuple[str, str], failures: int, is_async: bool
 ) -> None:
     """#36.3. A worker writes onto an old checkpoint (fence set); Redis loses the
     thread's keys (a real DEL of its hash and record) while the write is in flight;
@@ -168,12 +184,19 @@ async def test_keys_lost_during_a_write_then_a_failed_unfence_leave_no_stale_ent
 
     storage.during = lose_keys_then_read
     writer.inner.cache = _UnfenceTimesOut(cache, failures)  # type: ignore[attr-defined]
+    late = [("messages", [HumanMessage("late", id="late")])]
     try:
-        writer.put_writes(target, [("messages", [HumanMessage("late", id="late")])], "late")
+        if is_async:
+            await writer.aput_writes(target, late, "late")
+        else:
+            writer.put_writes(target, late, "late")
         assert stored_during and stored_during[0] > 0, "the interleaving did not happen"
         assert cache.stats()["errors"] >= 1
         # the writer's process next uses the cache for another thread only
-        graph.get_state(cfg("y"))
+        if is_async:
+            await graph.aget_state(cfg("y"))
+        else:
+            graph.get_state(cfg("y"))
         fresh = RedisHistoryCache(url, key_prefix=prefix)
         try:
             for stack in (wrap(raw, mode="delta", cache=fresh), reader):
@@ -183,7 +206,7 @@ async def test_keys_lost_during_a_write_then_a_failed_unfence_leave_no_stale_ent
             fresh.close()
     finally:
         client.close()
-        cache.close()
+        await cache.aclose()
         reader_cache.close()
 
 
