@@ -656,7 +656,8 @@ class RedisHistoryCache:
             return epoch, seed_field, fields, wanted, list(values)
         with self._lock:
             held = self._local.fields(key, epoch)
-            missing = [f for f in wanted if f not in held]
+            # once each: equal chunks share a field (every empty one, without encryption)
+            missing = list(dict.fromkeys(f for f in wanted if f not in held))
         return epoch, seed_field, fields, missing, None
 
     def _missing(
@@ -697,7 +698,8 @@ class RedisHistoryCache:
         typically reads a thread once, pays no copy on top of the decoding."""
         if not blobs or len(blobs) != len(fields):
             return None
-        for field, blob in zip(fields, blobs, strict=True):
+        values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
+        for field, blob in values.items():
             # A field's name is its bytes' digest, and the verified index names the
             # field: other bytes there (an older value written back, another thread's
             # copied in) are not the entry's.
@@ -706,7 +708,7 @@ class RedisHistoryCache:
                 return None
         decoded: dict[str, Any] = {}
         try:
-            for field, blob in zip(fields, blobs, strict=True):
+            for field, blob in values.items():
                 decoded[field] = self._decode(field, blob)
         except CodecError as exc:
             self._stats.error("decode", exc)
@@ -715,7 +717,7 @@ class RedisHistoryCache:
             (field, (len(blob), _LENT, blob))
             if self.isolate
             else (field, (len(blob), decoded[field], b""))
-            for field, blob in zip(fields, blobs, strict=True)
+            for field, blob in values.items()
         ]
         with self._lock:
             self._local.put(key, epoch, entries)
