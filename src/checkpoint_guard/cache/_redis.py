@@ -14,9 +14,10 @@ key. Inside the hash every field name is a hex digest as well:
   written once per epoch; a fork writes a new segment. So a process that knows a
   segment's first ``k`` positions asks only for the rest, and a turn's work in
   Redis (commands, bytes, script time) does not grow with the thread.
-* ``c:{h(bytes)}`` -> one chunk (the writes a checkpoint stored to a channel), named
-  by the digest of its own stored bytes and shared by every segment that contains it.
-* ``e:{h(bytes)}`` -> a seed value, named the same way.
+* ``c:{h(thread key, epoch, ns, channel, node)}`` -> one chunk (the writes ``node``
+  stored), encoded once and shared by every segment that contains it; ``c:empty``
+  -> the chunk without writes (about half of them), one per thread and epoch.
+* ``e:{h(thread key, epoch, ns, channel, "seed", node)}`` -> a seed value.
 
 * ``epoch`` -> a random value set when the hash is created or its entries are
   dropped: a dropped and recreated thread has a new epoch.
@@ -76,20 +77,25 @@ tag, the segment's seed field changed) makes the entry a miss, counted in
   holder of the key can make a tag that opens, and the binding inside names the one
   entry it was made for (copying another pointer's tag fails the binding). The
   makeup digest is a collision-resistant chain, so no other field list matches it.
-* The chain covers the values too: a value field is named by the digest of its stored
-  bytes (``_named``), and a reader checks every value it fetches against its field's
-  name before decoding it (``_remember``). So the tag names exact bytes: an older
-  value written back into a field after a late write changed it, another thread's
-  value copied in (``copy_thread`` gives two threads the same checkpoint ids), a
-  value moved to another field all fail that check: a miss, counted as ``rejected``.
-  Under encryption those bytes are the ciphertext: the names reveal nothing of the
-  plaintext, and two workers storing the same step make two fields (the second
-  forks a segment: speed only, and only when they race).
-* The binding names the epoch (``begin`` returns it with the generation, and a store
-  whose generation still matches has the same epoch): an entry of an earlier epoch
-  written back whole (pointer, positions and values, each consistent) after a drop
-  started a new one fails it. Epochs are the cache's generations of entries: every
-  invalidation (a write onto an old checkpoint, maintenance) starts one.
+* Values are bound to their place: a value field's name is a digest of the thread
+  key, the epoch, the namespace, the channel and the node whose writes it holds, and
+  the value carries the name's first 16 bytes inside its payload (``_bound``;
+  ``ValueCodec``'s ``binding``), checked when it is decoded. Within one epoch a
+  field has one content: a node's writes change only by a write onto it, and that
+  write drops the thread (a new epoch) when any entry could include them (``fence``),
+  and refuses every store computed before it landed. So an older value written back
+  after a late write (another epoch), another thread's value copied in
+  (``copy_thread`` gives two threads the same checkpoint ids and node names, not the
+  same key or epoch), a value moved to another field: each carries another binding,
+  and is a miss counted as ``rejected``. Under encryption the binding is inside the
+  ciphertext, so only a key holder can make a value carry one; ``c:empty`` (binding
+  zero) may hold any encoding of the empty chunk, all equal.
+* The tag's binding names the epoch too (``begin`` returns it with the generation,
+  and a store whose generation still matches has the same epoch): an entry of an
+  earlier epoch written back whole (pointer, positions and values, each consistent
+  on its own) after a drop started a new one fails it. Epochs are the cache's
+  generations of entries: every invalidation (a write onto an old checkpoint,
+  maintenance) starts one.
 * Without encryption the same checks catch accidental corruption (a bit flip, a
   partial restore of fields, a buggy tool); a writer to Redis can forge anything
   then, as it could forge the values themselves.
@@ -167,7 +173,7 @@ from ._base import (
     keep_chunk,
     keep_seed,
 )
-from ._codec import CodecError, ValueCodec
+from ._codec import CodecError, Misplaced, ValueCodec
 from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
 
 __all__ = ["RedisHistoryCache"]
@@ -288,11 +294,16 @@ def _binding(key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes
     return hashlib.blake2b(packed, digest_size=_TAG_BYTES).digest()
 
 
-def _named(kind: str, blob: bytes) -> str:
-    """The field a value's bytes are stored under: ``kind`` (``c:`` a chunk, ``e:`` a
-    seed value) and a digest of the bytes themselves, so the index, which names
-    fields, names exact bytes too (see the module docstring)."""
-    return kind + hashlib.blake2b(blob, digest_size=20).hexdigest()
+# Every chunk with no writes (about half of them) is one field per thread and epoch:
+# equal values, so any step may share it, and a fork never copies for it.
+_EMPTY = "c:empty"
+_EMPTY_BINDING = bytes(_TAG_BYTES)
+
+
+def _bound(field: str) -> bytes:
+    """The binding a value stored under ``field`` carries (see the module docstring):
+    a field's name is a digest of the thread, epoch and place it belongs to."""
+    return _EMPTY_BINDING if field == _EMPTY else bytes.fromhex(field[2 : 2 + 2 * _TAG_BYTES])
 
 
 def _digest(*parts: Any) -> str:
@@ -364,6 +375,8 @@ class RedisHistoryCache:
         # copy); see MemoryHistoryCache.
         self.isolate = isolate
         self.codec = ValueCodec(serde)
+        # one encoding of the empty chunk, written for every empty step (see _EMPTY)
+        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)
         self._client = client
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
@@ -673,9 +686,16 @@ class RedisHistoryCache:
         return self._plan(key, epoch, entry, index[end:] if len(index) > end else None)
 
     def _decode(self, field: str, blob: bytes) -> Any:
+        if field == _EMPTY:
+            # the same bytes every time without encryption: no decoding
+            if blob == self._empty:
+                return ()
+            if self.codec.loads_chunk(blob, _EMPTY_BINDING):
+                raise CodecError("cached empty chunk holds writes")
+            return ()
         if field.startswith("c:"):
-            return self.codec.loads_chunk(blob)
-        return self.codec.loads(blob)
+            return self.codec.loads_chunk(blob, _bound(field))
+        return self.codec.loads(blob, _bound(field))
 
     def _kept(self, field: str, value: Any) -> Any:
         """A value as the local tier keeps it for copying readers: a chunk marked
@@ -699,17 +719,14 @@ class RedisHistoryCache:
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
-        for field, blob in values.items():
-            # A field's name is its bytes' digest, and the verified index names the
-            # field: other bytes there (an older value written back, another thread's
-            # copied in) are not the entry's.
-            if type(blob) is not bytes or _named(field[:2], blob) != field:
-                self._stats.reject("a value that is not the one its field names")
-                return None
         decoded: dict[str, Any] = {}
         try:
             for field, blob in values.items():
                 decoded[field] = self._decode(field, blob)
+        except Misplaced:
+            # an older value written back, another thread's or epoch's copied in
+            self._stats.reject("a value written for another thread, place or epoch")
+            return None
         except CodecError as exc:
             self._stats.error("decode", exc)
             return None
@@ -783,31 +800,36 @@ class RedisHistoryCache:
         self,
         thread_id: Any,
         ns: str,
-        steps: Sequence[Step],
+        steps: Sequence[tuple[Step, str | None]],
         token: Any,
         reads: Sequence[tuple[str, str]] = (),
     ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
-        """The script call for ``steps`` under the reader's ``token`` (its generation
+        """The script call for ``steps`` (each with the node whose writes its chunk
+        is, or None for the step's parent) under the reader's ``token`` (its generation
         and epoch, from ``begin``), reading back the entries ``reads`` names (channel,
         checkpoint id), and the values it stores, for the local tier: ``(field,
         encoded size, value)``."""
         key = self._key(thread_id)
         gen, epoch = token
-        newest = max((step.child_id for step in steps), default="")
+        newest = max((step.child_id for step, _ in steps), default="")
         argv: list[Any] = [self.ttl_ms, gen, self._top(ns), newest, len(reads)]
         for channel, cid in reads:
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
         kept: list[tuple[str, int, Any]] = []
         made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
-        for step in steps:
+        for step, chunk_node in steps:
+            node = step.parent_id if chunk_node is None else chunk_node
             seed_field, seed_bytes = "", b""
             if step.seed is not None and step.seed.present:
-                seed_bytes = self.codec.dumps(step.seed.value)
-                seed_field = _named("e:", seed_bytes)
+                seed_field = "e:" + _digest(key, epoch, ns, step.channel, "seed", node)
+                seed_bytes = self.codec.dumps(step.seed.value, _bound(seed_field))
                 kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
-            chunk_bytes = self.codec.dumps_chunk(step.chunk)
-            chunk_field = _named("c:", chunk_bytes)
+            if step.chunk:
+                chunk_field = "c:" + _digest(key, epoch, ns, step.channel, node)
+                chunk_bytes = self.codec.dumps_chunk(step.chunk, _bound(chunk_field))
+            else:
+                chunk_field, chunk_bytes = _EMPTY, self._empty
             kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
             child = self._pointer(ns, step.channel, step.child_id)
             parent, check = "", ""
@@ -868,10 +890,13 @@ class RedisHistoryCache:
         return plans
 
     @staticmethod
-    def _store_step(checkpoint_id: str, channel: str, history: DeltaChannelHistory) -> Step:
+    def _store_step(
+        checkpoint_id: str, channel: str, history: DeltaChannelHistory
+    ) -> tuple[Step, str]:
         # a history read whole: one chunk of every write, after its seed (if any)
         seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
-        return Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
+        step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
+        return (step, "\0whole:" + checkpoint_id)
 
     # -- sync API ------------------------------------------------------------------------
 
@@ -939,7 +964,7 @@ class RedisHistoryCache:
 
     def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
         """As ``MemoryHistoryCache.extend_many``, in one script call."""
-        args, kept = self._steps_args(thread_id, ns, steps, token)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
         return self._extended(self._key(thread_id), self._run(*args), kept) is not None
 
     def extend_read(
@@ -955,7 +980,7 @@ class RedisHistoryCache:
         also returns the target's index (one round trip, plus one for values this
         process lacks)."""
         key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
-        args, kept = self._steps_args(thread_id, ns, steps, token, reads)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
         reply = self._run(*args)
         if self._extended(key, reply, kept) is None:
             return None
@@ -1087,7 +1112,7 @@ class RedisHistoryCache:
     async def aextend_many(
         self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool:
-        args, kept = self._steps_args(thread_id, ns, steps, token)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
         return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
 
     async def aextend_read(
@@ -1100,7 +1125,7 @@ class RedisHistoryCache:
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
         key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
-        args, kept = self._steps_args(thread_id, ns, steps, token, reads)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
         reply = await self._arun(*args)
         if self._extended(key, reply, kept) is None:
             return None

@@ -2,8 +2,7 @@
 -- ARGV[4] the newest child id of the steps, ARGV[5] R, the number of entries to read
 -- back after the steps, then R groups of 3 (pointer, hint segment, hint known; see
 -- index), then one group of 10 per step, oldest first: child pointer, parent pointer
--- ('' with a seed), chunk field, chunk bytes, seed field ('' for none), seed bytes (a
--- value's field is the digest of its bytes, so writing it again writes the same bytes),
+-- ('' with a seed), chunk field, chunk bytes, seed field ('' for none), seed bytes,
 -- a fresh segment id, the seed list field of the step's namespace and channel, the
 -- child's tag (see the module docstring: it binds the child's n and chunk list, and
 -- only the caller can make it), and the first 16 hex digits of the SHA-1 of the tag
