@@ -309,6 +309,53 @@ def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
         client.close()
 
 
+def test_failed_unfences_cost_one_attempt_per_call_while_redis_fails(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    """Unfences of writes on three threads fail (injected) and wait for the process's
+    next cache call; while they keep failing, a call tries one (not three: each
+    would cost a timeout against a stopped Redis), and once Redis answers again the
+    next call lifts every fence."""
+
+    class Failing(RedisHistoryCache):
+        failing = False
+        attempts = 0
+
+        def unfence(self, *args: Any) -> None:
+            self.attempts += 1
+            if self.failing:
+                raise ConnectionError("Redis is gone")
+            super().unfence(*args)
+
+    raw = sqlite_raw()
+    cache = Failing(redis_prefix[0], key_prefix=redis_prefix[1])
+    saver = wrap(raw, mode="delta", cache=cache)
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    threads = ["f0", "f1", "f2"]
+    for thread in threads:
+        graph.invoke(human(0), cfg(thread))
+    cache.failing = True
+    for thread in threads:
+        saver.put_writes(
+            _old_checkpoint(raw, thread, back=1), [("messages", [HumanMessage("x")])], "t-x"
+        )
+    cache.attempts = 0
+    graph.get_state(cfg("f0"))
+    assert cache.attempts == 1  # the first stuck unfence failed: the rest wait
+    import redis
+
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        assert all(client.hexists(cache._key(t), "fence") for t in threads)
+        cache.failing = False
+        graph.get_state(cfg("f0"))
+        assert not any(client.hexists(cache._key(t), "fence") for t in threads)
+        for thread in threads:
+            assert assert_exact(raw, saver, thread) >= 1
+    finally:
+        client.close()
+
+
 def test_maintenance_run_directly_on_a_stack_fences_the_thread_while_it_rewrites(
     sqlite_raw: Callable[[], SqliteSaver], redis_prefix: tuple[str, str]
 ) -> None:

@@ -223,12 +223,12 @@ class _Memory:
             fresh_facts.epoch = epoch
             return False
 
-    def stuck(self, args: tuple[Any, ...]) -> None:
-        """An unfence that failed twice: retried at this process's next cache call,
-        for whichever thread (see "A failed unfence" in the module docstring)."""
+    def stuck(self, *unfences: tuple[Any, ...]) -> None:
+        """Unfences that failed: retried, in order, before this process's next cache
+        call for whichever thread, until one fails (see "A failed unfence" in the
+        module docstring): an outage costs one more timeout per call, not one each."""
         with self._lock:
-            if len(self._stuck) < _THREADS_MAX:
-                self._stuck.append(args)
+            self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
     def take_stuck(self) -> list[tuple[Any, ...]]:
         if not self._stuck:  # the usual case, without the lock
@@ -306,9 +306,12 @@ class CachedHistorySaver(SaverLayer):
         wanted = list(channels)
         if not wanted:
             return {}
-        for args in self._memory.take_stuck():
-            if (yield (_CACHE, "unfence", args)) is _FAILED:
-                self._memory.stuck(args)
+        stuck, done = self._memory.take_stuck(), 0
+        try:
+            while done < len(stuck) and (yield (_CACHE, "unfence", stuck[done])) is not _FAILED:
+                done += 1
+        finally:  # also when the request is cancelled
+            self._memory.stuck(*stuck[done:])
         thread, ns, cid = Address.from_config(config)
         if cid is None:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
@@ -707,9 +710,10 @@ class CachedHistorySaver(SaverLayer):
         # cache call (see "A failed unfence" in the module docstring)
         thread, ns, cid = Address.from_config(config)
         args = (thread, ns, cid or "", writer)
-        for retry in self._memory.take_stuck():
-            if self._cache_call("unfence", retry) is _FAILED:
-                self._memory.stuck(retry)
+        stuck, done = self._memory.take_stuck(), 0
+        while done < len(stuck) and self._cache_call("unfence", stuck[done]) is not _FAILED:
+            done += 1
+        self._memory.stuck(*stuck[done:])
         for _ in range(_UNFENCE_ATTEMPTS):
             if self._cache_call("unfence", args) is not _FAILED:
                 break
@@ -721,16 +725,21 @@ class CachedHistorySaver(SaverLayer):
         # A cancellation arriving at the unfence itself must not skip it: the
         # request is consumed by the first attempt, so the second one runs.
         args = (thread, ns, cid or "", writer)
+        stuck, done = self._memory.take_stuck(), 0
         try:
-            for retry in self._memory.take_stuck():
-                if await self._acache_call("unfence", retry) is _FAILED:
-                    self._memory.stuck(retry)
+            while (
+                done < len(stuck) and await self._acache_call("unfence", stuck[done]) is not _FAILED
+            ):
+                done += 1
+            self._memory.stuck(*stuck[done:])
+            stuck = []
             for _ in range(_UNFENCE_ATTEMPTS):
                 if await self._acache_call("unfence", args) is not _FAILED:
                     break
             else:
                 self._memory.stuck(args)
         except asyncio.CancelledError:
+            self._memory.stuck(*stuck[done:])  # the retries not run yet
             if await self._acache_call("unfence", args) is _FAILED:
                 self._memory.stuck(args)
             raise
