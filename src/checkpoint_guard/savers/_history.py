@@ -51,9 +51,10 @@ it rests on what one process happens to know about a thread):
   ``unfence`` finds its ``f:`` field gone and drops the thread (``unfence.lua``): every
   such entry was stored before that drop, under a generation it replaces.
 * *A failed unfence* is that invalidation failing. The writer owns it: it tries once
-  more at once (a passing timeout), and if that fails too, its process retries it
-  before its next cache call, for whichever thread (``_Memory.stuck``), never waiting
-  for another call on the same thread. So once ``put_writes`` has returned after an
+  more at once (a passing timeout; if the first attempt ran and only its reply was
+  lost, the second finds the fence gone and drops the thread: speed only), and if
+  that fails too, its process retries it before its next cache call, for whichever
+  thread (``_Memory.stuck``), never waiting for another call on the same thread. So once ``put_writes`` has returned after an
   attempt that succeeded, no worker serves an entry computed while the write was in
   flight; a reader that served one earlier ran concurrently with the write. The one
   case left: the writer cannot reach Redis on either attempt while other workers can
