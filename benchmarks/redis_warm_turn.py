@@ -3,8 +3,9 @@
 Prints one JSON line: ms per turn (median of the measured turns), the client's CPU ms
 per turn, Redis commands per turn, bytes sent/received per turn (client side) and
 Redis server time per turn (``INFO commandstats``), for turns ``--from`` to ``--to``.
-CPU and server time are steadier than wall time on a busy machine. Run it on two
-checkouts to compare a change (``python benchmarks/redis_warm_turn.py --from 100 --to
+CPU and server time are steadier than wall time on a busy machine; server time counts
+every client's commands, so on a Redis others use, point ``--redis`` at a private server.
+Run it on two checkouts to compare a change (``python benchmarks/redis_warm_turn.py --from 100 --to
 130``); its numbers are ratios' inputs, not assertions. ``--cluster`` reads ``--redis``
 as a node of a Redis Cluster (server time summed over its nodes), to compare a warm
 turn on a cluster with one on a single Redis.

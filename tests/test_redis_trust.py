@@ -160,21 +160,146 @@ def test_a_pointer_copied_from_another_checkpoint_is_rejected(
         other.close()
 
 
-def test_under_encryption_a_value_moved_to_another_field_does_not_decode(
-    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plain"])
+def test_a_value_moved_to_another_field_is_rejected(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch, encrypted: bool
 ) -> None:
-    """Two chunk values swapped (each a valid ciphertext of the key): the index is
-    intact, but each value names the field it was stored under, so the fresh
-    worker's decode fails (counted as an error) and the saver answers."""
-    serde = _serde(True, monkeypatch)
+    """Two chunk values swapped (with encryption each a valid ciphertext of the key):
+    the index is intact, but a field is named by its bytes' digest, so the fresh
+    worker rejects the entry (counted) and the saver answers."""
+    serde = _serde(encrypted, monkeypatch)
     with _thread(redis_prefix, serde, "t", 6) as (raw, client, key, _):
         chunks = {f: v for f, v in client.hgetall(key).items() if f.startswith(b"c:")}
         (a, va), (b, vb) = list(chunks.items())[:2]
         client.hset(key, mapping={a: vb, b: va})
         got, other = _read_fresh(redis_prefix, raw, "t")
         assert got == _expected(raw, "t")
-        assert other.stats()["errors"] >= 1
+        assert other.stats()["rejected"] >= 1
         other.close()
+
+
+def _at(raw: InMemorySaver, config: Any) -> Any:
+    """The state at one checkpoint, read from storage (no cache)."""
+    stack = chat_graph(GuardedSaver(raw, mode="delta"), "delta", snapshot_frequency=1000)
+    return stack.get_state(config).values
+
+
+def _late(redis_prefix: Any, raw: InMemorySaver, thread: str, text: str) -> tuple[Any, Any]:
+    """A write onto the middle checkpoint of ``thread`` (it has children, so the
+    cache drops the thread); (that checkpoint's tuple, its child's tuple)."""
+    items = list(raw.list(cfg(thread)))
+    middle, child = items[len(items) // 2], items[len(items) // 2 - 1]
+    assert child.parent_config == middle.config
+    url, prefix = redis_prefix
+    writer = RedisHistoryCache(url, key_prefix=prefix, serde=raw.serde)
+    saver = wrap(raw, mode="delta", cache=writer)
+    saver.put_writes(middle.config, [("messages", [HumanMessage(text, id=text)])], text)
+    assert writer.stats()["invalidations"] == 1
+    writer.close()
+    return middle, child
+
+
+def _cache_child(redis_prefix: Any, raw: InMemorySaver, middle: Any, child: Any) -> None:
+    """A worker reads the middle checkpoint, then its child: the child's entry extends
+    the middle's by one chunk, the writes the middle checkpoint stores now."""
+    url, prefix = redis_prefix
+    cache = RedisHistoryCache(url, key_prefix=prefix, serde=raw.serde)
+    graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+    graph.get_state(middle.config)
+    assert graph.get_state(child.config).values == _at(raw, child.config)
+    cache.close()
+
+
+def _last_chunk(fields: dict[bytes, bytes], cid: str) -> bytes:
+    """The field holding the last chunk of ``cid``'s entry (``fields``: a hash's)."""
+    pointer = RedisHistoryCache._pointer("", "messages", cid).encode()
+    segment, n, _ = fields[pointer].split(b",", 2)
+    return fields[b"q:" + segment + b":" + n]
+
+
+def _read_child_fresh(redis_prefix: Any, raw: InMemorySaver, child: Any) -> Any:
+    url, prefix = redis_prefix
+    fresh = RedisHistoryCache(url, key_prefix=prefix, serde=raw.serde)
+    graph = chat_graph(wrap(raw, mode="delta", cache=fresh), "delta", snapshot_frequency=1000)
+    assert graph.get_state(child.config).values == _at(raw, child.config)
+    stats = fresh.stats()
+    fresh.close()
+    return stats
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plain"])
+def test_an_older_value_written_back_after_a_late_write_is_rejected(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch, encrypted: bool
+) -> None:
+    """#38 (a): the bytes a chunk had before a late write onto its checkpoint, written
+    back over the chunk the entry names now: a fresh worker rejects the entry
+    (counted) and reads the late write from storage, never the history without it."""
+    serde = _serde(encrypted, monkeypatch)
+    with _thread(redis_prefix, serde, "t", 6) as (raw, client, key, _):
+        before = client.hgetall(key)
+        middle, child = _late(redis_prefix, raw, "t", "late")
+        cid = child.config["configurable"]["checkpoint_id"]
+        old_bytes = before[_last_chunk(before, cid)]
+        _cache_child(redis_prefix, raw, middle, child)
+        now = client.hgetall(key)
+        field = _last_chunk(now, cid)
+        assert now[field] != old_bytes
+        client.hset(key, field, old_bytes)
+        assert _read_child_fresh(redis_prefix, raw, child)["rejected"] >= 1
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plain"])
+def test_a_value_copied_from_another_thread_is_rejected(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch, encrypted: bool
+) -> None:
+    """#38 (b): after ``copy_thread`` both threads hold the same checkpoint ids; a
+    late write onto one makes their chunks differ. Thread A's chunk copied over
+    the one thread B's entry names: B's fresh worker rejects it (counted) and reads
+    B's own history, never A's."""
+    serde = _serde(encrypted, monkeypatch)
+    with _thread(redis_prefix, serde, "a", 6) as (raw, client, key_a, _):
+        url, prefix = redis_prefix
+        copier = RedisHistoryCache(url, key_prefix=prefix, serde=raw.serde)
+        wrap(raw, mode="delta", cache=copier).copy_thread("a", "b")
+        copier.close()
+        middle, child = _late(redis_prefix, raw, "a", "only-in-a")
+        _cache_child(redis_prefix, raw, middle, child)
+        ids = {k: v for k, v in middle.config["configurable"].items()}
+        b_middle = raw.get_tuple({"configurable": {**ids, "thread_id": "b"}})
+        b_child = raw.get_tuple(
+            {"configurable": {**child.config["configurable"], "thread_id": "b"}}
+        )
+        assert b_middle is not None and b_child is not None
+        _cache_child(redis_prefix, raw, b_middle, b_child)
+        (key_b,) = [k for k in client.scan_iter(match=prefix + ":*", _type="HASH") if k != key_a]
+        cid = child.config["configurable"]["checkpoint_id"]
+        a_fields, b_fields = client.hgetall(key_a), client.hgetall(key_b)
+        a_bytes = a_fields[_last_chunk(a_fields, cid)]
+        b_field = _last_chunk(b_fields, cid)
+        assert b_fields[b_field] != a_bytes
+        client.hset(key_b, b_field, a_bytes)
+        assert _read_child_fresh(redis_prefix, raw, b_child)["rejected"] >= 1
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plain"])
+def test_an_entry_of_an_earlier_epoch_written_back_whole_is_rejected(
+    redis_prefix: Any, monkeypatch: pytest.MonkeyPatch, encrypted: bool
+) -> None:
+    """Every field of the thread's hash from before a late write (pointers, positions,
+    values: each entry consistent on its own) written back into the hash the drop
+    started: the tags name the epoch they were made in, so a fresh worker rejects
+    them and reads the late write from storage."""
+    serde = _serde(encrypted, monkeypatch)
+    with _thread(redis_prefix, serde, "t", 6) as (raw, client, key, _):
+        before = client.hgetall(key)
+        middle, child = _late(redis_prefix, raw, "t", "late")
+        _cache_child(redis_prefix, raw, middle, child)
+        kept = (b"epoch", b"gen", b"boot", b"fence")
+        client.hset(
+            key,
+            mapping={f: v for f, v in before.items() if f not in kept and not f.startswith(b"f:")},
+        )
+        assert _read_child_fresh(redis_prefix, raw, child)["rejected"] >= 1
 
 
 def test_an_older_copy_of_a_threads_hash_restored_live_is_not_served(

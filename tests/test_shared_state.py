@@ -272,9 +272,9 @@ def test_memory_cache_parity_across_the_protocol_with_in_memory_saver() -> None:
 def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
     sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
 ) -> None:
-    """The unfence after a write fails once (a Redis hiccup we cannot time for
-    real): the fence stays and keeps the thread uncached (speed only); the next
-    cache call for the thread retries it, and entries are stored again."""
+    """The unfence after a write fails on both of its attempts (a Redis hiccup we
+    cannot time for real): the fence stays and keeps the thread uncached (speed
+    only); the process's next cache call retries it, and entries are stored again."""
 
     class Hiccup(RedisHistoryCache):
         failures = 0
@@ -292,7 +292,7 @@ def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
     for i in range(4):
         graph.invoke(human(i), cfg("u"))
     old = _old_checkpoint(raw, "u")
-    cache.failures = 1
+    cache.failures = 2  # the write's own two attempts
     saver.put_writes(old, [("messages", [HumanMessage("late", id="late")])], "t-late")
     key = cache._key("u")
     import redis
@@ -305,6 +305,53 @@ def test_a_failed_unfence_is_retried_so_the_thread_is_cached_again(
         hits = cache.stats()["hits"]
         assert assert_exact(raw, saver, "u") > 10
         assert cache.stats()["hits"] > hits  # cached again
+    finally:
+        client.close()
+
+
+def test_failed_unfences_cost_one_attempt_per_call_while_redis_fails(
+    sqlite_raw: Callable[[], SqliteSaver], redis_prefix: Any
+) -> None:
+    """Unfences of writes on three threads fail (injected) and wait for the process's
+    next cache call; while they keep failing, a call tries one (not three: each
+    would cost a timeout against a stopped Redis), and once Redis answers again the
+    next call lifts every fence."""
+
+    class Failing(RedisHistoryCache):
+        failing = False
+        attempts = 0
+
+        def unfence(self, *args: Any) -> None:
+            self.attempts += 1
+            if self.failing:
+                raise ConnectionError("Redis is gone")
+            super().unfence(*args)
+
+    raw = sqlite_raw()
+    cache = Failing(redis_prefix[0], key_prefix=redis_prefix[1])
+    saver = wrap(raw, mode="delta", cache=cache)
+    graph = chat_graph(saver, "delta", snapshot_frequency=1000)
+    threads = ["f0", "f1", "f2"]
+    for thread in threads:
+        graph.invoke(human(0), cfg(thread))
+    cache.failing = True
+    for thread in threads:
+        saver.put_writes(
+            _old_checkpoint(raw, thread, back=1), [("messages", [HumanMessage("x")])], "t-x"
+        )
+    cache.attempts = 0
+    graph.get_state(cfg("f0"))
+    assert cache.attempts == 1  # the first stuck unfence failed: the rest wait
+    import redis
+
+    client = redis.Redis.from_url(redis_prefix[0])
+    try:
+        assert all(client.hexists(cache._key(t), "fence") for t in threads)
+        cache.failing = False
+        graph.get_state(cfg("f0"))
+        assert not any(client.hexists(cache._key(t), "fence") for t in threads)
+        for thread in threads:
+            assert assert_exact(raw, saver, thread) >= 1
     finally:
         client.close()
 

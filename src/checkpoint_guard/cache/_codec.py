@@ -46,7 +46,13 @@ from .._errors import CodecError
 from .._upstream import DeltaSnapshot
 from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 
-__all__ = ["DECODE_ALLOWLIST", "CodecError", "ValueCodec"]
+__all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
+
+
+class Misplaced(CodecError):
+    """A value that decodes, but was written for another place than the one it was
+    read from (its binding differs: see ``ValueCodec.dumps``)."""
+
 
 _TUPLE, _MESSAGE, _SNAPSHOT, _MESSAGE_LIST, _SERDE = 1, 2, 3, 4, 9
 
@@ -367,16 +373,11 @@ class ValueCodec:
             return value
         return msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
 
-    @property
-    def sealed(self) -> bool:
-        """Whether the serde transforms (encrypts) what it wraps."""
-        return self._sealed
-
     def dumps_chunk(
-        self, chunk: tuple[tuple[str, str, Any], ...], name: str | None = None
+        self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
     ) -> bytes:
         """A chunk of writes (``(task_id, channel, value)`` triples) as bytes
-        (``name``: see ``dumps``).
+        (``binding``: see ``dumps``).
 
         A write of a list of messages (the usual one) is stored as the row
         ``[task, channel, 1, [message fields, ...]]``, so the whole chunk decodes
@@ -386,14 +387,16 @@ class ValueCodec:
         for task, channel, value in chunk:
             fields = _fields_of_messages(value)
             rows.append([task, channel, value] if fields is None else [task, channel, 1, fields])
-        return self.dumps(rows, name)
+        return self.dumps(rows, binding)
 
-    def loads_chunk(self, blob: bytes, name: str | None = None) -> tuple[tuple[str, str, Any], ...]:
-        """The chunk ``dumps_chunk`` encoded (with the same ``name``); ``CodecError``
+    def loads_chunk(
+        self, blob: bytes, binding: bytes | None = None
+    ) -> tuple[tuple[str, str, Any], ...]:
+        """The chunk ``dumps_chunk`` encoded (with the same ``binding``); ``CodecError``
         for anything else."""
-        if name is None and blob == self._empty_chunk:
+        if binding is None and blob == self._empty_chunk:
             return ()
-        rows = self.loads(blob, name)
+        rows = self.loads(blob, binding)
         try:
             if type(rows) is not list:
                 raise CodecError("cached chunk is not a list of writes")
@@ -405,12 +408,14 @@ class ValueCodec:
         except Exception as exc:  # never another exception for malformed bytes
             raise CodecError(f"cached chunk is malformed: {type(exc).__name__}") from None
 
-    def dumps(self, value: Any, name: str | None = None) -> bytes:
-        """``value`` as bytes: a msgpack payload wrapped by the saver's serde. With
-        ``name`` (where the value is stored), the name is packed inside the payload
-        and ``loads`` requires the same one: under encryption, a value moved to
-        another name no longer decodes."""
-        typ, data = self.serde.dumps_typed(self._pack(value if name is None else [name, value]))
+    def dumps(self, value: Any, binding: bytes | None = None) -> bytes:
+        """``value`` as bytes: a msgpack payload wrapped by the saver's serde. With a
+        ``binding`` (bytes naming where the value belongs), it is packed inside the
+        payload and ``loads`` requires the same one (``Misplaced`` otherwise): under
+        encryption only a key holder can make a value carry a binding."""
+        typ, data = self.serde.dumps_typed(
+            self._pack(value if binding is None else [binding, value])
+        )
         envelope: bytes = msgpack.packb([typ, data], use_bin_type=True)
         return envelope
 
@@ -528,14 +533,16 @@ class ValueCodec:
         except Exception as exc:
             raise CodecError(f"cached {name!r} does not rebuild: {type(exc).__name__}") from None
 
-    def loads(self, blob: bytes, name: str | None = None) -> Any:
-        """The value ``dumps`` encoded (with the same ``name``); ``CodecError`` for
-        anything else."""
+    def loads(self, blob: bytes, binding: bytes | None = None) -> Any:
+        """The value ``dumps`` encoded (with the same ``binding``: ``Misplaced`` for
+        another one); ``CodecError`` for anything else."""
         value = self._loads(blob)
-        if name is None:
+        if binding is None:
             return value
-        if type(value) is not list or len(value) != 2 or value[0] != name:
-            raise CodecError("cached value was stored under another name")
+        if type(value) is not list or len(value) != 2 or type(value[0]) is not bytes:
+            raise CodecError("cached value carries no binding")
+        if value[0] != binding:
+            raise Misplaced("cached value was written for another place or epoch")
         return value[1]
 
     def _loads(self, blob: bytes) -> Any:

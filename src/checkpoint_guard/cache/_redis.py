@@ -14,9 +14,10 @@ key. Inside the hash every field name is a hex digest as well:
   written once per epoch; a fork writes a new segment. So a process that knows a
   segment's first ``k`` positions asks only for the rest, and a turn's work in
   Redis (commands, bytes, script time) does not grow with the thread.
-* ``c:{h(ns, channel, node)}`` -> one chunk (the writes ``node`` stored), encoded
-  once and shared by every segment that contains it.
-* ``e:{h(...)}`` -> a seed value, stored once per seed.
+* ``c:{h(thread key, epoch, ns, channel, node)}`` -> one chunk (the writes ``node``
+  stored), encoded once and shared by every segment that contains it; ``c:empty``
+  -> the chunk without writes (about half of them), one per thread and epoch.
+* ``e:{h(thread key, epoch, ns, channel, "seed", node)}`` -> a seed value.
 
 * ``epoch`` -> a random value set when the hash is created or its entries are
   dropped: a dropped and recreated thread has a new epoch.
@@ -60,8 +61,8 @@ shortened history as a hit. So every pointer carries a tag:
 * the entry's *makeup digest*, a chain over the fields a reader assembles it from:
   ``D0 = H("seed", seed field or "-")``, ``Di = H(Di-1, chunk field at position i)``
   (blake2b, 16 bytes), and
-* its *binding* ``H(thread key, pointer field, n, Dn)`` (the pointer field is a
-  digest of namespace, channel and checkpoint id),
+* its *binding* ``H(thread key, epoch, pointer field, n, Dn)`` (the pointer field is
+  a digest of namespace, channel and checkpoint id),
 
 together encoded by ``ValueCodec.dumps``, i.e. through the saver's serde. A reader
 recomputes ``Dn`` over the seed field and chunk fields the index gave it, opens the
@@ -76,14 +77,31 @@ tag, the segment's seed field changed) makes the entry a miss, counted in
   holder of the key can make a tag that opens, and the binding inside names the one
   entry it was made for (copying another pointer's tag fails the binding). The
   makeup digest is a collision-resistant chain, so no other field list matches it.
-  Chunk values are bound to their field name the same way (``ValueCodec``'s
-  ``name``): a value moved to another field fails to decode.
+* Values are bound to their place: a value field's name is a digest of the thread
+  key, the epoch, the namespace, the channel and the node whose writes it holds, and
+  the value carries the name's first 16 bytes inside its payload (``_bound``;
+  ``ValueCodec``'s ``binding``), checked when it is decoded. Within one epoch a
+  field has one content: a node's writes change only by a write onto it, and that
+  write drops the thread (a new epoch) when any entry could include them (``fence``),
+  and refuses every store computed before it landed. So an older value written back
+  after a late write (another epoch), another thread's value copied in
+  (``copy_thread`` gives two threads the same checkpoint ids and node names, not the
+  same key or epoch), a value moved to another field: each carries another binding,
+  and is a miss counted as ``rejected``. Under encryption the binding is inside the
+  ciphertext, so only a key holder can make a value carry one; ``c:empty`` (binding
+  zero) may hold any encoding of the empty chunk, all equal.
+* The tag's binding names the epoch too (``begin`` returns it with the generation,
+  and a store whose generation still matches has the same epoch): an entry of an
+  earlier epoch written back whole (pointer, positions and values, each consistent
+  on its own) after a drop started a new one fails it. Epochs are the cache's
+  generations of entries: every invalidation (a write onto an old checkpoint,
+  maintenance) starts one.
 * Without encryption the same checks catch accidental corruption (a bit flip, a
   partial restore of fields, a buggy tool); a writer to Redis can forge anything
   then, as it could forge the values themselves.
-* What a tag cannot show is freshness: a whole older copy of a thread's hash (tags
-  included) is consistent. That is the boot stamp's and the record's
-  job (above), and an operator's (docs/operations.md).
+* What a tag cannot show is freshness of the whole: an older copy of a thread's
+  hash with its ``epoch`` field (tags included) is consistent. That is the boot
+  stamp's and the record's job (above), and an operator's (docs/operations.md).
 
 The writer needs the makeup digest of the entry it extends: the parent's tag holds
 it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
@@ -156,7 +174,7 @@ from ._base import (
     keep_chunk,
     keep_seed,
 )
-from ._codec import CodecError, ValueCodec
+from ._codec import CodecError, Misplaced, ValueCodec
 from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
 
 __all__ = ["RedisHistoryCache"]
@@ -232,7 +250,7 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 # LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
 # the saver's order, which follows that contract). Both are part of every thread's key, so a
 # LangGraph whose order changed reads none of the entries an earlier one made.
-_LAYOUT = 2  # 2: pointers carry a tag (#28)
+_LAYOUT = 3  # 2: pointers carry a tag (#28); 3: values named by their digest, tags by epoch (#38)
 _SAMPLE = [
     ("~__pregel_pull, agent", "b", 0),
     ("~__pregel_pull, agent", "a", 1),
@@ -270,10 +288,23 @@ def _origin(seed_field: str) -> bytes:
     return hashlib.blake2b(_SEED_LINK + seed_field.encode(), digest_size=_TAG_BYTES).digest()
 
 
-def _binding(key: str, pointer: str, n: int, makeup: bytes) -> bytes:
-    """Binds a makeup digest to the entry it is the makeup of."""
-    packed = msgpack.packb([key, pointer, n, makeup], use_bin_type=True)
+def _binding(key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
+    """Binds a makeup digest to the entry it is the makeup of: its thread, its epoch
+    (the thread's generation of entries), its place and its length."""
+    packed = msgpack.packb([key, epoch, pointer, n, makeup], use_bin_type=True)
     return hashlib.blake2b(packed, digest_size=_TAG_BYTES).digest()
+
+
+# Every chunk with no writes (about half of them) is one field per thread and epoch:
+# equal values, so any step may share it, and a fork never copies for it.
+_EMPTY = "c:empty"
+_EMPTY_BINDING = bytes(_TAG_BYTES)
+
+
+def _bound(field: str) -> bytes:
+    """The binding a value stored under ``field`` carries (see the module docstring):
+    a field's name is a digest of the thread, epoch and place it belongs to."""
+    return _EMPTY_BINDING if field == _EMPTY else bytes.fromhex(field[2 : 2 + 2 * _TAG_BYTES])
 
 
 def _digest(*parts: Any) -> str:
@@ -343,6 +374,8 @@ class RedisHistoryCache:
         # copy); see MemoryHistoryCache.
         self.isolate = isolate
         self.codec = ValueCodec(serde)
+        # one encoding of the empty chunk, written for every empty step (see _EMPTY)
+        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)
         self._client = client
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
@@ -367,9 +400,11 @@ class RedisHistoryCache:
         self._chains: LRUCache[tuple[str, str, str], tuple[str, list[bytes]]] = LRUCache(
             maxsize=200_000, getsizeof=lambda held: len(held[1]) + 1
         )
-        # (thread key, pointer) -> (n, makeup digest, tag) of an entry this process
-        # verified or made: what a miss needs to extend it (the child's tag)
-        self._tags: LRUCache[tuple[str, str], tuple[int, bytes, bytes]] = LRUCache(maxsize=100_000)
+        # (thread key, epoch, pointer) -> (n, makeup digest, tag) of an entry this
+        # process verified or made: what a miss needs to extend it (the child's tag)
+        self._tags: LRUCache[tuple[str, str, str], tuple[int, bytes, bytes]] = LRUCache(
+            maxsize=100_000
+        )
         self._stats.counts["rejected"] = 0
 
     def __repr__(self) -> str:
@@ -436,8 +471,8 @@ class RedisHistoryCache:
     def _began(
         self, thread_id: Any, ns: str, reply: Any, probes: Sequence[tuple[str, Sequence[str]]]
     ) -> Begin:
-        token, epoch, known, *flags = reply
-        key = self._key(thread_id)
+        gen, epoch, known, *flags = reply
+        key, epoch = self._key(thread_id), _text(epoch)
         g = max((len(ids) for _, ids in probes), default=0)
         found: dict[str, set[str]] = {}
         for group, (channel, ids) in enumerate(probes):
@@ -446,14 +481,15 @@ class RedisHistoryCache:
                 flag = flags[group * g + i]
                 # bytes: the entry a miss would extend, whose tag it needs
                 if isinstance(flag, bytes) and not self._learn(
-                    key, self._pointer(ns, channel, c), flag
+                    key, epoch, self._pointer(ns, channel, c), flag
                 ):
                     continue
                 if flag:
                     hits.add(c)
-        return Begin(_text(token), _text(epoch), bool(known), found)
+        # the token names the epoch too: the tags a store makes are bound to it
+        return Begin((_text(gen), epoch), epoch, bool(known), found)
 
-    def _learn(self, key: str, pointer: str, value: Any) -> bool:
+    def _learn(self, key: str, epoch: str, pointer: str, value: Any) -> bool:
         """Remember the makeup of an entry from its pointer's value ``segment,n,tag``;
         False (counted, logged) when its tag is not one made for this entry."""
         try:
@@ -462,25 +498,36 @@ class RedisHistoryCache:
         except (TypeError, ValueError):
             self._stats.reject("a malformed pointer")
             return False
-        makeup = self._opened(key, pointer, n, tag)
+        makeup = self._opened(key, epoch, pointer, n, tag)
         if makeup is None:
             self._stats.reject("a pointer whose tag was not made for its entry")
             return False
         with self._lock:
-            self._tags[(key, pointer)] = (n, makeup, tag)
+            self._tags[(key, epoch, pointer)] = (n, makeup, tag)
         return True
 
-    def _tag(self, key: str, pointer: str, n: int, makeup: bytes) -> bytes:
-        """The tag of the entry ``pointer`` whose first ``n`` chunks have ``makeup``:
-        the makeup and its binding to the entry, through the saver's serde (so, with
-        encryption, sealed by the serde's key)."""
-        return self.codec.dumps(makeup + _binding(key, pointer, n, makeup))
+    def _known(self, key: str, pointer: str, reply: Any) -> bool:
+        """Whether an ``HMGET key epoch pointer`` reply shows an entry whose tag was
+        made for it (``contains``)."""
+        epoch, value = reply
+        return (
+            epoch is not None
+            and value is not None
+            and self._learn(key, _text(epoch), pointer, value)
+        )
 
-    def _opened(self, key: str, pointer: str, n: int, tag: bytes) -> bytes | None:
+    def _tag(self, key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
+        """The tag of the entry ``pointer`` of ``epoch`` whose first ``n`` chunks have
+        ``makeup``: the makeup and its binding to the entry, through the saver's serde
+        (so, with encryption, sealed by the serde's key)."""
+        return self.codec.dumps(makeup + _binding(key, epoch, pointer, n, makeup))
+
+    def _opened(self, key: str, epoch: str, pointer: str, n: int, tag: bytes) -> bytes | None:
         """The makeup digest ``tag`` holds, or None when it was not made for entry
-        ``pointer`` with ``n`` chunks (or, with encryption, not under the serde's key)."""
+        ``pointer`` of ``epoch`` with ``n`` chunks (or, with encryption, not under the
+        serde's key)."""
         with self._lock:
-            known = self._tags.get((key, pointer))
+            known = self._tags.get((key, epoch, pointer))
         if known is not None and known[0] == n and known[2] == tag:
             # the same bytes, opened and checked for this entry before: the outcome is a
             # function of them, so a warm read does not decrypt its pointers' tags again
@@ -492,7 +539,7 @@ class RedisHistoryCache:
         if type(plain) is not bytes or len(plain) != 2 * _TAG_BYTES:
             return None
         makeup = plain[:_TAG_BYTES]
-        if not hmac.compare_digest(plain[_TAG_BYTES:], _binding(key, pointer, n, makeup)):
+        if not hmac.compare_digest(plain[_TAG_BYTES:], _binding(key, epoch, pointer, n, makeup)):
             return None
         return makeup
 
@@ -574,14 +621,14 @@ class RedisHistoryCache:
         for field in fields[reuse:]:
             makeup = _link(makeup, field)
             grown.append(makeup)
-        if self._opened(key, pointer, n, tag) != makeup:
+        if self._opened(key, epoch, pointer, n, tag) != makeup:
             self._stats.reject("an entry whose chunk list does not match its tag")
             with self._lock:  # re-read whole next time
                 self._segs.pop(slot, None)
                 self._chains.pop(slot, None)
             return None, len(reply)
         with self._lock:
-            self._tags[(key, pointer)] = (n, makeup, tag)
+            self._tags[(key, epoch, pointer)] = (n, makeup, tag)
             held = self._chains.get(slot)
             if held is not None and held[0] == seed_field and len(held[1]) == reuse:
                 held[1].extend(grown)
@@ -621,7 +668,8 @@ class RedisHistoryCache:
             return epoch, seed_field, fields, wanted, list(values)
         with self._lock:
             held = self._local.fields(key, epoch)
-            missing = [f for f in wanted if f not in held]
+            # once each: equal chunks share a field (every empty one, without encryption)
+            missing = list(dict.fromkeys(f for f in wanted if f not in held))
         return epoch, seed_field, fields, missing, None
 
     def _missing(
@@ -637,14 +685,16 @@ class RedisHistoryCache:
         return self._plan(key, epoch, entry, index[end:] if len(index) > end else None)
 
     def _decode(self, field: str, blob: bytes) -> Any:
-        # Under encryption a value names the field it was stored under (inside the
-        # ciphertext): the index's authentication would be moot if the values of
-        # two fields could be swapped. Without it nothing stops a writer anyway, and
-        # the empty chunk's shared bytes keep their fast path.
-        name = field if self.codec.sealed else None
+        if field == _EMPTY:
+            # the same bytes every time without encryption: no decoding
+            if blob == self._empty:
+                return ()
+            if self.codec.loads_chunk(blob, _EMPTY_BINDING):
+                raise CodecError("cached empty chunk holds writes")
+            return ()
         if field.startswith("c:"):
-            return self.codec.loads_chunk(blob, name)
-        return self.codec.loads(blob, name)
+            return self.codec.loads_chunk(blob, _bound(field))
+        return self.codec.loads(blob, _bound(field))
 
     def _kept(self, field: str, value: Any) -> Any:
         """A value as the local tier keeps it for copying readers: a chunk marked
@@ -667,10 +717,15 @@ class RedisHistoryCache:
         typically reads a thread once, pays no copy on top of the decoding."""
         if not blobs or len(blobs) != len(fields):
             return None
+        values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
         decoded: dict[str, Any] = {}
         try:
-            for field, blob in zip(fields, blobs, strict=True):
+            for field, blob in values.items():
                 decoded[field] = self._decode(field, blob)
+        except Misplaced:
+            # an older value written back, another thread's or epoch's copied in
+            self._stats.reject("a value written for another thread, place or epoch")
+            return None
         except CodecError as exc:
             self._stats.error("decode", exc)
             return None
@@ -678,7 +733,7 @@ class RedisHistoryCache:
             (field, (len(blob), _LENT, blob))
             if self.isolate
             else (field, (len(blob), decoded[field], b""))
-            for field, blob in zip(fields, blobs, strict=True)
+            for field, blob in values.items()
         ]
         with self._lock:
             self._local.put(key, epoch, entries)
@@ -749,27 +804,31 @@ class RedisHistoryCache:
         reads: Sequence[tuple[str, str]] = (),
     ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
         """The script call for ``steps`` (each with the node whose writes its chunk
-        is, or None for the step's parent) under the reader's ``token``, reading back
-        the entries ``reads`` names (channel, checkpoint id), and the values it
-        stores, for the local tier: ``(field, encoded size, value)``."""
+        is, or None for the step's parent) under the reader's ``token`` (its generation
+        and epoch, from ``begin``), reading back the entries ``reads`` names (channel,
+        checkpoint id), and the values it stores, for the local tier: ``(field,
+        encoded size, value)``."""
         key = self._key(thread_id)
+        gen, epoch = token
         newest = max((step.child_id for step, _ in steps), default="")
-        argv: list[Any] = [self.ttl_ms, token, self._top(ns), newest, len(reads)]
+        argv: list[Any] = [self.ttl_ms, gen, self._top(ns), newest, len(reads)]
         for channel, cid in reads:
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
         kept: list[tuple[str, int, Any]] = []
         made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
-        sealed = self.codec.sealed  # values are bound to their field names (see _decode)
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
             seed_field, seed_bytes = "", b""
             if step.seed is not None and step.seed.present:
-                seed_field = "e:" + _digest(ns, step.channel, "seed", node)
-                seed_bytes = self.codec.dumps(step.seed.value, seed_field if sealed else None)
+                seed_field = "e:" + _digest(key, epoch, ns, step.channel, "seed", node)
+                seed_bytes = self.codec.dumps(step.seed.value, _bound(seed_field))
                 kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
-            chunk_field = "c:" + _digest(ns, step.channel, node)
-            chunk_bytes = self.codec.dumps_chunk(step.chunk, chunk_field if sealed else None)
+            if step.chunk:
+                chunk_field = "c:" + _digest(key, epoch, ns, step.channel, node)
+                chunk_bytes = self.codec.dumps_chunk(step.chunk, _bound(chunk_field))
+            else:
+                chunk_field, chunk_bytes = _EMPTY, self._empty
             kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
             child = self._pointer(ns, step.channel, step.child_id)
             parent, check = "", ""
@@ -780,12 +839,12 @@ class RedisHistoryCache:
                 base = made.get(parent)
                 if base is None:
                     with self._lock:
-                        base = self._tags.get((key, parent))
+                        base = self._tags.get((key, epoch, parent))
                 if base is None:  # never verified here: the script refuses the step
                     base, check = (0, b"", b""), "-"
                 n, makeup = base[0] + 1, _link(base[1], chunk_field)
                 check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
-            tag = self._tag(key, child, n, makeup)
+            tag = self._tag(key, epoch, child, n, makeup)
             made[child] = (n, makeup, tag)
             argv += [
                 child,
@@ -829,7 +888,11 @@ class RedisHistoryCache:
             plans.append(self._plan(key, epoch, entry, None))
         return plans
 
-    def _store_step(self, checkpoint_id: str, channel: str, history: DeltaChannelHistory) -> Any:
+    @staticmethod
+    def _store_step(
+        checkpoint_id: str, channel: str, history: DeltaChannelHistory
+    ) -> tuple[Step, str]:
+        # a history read whole: one chunk of every write, after its seed (if any)
         seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
         step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
         return (step, "\0whole:" + checkpoint_id)
@@ -881,8 +944,7 @@ class RedisHistoryCache:
     def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        value = self._sync().hget(key, pointer)
-        return value is not None and self._learn(key, pointer, value)
+        return self._known(key, pointer, self._sync().hmget(key, ["epoch", pointer]))
 
     def store(
         self,
@@ -901,7 +963,7 @@ class RedisHistoryCache:
 
     def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
         """As ``MemoryHistoryCache.extend_many``, in one script call."""
-        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
         return self._extended(self._key(thread_id), self._run(*args), kept) is not None
 
     def extend_read(
@@ -1030,8 +1092,7 @@ class RedisHistoryCache:
 
     async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        value = await self._async().hget(key, pointer)
-        return value is not None and self._learn(key, pointer, value)
+        return self._known(key, pointer, await self._async().hmget(key, ["epoch", pointer]))
 
     async def astore(
         self,
@@ -1050,7 +1111,7 @@ class RedisHistoryCache:
     async def aextend_many(
         self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool:
-        args, kept = self._steps_args(thread_id, ns, [(step, None) for step in steps], token)
+        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
         return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
 
     async def aextend_read(

@@ -47,6 +47,24 @@ it rests on what one process happens to know about a thread):
   that takes its token after ``unfence`` reads the saver after the write landed.
   Entries that existed before the write were dropped by ``fence`` if they could
   include the target's writes.
+* *A fence lost with the hash* (eviction, expiry, ``FLUSHDB``, a restart while the
+  write runs): a reader that begins afterwards meets a new hash without the fence, and
+  may store an entry read from the saver before the write landed. The writer's
+  ``unfence`` finds its ``f:`` field gone and drops the thread (``unfence.lua``): every
+  such entry was stored before that drop, under a generation it replaces.
+* *A failed unfence* is that invalidation failing. The writer owns it: it tries once
+  more at once (a passing timeout; if the first attempt ran and only its reply was
+  lost, the second finds the fence gone and drops the thread: speed only), and if
+  that fails too, its process retries it before its next cache call, for whichever
+  thread (``_Memory.stuck``), never waiting for another call on the same thread. So once ``put_writes`` has returned after an
+  attempt that succeeded, no worker serves an entry computed while the write was in
+  flight; a reader that served one earlier ran concurrently with the write. The one
+  case left: the writer cannot reach Redis on either attempt while other workers can
+  (a partition of one process), with its fence lost during the write: entries stored
+  meanwhile stay until the writer's process reaches Redis again, or their TTL. No
+  state in Redis can close it (the loss takes every key of the thread, and a
+  ``FLUSHDB`` or restart every key), and a time lease would have to outlast every
+  write; docs/guarantees.md lists it.
 * *A fence that cannot be set* (cache unreachable): the write goes ahead only if the
   saver shows the target has no descendant (it is the namespace's newest checkpoint,
   or not stored yet: the loop writes a new checkpoint's writes alongside its put);
@@ -100,6 +118,7 @@ _LINKS_PER_THREAD = 4_096
 _PROBED = 8  # ancestors a walk asks the cache about in its first call, at least
 _UNKNOWN: Any = object()
 _FAILED: Any = object()
+_UNFENCE_ATTEMPTS = 2  # in the write's own call; then before the process's next cache call
 
 # I/O requests the plan yields; the drivers answer them.
 _TUPLE = "tuple"  # (kind, config) -> CheckpointTuple | None
@@ -141,7 +160,7 @@ class _Memory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: LRUCache[Any, _Facts] = LRUCache(_THREADS_MAX)
-        self._stuck: dict[Any, list[tuple[Any, ...]]] = {}
+        self._stuck: list[tuple[Any, ...]] = []
 
     def _facts(self, thread: Any) -> _Facts:
         facts = self._threads.get(thread)
@@ -208,17 +227,19 @@ class _Memory:
             fresh_facts.epoch = epoch
             return False
 
-    def stuck(self, thread: Any, args: tuple[Any, ...]) -> None:
-        """An unfence that failed: retried at the next cache call for the thread
-        (unfencing is idempotent), so a passing Redis hiccup does not leave the
-        thread uncached until its hash expires."""
+    def stuck(self, *unfences: tuple[Any, ...]) -> None:
+        """Unfences that failed: retried, in order, before this process's next cache
+        call for whichever thread, until one fails (see "A failed unfence" in the
+        module docstring): an outage costs one more timeout per call, not one each."""
         with self._lock:
-            if len(self._stuck) < _THREADS_MAX:
-                self._stuck.setdefault(thread, []).append(args)
+            self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
-    def take_stuck(self, thread: Any) -> list[tuple[Any, ...]]:
+    def take_stuck(self) -> list[tuple[Any, ...]]:
+        if not self._stuck:  # the usual case, without the lock
+            return []
         with self._lock:
-            return self._stuck.pop(thread, []) if self._stuck else []
+            taken, self._stuck = self._stuck, []
+            return taken
 
     def forget(self, thread_ids: Sequence[Any] | None) -> None:
         with self._lock:
@@ -289,6 +310,12 @@ class CachedHistorySaver(SaverLayer):
         wanted = list(channels)
         if not wanted:
             return {}
+        stuck, done = self._memory.take_stuck(), 0
+        try:
+            while done < len(stuck) and (yield (_CACHE, "unfence", stuck[done])) is not _FAILED:
+                done += 1
+        finally:  # also when the request is cancelled
+            self._memory.stuck(*stuck[done:])
         thread, ns, cid = Address.from_config(config)
         if cid is None:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
@@ -346,9 +373,6 @@ class CachedHistorySaver(SaverLayer):
         window = max(_PROBED, self._memory.depth(thread, ns) or 0)
         chain = self._memory.chain(thread, ns, cid, min(self.max_walk, window) + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
-        for args in self._memory.take_stuck(thread):
-            if (yield (_CACHE, "unfence", args)) is _FAILED:
-                self._memory.stuck(thread, args)
         began: Begin | Any = yield (_CACHE, "begin", (thread, ns, probes))
         if began is _FAILED:
             return _answer((yield (_INNER, config, channels)))
@@ -697,25 +721,42 @@ class CachedHistorySaver(SaverLayer):
             raise self._refusal(config, exc) from exc
 
     def _unfence(self, config: RunnableConfig, writer: str) -> None:
+        # a failed unfence is tried again at once, then left to the process's next
+        # cache call (see "A failed unfence" in the module docstring)
         thread, ns, cid = Address.from_config(config)
-        for args in [*self._memory.take_stuck(thread), (thread, ns, cid or "", writer)]:
-            if self._cache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+        args = (thread, ns, cid or "", writer)
+        stuck, done = self._memory.take_stuck(), 0
+        while done < len(stuck) and self._cache_call("unfence", stuck[done]) is not _FAILED:
+            done += 1
+        self._memory.stuck(*stuck[done:])
+        for _ in range(_UNFENCE_ATTEMPTS):
+            if self._cache_call("unfence", args) is not _FAILED:
+                break
+        else:
+            self._memory.stuck(args)
 
     async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
         thread, ns, cid = Address.from_config(config)
         # A cancellation arriving at the unfence itself must not skip it: the
         # request is consumed by the first attempt, so the second one runs.
         args = (thread, ns, cid or "", writer)
+        stuck, done = self._memory.take_stuck(), 0
         try:
-            for retry in self._memory.take_stuck(thread):
-                if await self._acache_call("unfence", retry) is _FAILED:
-                    self._memory.stuck(thread, retry)
-            if await self._acache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+            while (
+                done < len(stuck) and await self._acache_call("unfence", stuck[done]) is not _FAILED
+            ):
+                done += 1
+            self._memory.stuck(*stuck[done:])
+            stuck = []
+            for _ in range(_UNFENCE_ATTEMPTS):
+                if await self._acache_call("unfence", args) is not _FAILED:
+                    break
+            else:
+                self._memory.stuck(args)
         except asyncio.CancelledError:
+            self._memory.stuck(*stuck[done:])  # the retries not run yet
             if await self._acache_call("unfence", args) is _FAILED:
-                self._memory.stuck(thread, args)
+                self._memory.stuck(args)
             raise
 
     def put_writes(
