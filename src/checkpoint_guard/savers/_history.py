@@ -53,18 +53,18 @@ it rests on what one process happens to know about a thread):
   ``unfence`` finds its ``f:`` field gone and drops the thread (``unfence.lua``): every
   such entry was stored before that drop, under a generation it replaces.
 * *A failed unfence* is that invalidation failing. The writer owns it: it tries once
-  more at once (a passing timeout; if the first attempt ran and only its reply was
-  lost, the second finds the fence gone and drops the thread: speed only), and if
-  that fails too, its process retries it before its next cache call, for whichever
-  thread (``_Memory.stuck``), never waiting for another call on the same thread. So once ``put_writes`` has returned after an
-  attempt that succeeded, no worker serves an entry computed while the write was in
-  flight; a reader that served one earlier ran concurrently with the write. The one
-  case left: the writer cannot reach Redis on either attempt while other workers can
-  (a partition of one process), with its fence lost during the write: entries stored
-  meanwhile stay until the writer's process reaches Redis again, or their TTL. No
-  state in Redis can close it (the loss takes every key of the thread, and a
-  ``FLUSHDB`` or restart every key), and a time lease would have to outlast every
-  write; docs/guarantees.md lists it.
+  more at once (a passing timeout; if the first attempt ran and only its reply was lost,
+  the second finds the fence gone and drops the thread: speed only), and if that fails
+  too, its process retries it before its next cache call, for whichever thread
+  (``_Memory.stuck``), never waiting for another call on the same thread. So once
+  ``put_writes`` has returned after an attempt that succeeded, no worker serves an entry
+  computed while the write was in flight; a reader that served one earlier ran
+  concurrently with the write. The one case left: the writer cannot reach Redis on
+  either attempt while other workers can (a partition of one process), with its fence
+  lost during the write: entries stored meanwhile stay until the writer's process
+  reaches Redis again, or their TTL. No state in Redis can close it (the loss takes
+  every key of the thread, and a ``FLUSHDB`` or restart every key), and a time lease
+  would have to outlast every write; docs/guarantees.md lists it.
 * *A fence that cannot be set* (cache unreachable): the write goes ahead only if the
   saver shows the target has no descendant (it is the namespace's newest checkpoint,
   or not stored yet: the loop writes a new checkpoint's writes alongside its put);
