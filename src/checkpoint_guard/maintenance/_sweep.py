@@ -42,7 +42,6 @@ swept", has the table.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -56,6 +55,7 @@ from ._ops import (
     Progress,
     StepProgress,
     _adrive,
+    _apply,
     _delete_all,
     _drive,
     _estimate_of,
@@ -66,9 +66,7 @@ from ._ops import (
     _Plan,
     _Planner,
     _Rows,
-    _Seal,
     _thread_ids,
-    _unsealed,
     _view,
 )
 from ._thread import Reducer
@@ -293,22 +291,10 @@ def _sweep_thread(
         return change
     if not rewrites and not removed:
         return change
-    seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
-    total = len(rewrites) + 1
-    seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
-    yield seal
-    if step is not None:
-        step(thread_id, 0, total)
-    # Survivors first (self-contained, their state unchanged), then the deletes,
-    # in one transaction that re-reads the thread first.
-    for done, rewrite in enumerate(rewrites, 1):
-        yield _Rows("rewrite", (thread_id, rewrite))
-        if step is not None:
-            step(thread_id, done, total)
-    why: str | None = yield _Rows("settle", (thread_id, seen, deletes))
-    yield _unsealed(seal)
-    if step is not None:
-        step(thread_id, total, total)
+    # all or nothing, in one transaction that lists the thread again first
+    why = yield from _apply(
+        view, rewrites, deletes, step, "all" if action == "delete" else "garbage"
+    )
     if why is not None:
         return SkippedThread(thread_id, f"{why}; left for a later sweep")
     return change
