@@ -13,17 +13,24 @@ without a cache; ``CHECKPOINT_GUARD_LIVE_TURNS`` scales the run."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import uuid
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
+from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg
 from tests.support.live import BOUND_S, HeldPut, live_graph, row_set, shape_problems
-from tests.support.stores import Store
+from tests.support.stores import Store, make_store
 
 
 def say(i: int, text: str = "turn") -> dict[str, Any]:
@@ -126,3 +133,222 @@ async def test_a_sweep_that_skips_a_thread_left_it_unchanged(store: Store) -> No
             assert shape_problems(tuples) == []
             fresh = live_graph(cg.wrap(raw, mode="delta"))
             assert ids((await driver.get_state(fresh, cfg("t"))).values) == ids(box["out"])
+
+
+# -- real concurrency -----------------------------------------------------------------
+
+#: turns per worker thread (CHECKPOINT_GUARD_LIVE_TURNS scales the run)
+TURNS = int(os.environ.get("CHECKPOINT_GUARD_LIVE_TURNS", "4"))
+WORKERS = 2
+OPERATIONS = tuple(
+    os.environ.get("CHECKPOINT_GUARD_LIVE_OPS", "").split(",")
+    if os.environ.get("CHECKPOINT_GUARD_LIVE_OPS")
+    else ()
+) or (
+    "prune",
+    "stack_prune",
+    "sweep_keep_latest",
+    "copy",
+    "migrate_full",
+    "sweep_keep_last",
+    "delete_for_runs",
+    "migrate_delta",
+    "sweep_delete_idle",
+)
+
+
+@dataclass
+class Worker:
+    """One worker's thread: what its turns returned and what each head read."""
+
+    thread_id: str
+    returned: list[str] = field(default_factory=list)
+    heads: dict[str, list[str]] = field(default_factory=dict)
+    seed_runs: list[str] = field(default_factory=list)
+
+    def note(self, out: dict[str, Any]) -> None:
+        self.returned.extend(i for i in ids(out) if i not in self.returned)
+
+
+async def work(driver: Driver, graph: Any, worker: Worker) -> None:
+    """``TURNS`` turns: plain ones, one interrupted and resumed, and an
+    ``update_state`` on the head (a fork of it, ``as_node``), each head read
+    after and remembered."""
+    tid = worker.thread_id
+    for i in range(2, TURNS + 2):
+        human = {
+            "messages": [HumanMessage(f"{'ask' if i % 3 == 0 else 'turn'} {i}", id=f"{tid}-h{i}")]
+        }
+        worker.note(await driver.invoke(graph, human, cfg(tid)))
+        if i % 3 == 0:  # interrupted at review: resume it
+            worker.note(await driver.invoke(graph, Command(resume=f"yes {i}"), cfg(tid)))
+        if i % 3 == 1:
+            head = await driver.get_state(graph, cfg(tid))
+            update = {"messages": [AIMessage(f"note {i}", id=f"{tid}-u{i}")]}
+            await driver.update_state(graph, head.config, update, as_node="reply")
+        snap = await driver.get_state(graph, cfg(tid))
+        worker.note(snap.values)
+        worker.heads[snap.config["configurable"]["checkpoint_id"]] = ids(snap.values)
+
+
+async def operate(
+    name: str, is_async: bool, stack: Any, graph: Any, workers: list[Worker], k: int
+) -> list[Any]:
+    """One maintenance operation on the live threads (or idle ones); its reports."""
+    live = [w.thread_id for w in workers]
+    later = datetime.now(UTC) + timedelta(days=2)
+    sweep = {"older_than": timedelta(days=1), "now": later, "graph": graph}
+    if name == "prune":
+        return list(await maint(is_async, "prune", stack, live, graph=graph, keep_going=True))
+    if name == "stack_prune":  # what langgraph-api's TTL sweep calls
+        if is_async:
+            await stack.aprune(live, strategy="keep_latest")
+        else:
+            stack.prune(live, strategy="keep_latest")
+        return []
+    if name == "sweep_keep_latest":
+        return [await maint(is_async, "sweep", stack, thread_ids=live, **sweep)]
+    if name == "sweep_keep_last":
+        return [await maint(is_async, "sweep", stack, thread_ids=live, keep_last=3, **sweep)]
+    if name == "sweep_delete_idle":
+        return [
+            await maint(is_async, "sweep", stack, thread_ids=["idle"], keep_latest=False, **sweep)
+        ]
+    if name == "copy":
+        source = live[k % len(live)]
+        return [await maint(is_async, "copy_thread", stack, source, f"{source}-copy{k}")]
+    if name == "delete_for_runs":
+        runs = [w.seed_runs[0] for w in workers if w.seed_runs]
+        for w in workers:
+            w.seed_runs[:1] = []
+        return list(
+            await maint(is_async, "delete_for_runs", stack, runs, graph=graph, keep_going=True)
+        )
+    to = "full" if name == "migrate_full" else "delta"
+    return list(await maint(is_async, "migrate", stack, live, to=to, graph=graph, keep_going=True))
+
+
+LIVE_MATRIX = [
+    ("memory", False, "memory"),
+    ("memory", True, "none"),
+    ("sqlite", False, "none"),
+    ("aiosqlite", True, "memory"),
+    ("aiosqlite", True, "redis"),
+    ("postgres", False, "redis"),
+    ("apostgres", True, "none"),
+    ("apostgres", True, "memory"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "is_async", "cache"),
+    LIVE_MATRIX,
+    ids=[f"{k}-{'async' if a else 'sync'}-{c}" for k, a, c in LIVE_MATRIX],
+)
+async def test_maintenance_while_workers_run_turns_loses_nothing(
+    kind: str, is_async: bool, cache: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Workers run multi-node turns (fan-out, an interrupt and its resume, an
+    ``update_state``) on their threads while a loop runs every maintenance
+    operation on the same threads, until both are done. Then, read from storage
+    with no cache: every message a turn returned is stored, every head a worker
+    read still reads the same wherever it is kept, every thread (and every copy)
+    has one root and every checkpoint reachable, a copy reads a state its source
+    had, and the idle thread the sweep deleted is gone."""
+    store = make_store(kind, is_async, request, tmp_path)
+    driver = Driver(is_async)
+    async with store.open() as raw, store.open() as raw_m:
+        if cache == "memory":  # one process's cache: one stack for turns and maintenance
+            stack = stack_m = cg.wrap(raw, mode="delta", cache=MemoryHistoryCache())
+        elif cache == "redis":
+            url, prefix = request.getfixturevalue("redis_prefix")
+            stack = cg.wrap(raw, mode="delta", cache=RedisHistoryCache(url, key_prefix=prefix))
+            stack_m = cg.wrap(raw_m, mode="delta", cache=RedisHistoryCache(url, key_prefix=prefix))
+        else:
+            stack, stack_m = cg.wrap(raw, mode="delta"), cg.wrap(raw_m, mode="delta")
+        graph = live_graph(stack, f=4)
+        graph_m = live_graph(stack_m, f=4)
+        workers = [Worker(f"live-{n}") for n in range(WORKERS)]
+        for w in workers:
+            for i in range(2):  # seed turns, each its own run (delete_for_runs deletes them)
+                run_id = str(uuid.uuid4())
+                human = {"messages": [HumanMessage(f"seed {i}", id=f"{w.thread_id}-h{i}")]}
+                out = await driver.invoke(
+                    graph, human, {**cfg(w.thread_id), "metadata": {"run_id": run_id}}
+                )
+                w.note(out)
+                w.seed_runs.append(run_id)
+        await driver.invoke(graph, say(0), cfg("idle"))
+
+        done = threading.Event()
+        ran: list[str] = []
+        copies: list[tuple[str, str]] = []
+
+        async def maintain() -> None:
+            k = 0
+            # until the workers are done and every operation ran at least once
+            while not done.is_set() or len(set(ran)) < len(OPERATIONS):
+                name = OPERATIONS[k % len(OPERATIONS)]
+                reports = await operate(name, is_async, stack_m, graph_m, workers, k)
+                ran.append(name)
+                if name == "copy":
+                    copies.append((reports[0].detail.split("'")[1], reports[0].thread_id))
+                k += 1
+                if is_async:
+                    await asyncio.sleep(0)  # let the workers' tasks run
+
+        if is_async:
+
+            async def workers_then_done() -> None:
+                await asyncio.gather(*(work(driver, graph, w) for w in workers))
+                done.set()
+
+            await asyncio.wait_for(asyncio.gather(workers_then_done(), maintain()), BOUND_S * 3)
+        else:
+            errors: list[BaseException] = []
+
+            def run_worker(w: Worker) -> None:
+                try:
+                    asyncio.run(work(driver, graph, w))
+                except BaseException as exc:  # reported by the test thread
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=run_worker, args=(w,)) for w in workers]
+            for t in threads:
+                t.start()
+
+            def all_done() -> None:
+                for t in threads:
+                    t.join(BOUND_S * 3)
+                done.set()
+
+            waiter = threading.Thread(target=all_done)
+            waiter.start()
+            await maintain()
+            waiter.join()
+            assert not errors, errors
+
+        # -- after the run: storage, read with no cache
+        fresh = live_graph(cg.wrap(raw, mode="delta"), f=4)
+        for w in workers:
+            tuples = await driver.list(raw, cfg(w.thread_id))
+            assert shape_problems(tuples) == [], w.thread_id
+            head = ids((await driver.get_state(fresh, cfg(w.thread_id))).values)
+            assert set(w.returned) <= set(head), set(w.returned) - set(head)
+            assert head == ids((await driver.get_state(graph, cfg(w.thread_id))).values)
+            stored = {t.config["configurable"]["checkpoint_id"] for t in tuples}
+            for cid, want in w.heads.items():
+                if cid in stored:
+                    got = await driver.get_state(fresh, cfg(w.thread_id, checkpoint_id=cid))
+                    assert ids(got.values) == want, cid
+        finals = {
+            w.thread_id: ids((await driver.get_state(fresh, cfg(w.thread_id))).values)
+            for w in workers
+        }
+        for source, target in copies:
+            tuples = await driver.list(raw, cfg(target))
+            assert shape_problems(tuples) == [], target
+            copied = ids((await driver.get_state(fresh, cfg(target))).values)
+            assert copied == finals[source][: len(copied)], target
+        assert await driver.list(raw, cfg("idle")) == []
+        assert set(ran) == set(OPERATIONS)
