@@ -281,12 +281,12 @@ async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL's window (docs/retention.md, "A turn written onto a thread being
-    changed"): another worker's turn commits its checkpoint after the change's
-    first listing and before its deletes (no lock of ours stops an INSERT of a new
-    key). The second listing, just before commit, sees it: the whole change rolls
-    back and the thread is reported skipped, every row it had unchanged (with
-    ``keep_latest`` and with ``delete``, where the turn continued from a
-    checkpoint the sweep was deleting)."""
+    changed"): another worker's turn commits its checkpoint after the deleting
+    transaction's first listing and before its deletes (no lock of ours stops an
+    INSERT of a new key). The second listing, just before commit, sees it: that
+    transaction rolls back and the thread is reported skipped. What the first
+    transaction of a live thread did stays: the kept head's state stored in place
+    (it reads the same); every checkpoint, link and write is as it was."""
     from checkpoint_guard.stores import _postgres
     from tests.support.live import row_set
 
@@ -327,7 +327,10 @@ async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
             monkeypatch.undo()
             assert wrote == [turn] and [s.thread_id for s in report.skipped] == ["t"]
             assert "written after the thread was read" in report.skipped[0].reason
-            assert before - row_set(store, "t") == set()
+            # only the kept head's value form may differ (stored in place)
+            assert {r[:5] for r in before if r[0] != "checkpoint_blobs"} <= {
+                r[:5] for r in row_set(store, "t")
+            }
             [info] = await (
                 maintenance.averify(saver, ["t"])
                 if store.is_async

@@ -20,6 +20,8 @@ order of effects is the safety argument, the same in every backend:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from .._upstream import DeltaSnapshot
 from ..savers._layer import SaverLayer, unwrap
-from ._rows import Change, Orphans, RowStore, row_store_for
+from ._rows import ORPHAN_GRACE, Change, Orphans, RowStore, checkpoint_time, row_store_for
 from ._thread import Problem, Reducer, Rewrite, ThreadView
 
 __all__ = [
@@ -552,12 +554,37 @@ def _apply(
     yield seal
     if step is not None:
         step(thread_id, 0, 1)
-    change = Change(seen, tuple(rewrites), {ns: list(ids) for ns, ids in deletes.items()}, orphans)
-    why: str | None = yield _Rows("change", (thread_id, change))
+    why: str | None = None
+    doomed = {ns: list(ids) for ns, ids in deletes.items() if ids}
+    if rewrites and doomed and _live(seen):
+        # First the survivors' state, in place, links unchanged: a reader (LangGraph
+        # reads a delta history in several statements, not one snapshot) that
+        # starts after this stops at the survivors and never needs what the
+        # second transaction deletes (docs/retention.md, "A read torn by a change").
+        in_place = tuple(
+            dataclasses.replace(
+                r, parent_id=view.parent_id(view.by_ns[r.checkpoint_ns][r.checkpoint["id"]])
+            )
+            for r in rewrites
+        )
+        why = yield _Rows("change", (thread_id, Change(seen, in_place)))
+    if why is None:
+        change = Change(seen, tuple(rewrites), doomed, orphans)
+        why = yield _Rows("change", (thread_id, change))
     yield _unsealed(seal)
     if step is not None:
         step(thread_id, 1, 1)
     return why
+
+
+def _live(seen: Mapping[str, Sequence[str]]) -> bool:
+    """Whether a turn may be running on the thread: its newest checkpoint is younger
+    than ``ORPHAN_GRACE`` (or of no known age)."""
+    times = [checkpoint_time(cid) for ids in seen.values() for cid in ids]
+    if any(t is None for t in times):
+        return True
+    newest = max((t for t in times if t is not None), default=0.0)
+    return time.time() - newest < ORPHAN_GRACE.total_seconds()
 
 
 def _estimate_of(
