@@ -472,7 +472,7 @@ def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tu
     # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
     # a prune, a migration) waits for this one, so two changes of a thread apply
     # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
-    # stops it (docs/retention.md, "A turn written onto a thread being changed",
+    # stops it (docs/retention.md, "Live threads",
     # says what the second listing before commit closes and what stays open).
     return (
         (
