@@ -1,4 +1,4 @@
-"""Maintenance on live threads (DESIGN.md invariant 11, issue #36): no operation
+"""Maintenance on live threads (issue #36): no operation
 deletes or hides what a concurrent turn is producing or has produced, unless
 that is its purpose; every operation on a thread is all or nothing.
 
