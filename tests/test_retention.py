@@ -281,11 +281,12 @@ async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL's window (docs/retention.md, "Live threads"): another worker's
-    turn commits its checkpoint after the deleting transaction's first listing and
-    before its deletes (no lock of ours stops an INSERT of a new key). The second
-    listing, just before commit, sees it: that transaction rolls back and the thread is reported skipped. What the first
-    transaction of a live thread did stays: the kept head's state stored in place
-    (it reads the same); every checkpoint, link and write is as it was."""
+    turn commits its checkpoint after the deleting transaction's first listing
+    and before its deletes (no lock of ours stops an INSERT of a new key). The
+    second listing, just before commit, sees it: that transaction rolls back and
+    the thread is reported skipped. What the first transaction of a live thread
+    did stays: the kept head's state stored in place (it reads the same); every
+    checkpoint, link and write is as it was."""
     from checkpoint_guard.stores import _postgres
     from tests.support.live import row_set
 
