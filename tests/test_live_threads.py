@@ -228,23 +228,15 @@ async def operate(
     return list(await maint(is_async, "migrate", stack, live, to=to, graph=graph, keep_going=True))
 
 
-#: LangGraph's PostgreSQL saver reads a delta history in two statements, each its
-#: own snapshot: a prune committed between them (it deletes the head's ancestors)
-#: makes that one read miss their writes, and a turn that snapshots from it stores
-#: the loss (docs/retention.md, "A read torn by a change"). Open: issue #36 notes.
-TORN = pytest.mark.xfail(
-    reason="a turn's two-statement history read on PostgreSQL can straddle a prune's commit",
-    strict=False,
-)
 LIVE_MATRIX = [
     ("memory", False, "memory"),
     ("memory", True, "none"),
     ("sqlite", False, "none"),
     ("aiosqlite", True, "memory"),
     ("aiosqlite", True, "redis"),
-    pytest.param("postgres", False, "redis", marks=TORN),
-    pytest.param("apostgres", True, "none", marks=TORN),
-    pytest.param("apostgres", True, "memory", marks=TORN),
+    ("postgres", False, "redis"),
+    ("apostgres", True, "none"),
+    ("apostgres", True, "memory"),
     # what does not delete a live head's ancestors: exact on PostgreSQL too
     ("postgres", False, "none", "keeps_ancestors"),
     ("apostgres", True, "redis", "keeps_ancestors"),

@@ -170,7 +170,14 @@ class _Estimate:
     kept: frozenset[tuple[str, str, Any]] = frozenset()
 
 
-_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate
+@dataclass(frozen=True)
+class _Pause:
+    """Wait (``time.sleep`` / ``asyncio.sleep``) before the next request."""
+
+    seconds: float
+
+
+_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate | _Pause
 _Plan = Generator[_Request, Any, Any]
 
 
@@ -248,6 +255,9 @@ def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
+            elif isinstance(request, _Pause):
+                time.sleep(request.seconds)
+                answer = None
             else:
                 _seal_sync(saver, request)
                 if request.seal:
@@ -284,6 +294,9 @@ async def _arun(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
+            elif isinstance(request, _Pause):
+                await asyncio.sleep(request.seconds)
+                answer = None
             else:
                 await _seal_async(saver, request)
                 if request.seal:
@@ -568,6 +581,9 @@ def _apply(
             for r in rewrites
         )
         why = yield _Rows("change", (thread_id, Change(seen, in_place)))
+        if why is None:
+            # reads that started before it end before the deletes
+            yield _Pause(TORN_READ_MARGIN_S)
     if why is None:
         change = Change(seen, tuple(rewrites), doomed, orphans)
         why = yield _Rows("change", (thread_id, change))
@@ -575,6 +591,13 @@ def _apply(
     if step is not None:
         step(thread_id, 1, 1)
     return why
+
+
+#: The pause between the two transactions of a change that deletes checkpoints of a
+#: live thread: a history read that started before the first has this long to end
+#: before the second deletes what it may still read (LangGraph reads in several
+#: statements; a read's statements are normally well under a millisecond apart).
+TORN_READ_MARGIN_S = 0.05
 
 
 def _live(seen: Mapping[str, Sequence[str]]) -> bool:
