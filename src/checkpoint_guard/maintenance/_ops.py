@@ -79,8 +79,10 @@ class ThreadInfo:
     where every delta channel it replays has a stored value (``None`` when the
     chain reaches the root without one: the whole thread is replayed).
     ``problems`` is filled by ``verify`` and ``inspect`` (``None`` from ``scan``).
-    ``orphan_writes``: stored writes whose checkpoint does not exist (left by a
-    refused or interrupted write; ``prune`` removes them). ``unchecked``: delta
+    ``orphan_writes``: stored writes whose checkpoint does not exist and never
+    will (left by a refused or interrupted write: older than a stored
+    checkpoint of their namespace and than ``ORPHAN_GRACE``; ``prune`` removes
+    them). A turn's writes stored before their checkpoint are not counted. ``unchecked``: delta
     channels ``verify`` checked for structure only, because no reducer is known
     or confirmed for them (``notes`` says why; pass ``graph=``).
     """
@@ -1023,7 +1025,8 @@ def _scan_plan(
                         "",
                         "-",
                         f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
-                        "not exist (left by a refused or interrupted write); "
+                        "not exist, older than a stored checkpoint and than an hour (left by "
+                        "a refused or interrupted write); "
                         "`checkpoint-guard prune --keep-latest` removes them",
                     )
                 )
