@@ -589,9 +589,9 @@ def _apply(
     if why is None:
         change = Change(seen, tuple(rewrites), doomed, orphans)
         why = yield _Rows("change", (thread_id, change))
-    yield _unsealed(seal)
     if step is not None:
         step(thread_id, 1, 1)
+    yield _unsealed(seal)
     return why
 
 
