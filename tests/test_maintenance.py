@@ -191,13 +191,13 @@ async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -
         tuples = await driver.list(raw, cfg("t"))
         middle = tuples[len(tuples) // 2].config["configurable"]["checkpoint_id"]
         # Sever the chain behind the maintenance API's back.
-        from checkpoint_guard.maintenance._rows import row_store_for
+        from checkpoint_guard.maintenance._rows import Change, row_store_for
 
         rows = row_store_for(raw)
-        if store.is_async:
-            await rows.adelete("t", "", [middle])
-        else:
-            rows.delete("t", "", [middle])
+        seen = {"": [t.config["configurable"]["checkpoint_id"] for t in tuples]}
+        sever = Change(seen, deletes={"": [middle]})
+        why = await rows.achange("t", sever) if store.is_async else rows.change("t", sever)
+        assert why is None
 
         [broken] = await call(store.is_async, "verify", saver, ["t"])
         assert not broken.ok

@@ -7,6 +7,7 @@ or refuses with storage byte-identical."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -16,6 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache
+from checkpoint_guard.maintenance._rows import ORPHAN_GRACE
 from checkpoint_guard.state import (
     StateAccessor,
     afind_checkpoint_before_message,
@@ -24,6 +26,7 @@ from checkpoint_guard.state import (
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support.live import uuid6_at, written_ids
 from tests.support.stores import Store
 
 #: What differs legitimately after maintenance: delta bookkeeping and the root mark.
@@ -260,14 +263,18 @@ async def test_graph_argument_must_have_a_channel_table(store: Store) -> None:
             await call(store.is_async, "verify", raw, ["t"], graph=object())
 
 
-async def _put_orphans(driver: Driver, raw: Any, thread_id: str) -> None:
-    config = cfg(thread_id, checkpoint_ns="", checkpoint_id=str(uuid.uuid4()))
+async def _put_orphan(driver: Driver, raw: Any, thread_id: str, checkpoint_id: str) -> None:
+    config = cfg(thread_id, checkpoint_ns="", checkpoint_id=checkpoint_id)
     await driver.put_writes(raw, config, [("messages", human(1)["messages"])], "task-1")
 
 
 async def test_orphan_writes_are_found_and_pruned(store: Store) -> None:
-    """A write whose checkpoint does not exist (left by a refused checkpoint):
-    scan and verify show it, prune removes it and only it."""
+    """A write whose checkpoint does not exist is garbage when a newer checkpoint of
+    its namespace is stored and its checkpoint id is older than the grace period
+    (left by a refused checkpoint): scan and verify show it, prune removes it and
+    only it. One within the grace period (a turn's writes land before its
+    checkpoint) and one in a thread without checkpoints (nothing to tell it by)
+    are kept, and neither is reported; deleting the thread removes them."""
     driver = Driver(store.is_async)
     async with store.open() as raw:
         saver = stack(raw)
@@ -276,23 +283,29 @@ async def test_orphan_writes_are_found_and_pruned(store: Store) -> None:
             await driver.invoke(graph, human(i), cfg("t"))
         before = {k: v for k, v in (await states(driver, graph, "t")).items()}
         head = view(await driver.get_state(graph, cfg("t")))
-        await _put_orphans(driver, raw, "t")
-        await _put_orphans(driver, raw, "only-orphans")
+        old = time.time() - ORPHAN_GRACE.total_seconds() - 60
+        stale, recent, lone = uuid6_at(old), uuid6_at(time.time() - 60), uuid6_at(old)
+        await _put_orphan(driver, raw, "t", stale)
+        await _put_orphan(driver, raw, "t", recent)
+        await _put_orphan(driver, raw, "only-orphans", lone)
 
         infos = {i.thread_id: i for i in await call(store.is_async, "scan", saver)}
-        assert infos["t"].orphan_writes == 1 and infos["only-orphans"].orphan_writes == 1
+        assert infos["t"].orphan_writes == 1 and infos["only-orphans"].orphan_writes == 0
         assert infos["only-orphans"].checkpoints == 0
         [bad] = await call(store.is_async, "verify", saver, ["t"])
         assert not bad.ok and "do not exist" in str(bad.problems)
 
         await call(store.is_async, "prune", saver, ["t", "only-orphans"])
         infos = {i.thread_id: i for i in await call(store.is_async, "scan", saver)}
-        assert "only-orphans" not in infos
         assert infos["t"].orphan_writes == 0
+        assert stale not in written_ids(store, "t") and recent in written_ids(store, "t")
+        assert written_ids(store, "only-orphans") == {lone}
         assert view(await driver.get_state(graph, cfg("t"))) == head
         assert len(before) > 1
         [good] = await call(store.is_async, "verify", saver, ["t"])
         assert good.ok, good.problems
+        await call(store.is_async, "prune", saver, ["only-orphans"], strategy="delete")
+        assert written_ids(store, "only-orphans") == set()
 
 
 async def test_lineage_after_delete_for_runs_never_leaves_the_branch(store: Store) -> None:

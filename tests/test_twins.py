@@ -69,6 +69,10 @@ ALLOWED: dict[str, str] = {
     # the drivers of the sans-io plans: each executes requests on its own side
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
+    "stores/_postgres.py:PostgresRows._run": (
+        "a rewrite's put runs on a saver bound to the transaction's connection: "
+        "PostgresSaver vs AsyncPostgresSaver"
+    ),
     "stores/_sqlite.py:SqliteRows._run": (
         "sqlite3's connection executes directly; aiosqlite's setup is awaited outside its "
         "asyncio lock and statements go through a cursor"
@@ -93,10 +97,8 @@ EXPECTED = {
     "stores/_memory.py:<module>.open_saver",
     # retention: the sweep and the row operations it drives, sync class vs async class
     "maintenance/_sweep.py:<module>.sweep",
-    "maintenance/_rows.py:SqlRows.settle",
-    "stores/_postgres.py:PostgresRows.rewrite",
+    "maintenance/_rows.py:SqlRows.change",
     "stores/_postgres.py:PostgresRows._run",
-    "stores/_sqlite.py:SqliteRows.rewrite",
 }
 
 

@@ -20,6 +20,8 @@ order of effects is the safety argument, the same in every backend:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +38,15 @@ from .._errors import ConfigError, MaintenanceError
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from .._upstream import DeltaSnapshot
 from ..savers._layer import SaverLayer, unwrap
-from ._rows import RowStore, row_store_for, supported
+from ._rows import (
+    ORPHAN_GRACE,
+    Change,
+    Orphans,
+    RowStore,
+    checkpoint_time,
+    row_store_for,
+    supported,
+)
 from ._thread import Problem, Reducer, Rewrite, ThreadView
 
 __all__ = [
@@ -77,8 +87,10 @@ class ThreadInfo:
     where every delta channel it replays has a stored value (``None`` when the
     chain reaches the root without one: the whole thread is replayed).
     ``problems`` is filled by ``verify`` and ``inspect`` (``None`` from ``scan``).
-    ``orphan_writes``: stored writes whose checkpoint does not exist (left by a
-    refused or interrupted write; ``prune`` removes them). ``unchecked``: delta
+    ``orphan_writes``: stored writes whose checkpoint does not exist and never
+    will (left by a refused or interrupted write: older than a stored
+    checkpoint of their namespace and than ``ORPHAN_GRACE``; ``prune`` removes
+    them). A turn's writes stored before their checkpoint are not counted. ``unchecked``: delta
     channels ``verify`` checked for structure only, because no reducer is known
     or confirmed for them (``notes`` says why; pass ``graph=``).
     """
@@ -168,7 +180,14 @@ class _Estimate:
     kept: frozenset[tuple[str, str, Any]] = frozenset()
 
 
-_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate
+@dataclass(frozen=True)
+class _Pause:
+    """Wait (``time.sleep`` / ``asyncio.sleep``) before the next request."""
+
+    seconds: float
+
+
+_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate | _Pause
 _Plan = Generator[_Request, Any, Any]
 
 
@@ -246,6 +265,9 @@ def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
+            elif isinstance(request, _Pause):
+                time.sleep(request.seconds)
+                answer = None
             else:
                 _seal_sync(saver, request)
                 if request.seal:
@@ -282,6 +304,9 @@ async def _arun(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
             elif isinstance(request, _Estimate):
                 rows = rows or row_store_for(raw)
                 answer = _estimate(raw, rows, request)
+            elif isinstance(request, _Pause):
+                await asyncio.sleep(request.seconds)
+                answer = None
             else:
                 await _seal_async(saver, request)
                 if request.seal:
@@ -396,8 +421,8 @@ async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
 # -- shared steps ----------------------------------------------------------------------
 
 Progress = Callable[[str], None]
-#: Called as ``step(thread_id, done, total)`` while a thread's rewrites and deletes
-#: are applied, so progress moves within a large thread.
+#: Called as ``step(thread_id, done, total)`` around a thread's change: ``(0, 1)``
+#: before its transaction, ``(1, 1)`` after.
 StepProgress = Callable[[str, int, int], None]
 
 
@@ -611,30 +636,62 @@ def _refuse_unknown(view: ThreadView, action: str, tuples: Iterable[CheckpointTu
 
 
 def _apply(
-    thread_id: str,
+    view: ThreadView,
     rewrites: Sequence[Rewrite],
     deletes: Mapping[str, Sequence[str]],
     step: StepProgress | None,
-    orphans: bool = False,
-) -> Generator[_Request, Any, None]:
-    # Survivors first (self-contained), then what they no longer need.
-    total = len(rewrites) + sum(1 for ids in deletes.values() if ids) + int(orphans)
-    done = 0
-    for rewrite in rewrites:
-        yield _Rows("rewrite", (thread_id, rewrite))
-        done += 1
-        if step is not None:
-            step(thread_id, done, total)
-    for ns, ids in deletes.items():
-        if ids:
-            yield _Rows("delete", (thread_id, ns, list(ids)))
-            done += 1
-            if step is not None:
-                step(thread_id, done, total)
-    if orphans:
-        yield _Rows("delete_orphans", (thread_id,))
-        if step is not None:
-            step(thread_id, total, total)
+    orphans: Orphans = "",
+) -> Generator[_Request, Any, str | None]:
+    """The thread's change, all or nothing, in one transaction that first lists
+    the thread again (``RowStore.change``): ``None`` when done, else why nothing
+    was done (the thread changed since ``view`` was read)."""
+    thread_id = view.thread_id
+    seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
+    seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
+    yield seal
+    if step is not None:
+        step(thread_id, 0, 1)
+    why: str | None = None
+    doomed = {ns: list(ids) for ns, ids in deletes.items() if ids}
+    if rewrites and doomed and _live(seen):
+        # First the survivors' state, in place, links unchanged: a reader (LangGraph
+        # reads a delta history in several statements, not one snapshot) that
+        # starts after this stops at the survivors and never needs what the
+        # second transaction deletes (docs/retention.md, "A read torn by a change").
+        in_place = tuple(
+            dataclasses.replace(
+                r, parent_id=view.parent_id(view.by_ns[r.checkpoint_ns][r.checkpoint["id"]])
+            )
+            for r in rewrites
+        )
+        why = yield _Rows("change", (thread_id, Change(seen, in_place)))
+        if why is None:
+            # reads that started before it end before the deletes
+            yield _Pause(TORN_READ_MARGIN_S)
+    if why is None:
+        change = Change(seen, tuple(rewrites), doomed, orphans)
+        why = yield _Rows("change", (thread_id, change))
+    if step is not None:
+        step(thread_id, 1, 1)
+    yield _unsealed(seal)
+    return why
+
+
+#: The pause between the two transactions of a change that deletes checkpoints of a
+#: live thread: a history read that started before the first has this long to end
+#: before the second deletes what it may still read (LangGraph reads in several
+#: statements; a read's statements are normally well under a millisecond apart).
+TORN_READ_MARGIN_S = 0.05
+
+
+def _live(seen: Mapping[str, Sequence[str]]) -> bool:
+    """Whether a turn may be running on the thread: its newest checkpoint is younger
+    than ``ORPHAN_GRACE`` (or of no known age)."""
+    times = [checkpoint_time(cid) for ids in seen.values() for cid in ids]
+    if any(t is None for t in times):
+        return True
+    newest = max((t for t in times if t is not None), default=0.0)
+    return time.time() - newest < ORPHAN_GRACE.total_seconds()
 
 
 def _estimate_of(
@@ -718,7 +775,8 @@ class _Run:
     where: ThreadFilter | None = None
     progress: Progress | None = None
     step: StepProgress | None = None
-    orphans: bool = False
+    #: which writes without their checkpoint go too (``Change.orphans``)
+    orphans: Orphans = ""
     skip_empty: bool = False
     refuse_missing: bool = False
 
@@ -739,48 +797,13 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
                 run.planner(view)
     reports: list[ChangeReport] = []
     for thread_id in ids:
-        view = yield from _view(thread_id, run.known)
-        if run.where is not None and not run.where.mode_ok(view):
+        report = None
+        for attempt in range(1, _ATTEMPTS + 1):
+            report = yield from _change_thread(run, thread_id, sizes, attempt == _ATTEMPTS)
+            if report is None or report.refused != _AGAIN:
+                break
+        if report is None:
             continue
-        if run.skip_empty and not view.count():
-            continue
-        report = ChangeReport(
-            thread_id,
-            run.action,
-            view.count(),
-            view.count(),
-            0,
-            0,
-            bytes_before=sizes.get(thread_id, 0),
-            dry_run=run.dry_run,
-        )
-        try:
-            rewrites, deletes, detail = run.planner(view)
-        except MaintenanceError as exc:
-            if not run.keep_going:
-                raise
-            report.refused = str(exc)
-            report.bytes_after = report.bytes_before
-            reports.append(report)
-            if run.progress is not None:
-                run.progress(thread_id)
-            continue
-        removed = sum(len(ids) for ids in deletes.values())
-        report.checkpoints_after = view.count() - removed
-        report.rewritten = len(rewrites)
-        report.deleted = removed
-        report.detail = detail
-        if run.dry_run:
-            growth: int = yield _estimate_of(view, rewrites, deletes)
-            report.bytes_after = max(0, (report.bytes_before or 0) + growth)
-            if removed == view.count() and not rewrites:
-                report.bytes_after = 0  # the whole thread goes, writes and values too
-            report.estimated = True
-        elif rewrites or removed or run.orphans:
-            seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
-            yield seal
-            yield from _apply(thread_id, rewrites, deletes, run.step, run.orphans)
-            yield _unsealed(seal)
         reports.append(report)
         if run.progress is not None:
             run.progress(thread_id)
@@ -789,6 +812,62 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
         for report in reports:
             report.bytes_after = after.get(report.thread_id, 0)
     return reports
+
+
+#: Tries at one thread whose turns keep landing between its read and its change.
+_ATTEMPTS = 3
+_AGAIN = "\x00again"
+
+
+def _change_thread(
+    run: _Run, thread_id: str, sizes: Mapping[str, int], last: bool
+) -> Generator[_Request, Any, ChangeReport | None]:
+    """Read, plan and change one thread: its report, ``None`` when the filter
+    leaves it out, or a report refused as ``_AGAIN`` when a turn changed it
+    between the read and the change (nothing changed; ``last``: say why instead)."""
+    view = yield from _view(thread_id, run.known)
+    if run.where is not None and not run.where.mode_ok(view):
+        return None
+    if run.skip_empty and not view.count():
+        return None
+    report = ChangeReport(
+        thread_id,
+        run.action,
+        view.count(),
+        view.count(),
+        0,
+        0,
+        bytes_before=sizes.get(thread_id, 0),
+        dry_run=run.dry_run,
+    )
+    try:
+        rewrites, deletes, detail = run.planner(view)
+    except MaintenanceError as exc:
+        if not run.keep_going:
+            raise
+        report.refused = str(exc)
+        report.bytes_after = report.bytes_before
+        return report
+    removed = sum(len(ids) for ids in deletes.values())
+    if run.dry_run:
+        growth: int = yield _estimate_of(view, rewrites, deletes)
+        report.bytes_after = max(0, (report.bytes_before or 0) + growth)
+        if removed == view.count() and not rewrites:
+            report.bytes_after = 0  # the whole thread goes, writes and values too
+        report.estimated = True
+    elif rewrites or removed or run.orphans:
+        why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
+        if why is not None:
+            # A live thread: a turn landed since it was read. Nothing was changed.
+            report.refused = (
+                f"{why}; the thread was left as stored (a later run changes it)" if last else _AGAIN
+            )
+            return report
+    report.checkpoints_after = view.count() - removed
+    report.rewritten = len(rewrites)
+    report.deleted = removed
+    report.detail = detail
+    return report
 
 
 def _keep_last(n: int) -> _Planner:
@@ -867,9 +946,17 @@ def _prune_plan(
     strategy = STRATEGY_ALIASES.get(strategy, strategy)
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
-    planner = _keep_latest if strategy == "keep_latest" else _delete_all
+    keep = strategy == "keep_latest"
     run = _Run(
-        f"prune:{strategy}", planner, known, dry_run, keep_going, where, progress, step, True
+        f"prune:{strategy}",
+        _keep_latest if keep else _delete_all,
+        known,
+        dry_run,
+        keep_going,
+        where,
+        progress,
+        step,
+        "garbage" if keep else "all",
     )
     run.refuse_missing = refuse_missing
     result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
@@ -879,17 +966,17 @@ def _prune_plan(
 def _copy_plan(source: str, target: str) -> _Plan:
     if source == target:
         raise ConfigError("target_thread_id", target, "a thread id other than the source")
-    existing: list[CheckpointTuple] = yield _List(target)
-    if existing:
-        raise MaintenanceError(
-            f"refusing to copy thread {source!r} onto {target!r}: the target already has "
-            f"{len(existing)} checkpoint(s); delete it first or pick a new thread id"
-        )
     view = yield from _view(source, None)
     seal = _Seal((target,), uuid.uuid4().hex, seal=True)
     yield seal
-    yield _Rows("copy", (source, target))
+    # one transaction: the target checked empty, the source copied from one snapshot
+    why: str | None = yield _Rows("copy", (source, target))
     yield _unsealed(seal)
+    if why is not None:
+        raise MaintenanceError(
+            f"refusing to copy thread {source!r} onto {target!r}: {why}; delete it first or "
+            "pick a new thread id"
+        )
     return ChangeReport(target, "copy", 0, view.count(), 0, 0, detail=f"from {source!r}")
 
 
@@ -1033,7 +1120,8 @@ def _scan_plan(
                         "",
                         "-",
                         f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
-                        "not exist (left by a refused or interrupted write); "
+                        "not exist, older than a stored checkpoint and than an hour (left by "
+                        "a refused or interrupted write); "
                         "`checkpoint-guard prune --keep-latest` removes them",
                     )
                 )

@@ -24,10 +24,10 @@ One worker at a time across processes (``sweep_lock``):
 
 A worker that finds the lock held skips that round (logged) and tries again at
 the next interval. The lock only avoids duplicate work: two sweeps of one thread
-are exact anyway, because each delete re-lists the thread in its own
-transaction first (``RowStore.settle``). A sweep never holds a lock that a turn
-on another thread waits for: each thread's rewrites and deletes are their own
-short transactions (on SQLite, one writer at a time is the database's own rule,
+are exact anyway, because each thread's change re-lists the thread in its own
+transaction first (``RowStore.change``). A sweep never holds a lock that a turn
+on another thread waits for: each thread's change is its own short
+transaction (on SQLite, one writer at a time is the database's own rule,
 for a sweep's delete as for any write), and the sweep yields to the event loop
 between threads.
 """

@@ -15,34 +15,18 @@ to where it is stored, never rebuilt. ``keep_latest=False`` deletes the thread.
 A pending interrupt at the head is a pending write of the head, kept with it, so
 ``Command(resume=...)`` resumes it with the same result.
 
-A turn written while a thread is swept. The sweep reads the thread, plans, makes
-the kept checkpoints self-contained (their state unchanged: a reader or a
-writer sees the same values before and after), and then deletes in one
-transaction that first lists the thread's checkpoints and writes again
-(``RowStore.settle``, "the check"): when a checkpoint it did not read, or writes
-onto a newer checkpoint it did not read (a turn in flight), are there, nothing is
-deleted and the thread is reported as skipped; a later sweep sees the new head
-and leaves the thread alone. The deletes name only checkpoints the sweep read.
-No checkpoint can be committed between the check and the deletes on SQLite
-(``BEGIN IMMEDIATE`` holds the write lock) nor, for coroutines of the sweep's
-loop, in memory (no await in between); on PostgreSQL one can (LangGraph's
-saver inserts a checkpoint without a lock the sweep could take; the check's
-``FOR UPDATE`` only makes other maintenance of those rows wait), and so can a
-sync write to an ``InMemorySaver`` from another OS thread. Such a checkpoint is
-treated as one written just after the sweep. Every turn continuing from a kept
-checkpoint (the head: every ordinary turn, a resume, ``update_state`` on the
-head) is whole whenever it lands, on every backend: its parent stays,
-self-contained, with the values it shares. A turn continuing from a checkpoint
-the sweep deletes (``delete``; or a fork from an older checkpoint) and landing
-after the check keeps its checkpoint without its parent (``verify`` reports the
-thread broken). docs/retention.md, "A turn written onto the thread being
-swept", has the table.
+A turn written while a thread is swept. Every thread's change is all or
+nothing: one transaction that lists the thread again first and changes nothing
+when a checkpoint it did not read, or writes of a turn in flight, appeared (the
+thread is then reported as skipped); on a live thread a change that deletes
+first stores the survivors' state in place, so a reader started after that never
+needs what is deleted. docs/retention.md, "Live threads", has what each backend
+excludes and what a racing turn finds.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,6 +41,7 @@ from ._ops import (
     Progress,
     StepProgress,
     _adrive,
+    _apply,
     _delete_all,
     _drive,
     _estimate_of,
@@ -67,9 +52,7 @@ from ._ops import (
     _Plan,
     _Planner,
     _Rows,
-    _Seal,
     _thread_ids,
-    _unsealed,
     _view,
 )
 from ._thread import Reducer
@@ -299,22 +282,10 @@ def _sweep_thread(
         return change
     if not rewrites and not removed:
         return change
-    seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
-    total = len(rewrites) + 1
-    seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
-    yield seal
-    if step is not None:
-        step(thread_id, 0, total)
-    # Survivors first (self-contained, their state unchanged), then the deletes,
-    # in one transaction that re-reads the thread first.
-    for done, rewrite in enumerate(rewrites, 1):
-        yield _Rows("rewrite", (thread_id, rewrite))
-        if step is not None:
-            step(thread_id, done, total)
-    why: str | None = yield _Rows("settle", (thread_id, seen, deletes))
-    yield _unsealed(seal)
-    if step is not None:
-        step(thread_id, total, total)
+    # all or nothing, in one transaction that lists the thread again first
+    why = yield from _apply(
+        view, rewrites, deletes, step, "all" if action == "delete" else "garbage"
+    )
     if why is not None:
         return SkippedThread(thread_id, f"{why}; left for a later sweep")
     return change

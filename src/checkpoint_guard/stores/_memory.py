@@ -5,6 +5,7 @@ operations maintenance runs on its dictionaries (sync; async shares them)."""
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -16,7 +17,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
 from .._config import CheckpointerConfig
-from ..maintenance._rows import Ids, unseen
+from ..maintenance._rows import Change, classify_orphans, doomed_orphans, unseen
 from ..maintenance._thread import Rewrite
 
 __all__ = ["MemoryRows"]
@@ -144,16 +145,13 @@ class MemoryRows:
     async def asizes(self) -> dict[str, int]:
         return self.sizes()
 
-    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         # put() replaces the entry (parent included) and, for the channels named
         # in new_versions, the blob at that version: exactly a rewrite in place.
         config = rewrite.put_config(thread_id)
         self.saver.put(config, rewrite.checkpoint, rewrite.metadata, rewrite.versions)
 
-    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        self.rewrite(thread_id, rewrite)
-
-    def delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
         checkpoints = self.saver.storage.get(thread_id, {}).get(ns, {})
         doomed = set(ids)
         for cid in doomed:
@@ -169,11 +167,45 @@ class MemoryRows:
             if (key[2], key[3]) not in referenced:
                 del self.saver.blobs[key]
 
-    async def adelete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
-        self.delete(thread_id, ns, ids)
+    def _listing(self, thread_id: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        # list() first: a sync turn in another OS thread may add keys meanwhile
+        spaces = list(self.saver.storage.get(thread_id, {}).items())
+        checkpoints = [(ns, cid) for ns, stored in spaces for cid in list(stored)]
+        written = [
+            (key[1], key[2])
+            for key, rows in list(self.saver.writes.items())
+            if rows and key[0] == thread_id
+        ]
+        return checkpoints, written
 
-    def copy(self, source: str, target: str) -> None:
+    def change(self, thread_id: str, change: Change) -> str | None:
+        # One synchronous step, no await and no lock from the listing to the last
+        # delete: atomic for every coroutine of the event loop (a thread writing
+        # through the sync API from another OS thread is not excluded:
+        # InMemorySaver has no lock to take; docs/retention.md).
+        now = time.time()
+        checkpoints, written = self._listing(thread_id)
+        why = unseen(change.seen, checkpoints, written, now)
+        if why is not None:
+            return why
+        for rewrite in change.rewrites:
+            self._rewrite(thread_id, rewrite)
+        for ns, ids in change.deletes.items():
+            if ids:
+                self._delete(thread_id, ns, ids)
+        checkpoints, written = self._listing(thread_id)
+        for ns, cid in doomed_orphans(change.orphans, checkpoints, written, now):
+            self.saver.writes.pop((thread_id, ns, cid), None)
+        return None
+
+    async def achange(self, thread_id: str, change: Change) -> str | None:
+        return self.change(thread_id, change)
+
+    def copy(self, source: str, target: str) -> str | None:
         saver = self.saver
+        existing = sum(len(c) for c in saver.storage.get(target, {}).values())
+        if existing:
+            return f"the target already has {existing} checkpoint(s)"
         for ns, checkpoints in list(saver.storage.get(source, {}).items()):
             saver.storage[target][ns].update(checkpoints)
         source_checkpoints = saver.storage.get(source, {})
@@ -184,57 +216,29 @@ class MemoryRows:
         for (thread_id, ns, ch, version), typed in list(saver.blobs.items()):
             if thread_id == source:
                 saver.blobs[(target, ns, ch, version)] = typed
+        return None
 
-    async def acopy(self, source: str, target: str) -> None:
-        self.copy(source, target)
-
-    def _orphan_keys(self, thread_id: str | None) -> list[tuple[str, str, str]]:
-        storage = self.saver.storage
-        return [
-            key
-            for key, rows in self.saver.writes.items()
-            if rows
-            and (thread_id is None or key[0] == thread_id)
-            and key[2] not in storage.get(key[0], {}).get(key[1], {})
-        ]
+    async def acopy(self, source: str, target: str) -> str | None:
+        return self.copy(source, target)
 
     def orphans(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for key in self._orphan_keys(None):
-            out[key[0]] = out.get(key[0], 0) + len(self.saver.writes[key])
-        return out
+        storage = self.saver.storage
+        orphan_rows = [
+            (key[0], key[1], key[2], len(rows))
+            for key, rows in self.saver.writes.items()
+            if rows and key[2] not in storage.get(key[0], {}).get(key[1], {})
+        ]
+        threads = {row[0] for row in orphan_rows}
+        checkpoint_rows = [
+            (thread_id, ns, cid)
+            for thread_id in threads
+            for ns, stored in storage.get(thread_id, {}).items()
+            for cid in stored
+        ]
+        return classify_orphans(orphan_rows, checkpoint_rows, time.time())
 
     async def aorphans(self) -> dict[str, int]:
         return self.orphans()
-
-    def delete_orphans(self, thread_id: str) -> None:
-        for key in self._orphan_keys(thread_id):
-            del self.saver.writes[key]
-
-    async def adelete_orphans(self, thread_id: str) -> None:
-        self.delete_orphans(thread_id)
-
-    def settle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
-        # No await and no lock between the check and the deletes: atomic for every
-        # coroutine of the event loop (a thread writing through the sync API from
-        # another OS thread is not excluded: InMemorySaver has no lock to take).
-        spaces = self.saver.storage.get(thread_id, {})
-        checkpoints = [(ns, cid) for ns, stored in spaces.items() for cid in stored]
-        written = [
-            (key[1], key[2])
-            for key, rows in self.saver.writes.items()
-            if rows and key[0] == thread_id
-        ]
-        why = unseen(seen, checkpoints, written)
-        if why is not None:
-            return why
-        for ns, ids in deletes.items():
-            if ids:
-                self.delete(thread_id, ns, ids)
-        return None
-
-    async def asettle(self, thread_id: str, seen: Ids, deletes: Ids) -> str | None:
-        return self.settle(thread_id, seen, deletes)
 
     def unanalyzed(self) -> list[str]:
         # dictionaries: no query planner

@@ -10,7 +10,10 @@ PostgreSQL keys channel values by (channel, version) in ``checkpoint_blobs`` and
 the saver's ``put`` never replaces a blob (``ON CONFLICT DO NOTHING``) nor a
 parent link, so a rewrite upserts the blobs itself first (a reader of any
 checkpoint at that version then already sees the rewritten, equal state), then
-lets ``put`` store the checkpoint and metadata, then sets the parent.
+lets ``put`` store the checkpoint and metadata (a saver of the same class bound
+to the change's own connection, so it joins its transaction), then sets the
+parent. A thread's change is one transaction that lists the thread first
+(``FOR UPDATE``) and once more before commit (``_rows.change_statements``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
-from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
+from ..maintenance._rows import (
+    AsyncSqlRows,
+    Dialect,
+    Put,
+    SqlRows,
+    Statements,
+    arun,
+    run,
+)
 from ..maintenance._thread import Rewrite
 
 __all__ = ["AsyncPostgresRows", "PostgresRows"]
@@ -358,12 +369,10 @@ def _sizes() -> Statements:
     return out
 
 
-def _blobs(rows: list[tuple[Any, ...]]) -> Statements:
-    for row in rows:
+def _rewrite(saver: Any, thread_id: str, rewrite: Rewrite) -> Statements:
+    for row in _blob_rows(saver, thread_id, rewrite):
         yield _UPSERT_BLOB, row
-
-
-def _reparent(thread_id: str, rewrite: Rewrite) -> Statements:
+    yield Put(thread_id, rewrite), ()
     yield (
         "UPDATE checkpoints SET parent_checkpoint_id = %s"
         " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
@@ -399,6 +408,12 @@ def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
 
 
 def _copy(source: str, target: str) -> Statements:
+    # One snapshot of the source for every statement (a turn committing between
+    # two of them would otherwise be copied in part).
+    yield "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", ()
+    existing = yield "SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s", (target,)
+    if existing and existing[0]["n"]:
+        return f"the target already has {existing[0]['n']} checkpoint(s)"
     yield (
         "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
         " parent_checkpoint_id, type, checkpoint, metadata)"
@@ -428,6 +443,7 @@ def _copy(source: str, target: str) -> Statements:
         " type = EXCLUDED.type, blob = EXCLUDED.blob",
         (target, source),
     )
+    return None
 
 
 _ORPHAN = (
@@ -437,16 +453,29 @@ _ORPHAN = (
 
 
 def _orphans() -> Statements:
-    rows = yield (
-        f"SELECT w.thread_id, COUNT(*) AS n FROM checkpoint_writes w WHERE{_ORPHAN}"
-        " GROUP BY w.thread_id",
+    orphans = yield (
+        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) AS n"
+        f" FROM checkpoint_writes w WHERE{_ORPHAN}"
+        " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id",
         (),
     )
-    return {r["thread_id"]: int(r["n"]) for r in rows}
+    stored = yield (
+        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
+        f" (SELECT w.thread_id FROM checkpoint_writes w WHERE{_ORPHAN})",
+        (),
+    )
+    return (
+        [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"], r["n"]) for r in orphans],
+        [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in stored],
+    )
 
 
-def _delete_orphans(thread_id: str) -> Statements:
-    yield f"DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND{_ORPHAN}", (thread_id,)
+def _delete_orphans(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
+    yield (
+        "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
+        f" AND w.checkpoint_id = ANY(%s) AND{_ORPHAN}",
+        (thread_id, ns, list(ids)),
+    )
 
 
 def _thread_ids() -> Statements:
@@ -470,11 +499,11 @@ def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, 
 
 
 def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
-    # FOR UPDATE: another maintenance transaction on these rows (a second sweep's
-    # settle, a prune's delete, a migration's rewrite) waits for this one, so two
-    # sweeps of a thread delete exactly once. A turn's new checkpoint is an INSERT
-    # of a new key: no row lock stops it (docs/retention.md, "Turns while a sweep
-    # runs", says what that leaves open).
+    # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
+    # a prune, a migration) waits for this one, so two changes of a thread apply
+    # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
+    # stops it (docs/retention.md, "Live threads",
+    # says what the second listing before commit closes and what stays open).
     return (
         (
             "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s FOR UPDATE",
@@ -515,6 +544,7 @@ def _unanalyzed() -> Statements:
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
+    rewrite=_rewrite,
     delete=_delete,
     copy=_copy,
     orphans=_orphans,
@@ -567,19 +597,22 @@ class PostgresRows(SqlRows):
     dialect = _DIALECT
 
     def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
         with self.saver._cursor() as cur, cur.connection.transaction():
 
-            def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+            def execute(sql: Any, params: Sequence[Any]) -> list[Any]:
+                if isinstance(sql, Put):
+                    # put() on this connection: its statements join the transaction
+                    bound = PostgresSaver(cur.connection, serde=self.saver.serde)
+                    rewrite = sql.rewrite
+                    config = rewrite.put_config(sql.thread_id)
+                    bound.put(config, rewrite.checkpoint, rewrite.metadata, {})
+                    return []
                 cur.execute(sql, params, prepare=False)
                 return list(cur.fetchall()) if cur.description is not None else []
 
             return run(statements, execute)
-
-    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        self._run(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        config = rewrite.put_config(thread_id)
-        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, {})
-        self._run(_reparent(thread_id, rewrite))
 
 
 class AsyncPostgresRows(AsyncSqlRows):
@@ -589,16 +622,19 @@ class AsyncPostgresRows(AsyncSqlRows):
     dialect = _DIALECT
 
     async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
         async with self.saver._cursor() as cur, cur.connection.transaction():
 
-            async def execute(sql: str, params: Sequence[Any]) -> list[Any]:
+            async def execute(sql: Any, params: Sequence[Any]) -> list[Any]:
+                if isinstance(sql, Put):
+                    # aput() on this connection: its statements join the transaction
+                    bound = AsyncPostgresSaver(cur.connection, serde=self.saver.serde)
+                    rewrite = sql.rewrite
+                    config = rewrite.put_config(sql.thread_id)
+                    await bound.aput(config, rewrite.checkpoint, rewrite.metadata, {})
+                    return []
                 await cur.execute(sql, params, prepare=False)
                 return list(await cur.fetchall()) if cur.description is not None else []
 
             return await arun(statements, execute)
-
-    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        await self._arun(_blobs(_blob_rows(self.saver, thread_id, rewrite)))
-        config = rewrite.put_config(thread_id)
-        await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
-        await self._arun(_reparent(thread_id, rewrite))

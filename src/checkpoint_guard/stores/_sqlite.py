@@ -3,13 +3,17 @@
 operations maintenance runs on the savers' tables (``checkpoints``, ``writes``).
 
 SQLite keeps channel values inline in the checkpoint row, so a rewrite is the
-saver's own ``put`` (``INSERT OR REPLACE``, parent included); deletes and copies
-are plain SQL, each operation one transaction.
+row the saver's own ``put`` writes (``INSERT OR REPLACE``, parent included),
+written by this module inside the change's transaction (``put`` commits on its
+own); the upstream check compares the two rows. A thread's change is one
+``BEGIN IMMEDIATE`` transaction: no other connection commits a write between its
+listing of the thread and its end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import uuid
@@ -18,7 +22,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
@@ -186,6 +190,9 @@ def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
 
 
 def _copy(source: str, target: str) -> Statements:
+    existing = yield "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (target,)
+    if existing and existing[0][0]:
+        return f"the target already has {existing[0][0]} checkpoint(s)"
     yield (
         "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
         " parent_checkpoint_id, type, checkpoint, metadata)"
@@ -204,6 +211,7 @@ def _copy(source: str, target: str) -> Statements:
         " AND c.checkpoint_id = w.checkpoint_id)",
         (target, source),
     )
+    return None
 
 
 _ORPHAN = (
@@ -213,15 +221,48 @@ _ORPHAN = (
 
 
 def _orphans() -> Statements:
-    rows = yield (
-        f"SELECT w.thread_id, COUNT(*) FROM writes w WHERE{_ORPHAN} GROUP BY w.thread_id",
+    orphans = yield (
+        f"SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) FROM writes w"
+        f" WHERE{_ORPHAN} GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id",
         (),
     )
-    return {r[0]: int(r[1]) for r in rows}
+    stored = yield (
+        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
+        f" (SELECT w.thread_id FROM writes w WHERE{_ORPHAN})",
+        (),
+    )
+    return [tuple(r) for r in orphans], [tuple(r) for r in stored]
 
 
-def _delete_orphans(thread_id: str) -> Statements:
-    yield f"DELETE FROM writes AS w WHERE w.thread_id = ? AND{_ORPHAN}", (thread_id,)
+def _delete_orphans(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
+    for cid in ids:
+        yield (
+            "DELETE FROM writes AS w WHERE w.thread_id = ? AND w.checkpoint_ns = ?"
+            f" AND w.checkpoint_id = ? AND{_ORPHAN}",
+            (thread_id, ns, cid),
+        )
+
+
+def _rewrite(saver: Any, thread_id: str, rewrite: Rewrite) -> Statements:
+    # The row SqliteSaver.put writes (check_tables compares them).
+    config = rewrite.put_config(thread_id)
+    type_, data = saver.serde.dumps_typed(rewrite.checkpoint)
+    metadata = json.dumps(
+        get_checkpoint_metadata(config, rewrite.metadata), ensure_ascii=False
+    ).encode("utf-8", "ignore")
+    yield (
+        "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+        " parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            thread_id,
+            rewrite.checkpoint_ns,
+            rewrite.checkpoint["id"],
+            rewrite.parent_id,
+            type_,
+            data,
+            metadata,
+        ),
+    )
 
 
 def _thread_ids() -> Statements:
@@ -245,11 +286,13 @@ def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tu
 _DIALECT = Dialect(
     thread_ids=_thread_ids,
     sizes=_sizes,
+    rewrite=_rewrite,
     delete=_delete,
     copy=_copy,
     orphans=_orphans,
     delete_orphans=_delete_orphans,
     listing=_listing,
+    exclusive=True,
 )
 
 
@@ -307,6 +350,18 @@ def check_tables() -> str | None:
             return f"writes rows are {writes!r}"
         if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
             return "a writes row does not hold its typed value"
+        # A rewrite writes the row put writes: same serialization, same metadata.
+        child = empty_checkpoint()
+        metadata: Any = {"step": 0, "source": "loop"}
+        saver.put(stored, child, metadata, {})
+        put_row = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
+            " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
+            (child["id"],),
+        ).fetchone()
+        [(_sql, ours)] = list(_rewrite(saver, "t", Rewrite("", child, metadata, checkpoint["id"])))
+        if tuple(put_row) != tuple(ours):
+            return f"put writes the row {tuple(put_row)!r}, a rewrite {tuple(ours)!r}"
     return None
 
 
@@ -340,10 +395,6 @@ class SqliteRows(SqlRows):
             conn.commit()
             return result
 
-    def rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        config = rewrite.put_config(thread_id)
-        self.saver.put(config, rewrite.checkpoint, rewrite.metadata, {})
-
 
 class AsyncSqliteRows(AsyncSqlRows):
     """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
@@ -370,7 +421,3 @@ class AsyncSqliteRows(AsyncSqlRows):
                     raise
             await self.saver.conn.commit()
         return result
-
-    async def arewrite(self, thread_id: str, rewrite: Rewrite) -> None:
-        config = rewrite.put_config(thread_id)
-        await self.saver.aput(config, rewrite.checkpoint, rewrite.metadata, {})
