@@ -21,6 +21,7 @@ from checkpoint_guard._config import (
     RetentionConfig,
     known_env_vars,
 )
+from tests.support.surface import PUBLIC_MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES_WITH_RUNNING_CODE = ("README.md", "docs/getting-started.md")
@@ -130,8 +131,6 @@ def test_nothing_refers_to_documents_the_repository_does_not_hold() -> None:
 
 
 def test_the_api_reference_renders_every_public_module_once() -> None:
-    from tests.test_public_surface import PUBLIC_MODULES
-
     rendered = [
         m for page in markdown_files() for m in re.findall(r"^::: (\S+)$", page.read_text(), re.M)
     ]

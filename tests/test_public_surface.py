@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard.cache import HistoryCache
+from tests.support.surface import PUBLIC_MODULES
 
 # every top-level name of the public contract (docs/api.md renders them)
 API_NAMES = [
@@ -34,15 +35,6 @@ API_NAMES = [
     "merge_message_writes",
     "delta_messages_field",
     "state_schema_for_mode",
-]
-PUBLIC_MODULES = [
-    "checkpoint_guard.cache",
-    "checkpoint_guard.state",
-    "checkpoint_guard.maintenance",
-    "checkpoint_guard.langgraph",
-    "checkpoint_guard.savers",
-    "checkpoint_guard.cli",
-    "checkpoint_guard.testing",
 ]
 ERRORS = sorted(
     name
