@@ -4,9 +4,7 @@ The composition root, above every part: it loads the configuration, applies the
 process-wide Overwrite fix (``state``) when the config asks for it, opens the inner
 saver (``stores``: one module per LangGraph saver), builds the cache and the layers
 (``savers/_stack.py``) and freezes the process's mode. Every upstream check
-(``_upstream``) runs once per process before the first stack opens. The layers'
-maintenance is installed by ``checkpoint_guard.maintenance`` on import (imported
-here too, so an opened stack always has it).
+(``_upstream``) runs once per process before the first stack opens.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _message_ids, _upstream, stores
 from . import _server as _server  # registers the server adapter's check
-from . import maintenance as _maintenance  # noqa: F401  (installs the layers' maintainer)
 from ._config import CheckpointerConfig
 from ._errors import ConfigError
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies

@@ -26,7 +26,6 @@ rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
 serves the saver layers' optional methods (installed on import).
 """
 
-from ._layer import install as _install_layer_maintenance
 from ._ops import (
     ChangeReport,
     MaintenanceError,
@@ -86,5 +85,3 @@ __all__ = [
     "sweep",
     "verify",
 ]
-
-_install_layer_maintenance()

@@ -17,10 +17,8 @@ from ._history import CachedHistorySaver
 from ._layer import (
     CAPABILITY_METHODS,
     OPTIONAL_METHODS,
-    Maintainer,
     SaverLayer,
     implements,
-    install_maintainer,
     provides,
     unwrap,
 )
@@ -31,12 +29,10 @@ __all__ = [
     "OPTIONAL_METHODS",
     "CachedHistorySaver",
     "GuardedSaver",
-    "Maintainer",
     "SaverLayer",
     "SharedCacheFence",
     "configured_stack",
     "implements",
-    "install_maintainer",
     "make_cache",
     "provides",
     "unwrap",

@@ -18,8 +18,8 @@ layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
   is not ``BaseCheckpointSaver``'s ``NotImplementedError`` stub. Asking
   ``type(inner)`` instead would reset ``put`` & co. on such a proxy and fail its
   first write.
-* Over a raw saver the installed ``Maintainer`` knows (``checkpoint_guard.maintenance``
-  installs the package's one for memory, SQLite and PostgreSQL), the layer also
+* Over a raw saver ``checkpoint_guard.maintenance`` supports (memory, SQLite and
+  PostgreSQL), the layer also
   serves ``prune`` / ``copy_thread`` / ``delete_for_runs`` (the twins that backend's
   API allows) delta-safely, even where the inner saver has none: a layer may claim
   *more* than its inner saver.
@@ -32,10 +32,9 @@ layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
   saver's does (over the sync ``SqliteSaver`` the async one raises that
   saver's own ``NotImplementedError``, as it does unwrapped).
 
-Imports flow one way: this module knows nothing of ``maintenance`` (which builds on
-the layers). The seam is ``Maintainer``: maintenance installs one
-(``install_maintainer``) when it is imported, and ``checkpoint_guard/__init__.py``
-imports it, so it is in place before any layer exists. Maintenance in turn tells
+Maintenance builds on the layers, so this module imports it only inside the
+optional methods and ``_maintained``, at call time: nothing is wired on import,
+and the result does not depend on what was imported first. Maintenance tells
 the layers that storage changed under them through the public hooks:
 ``seal_threads`` before a rewrite and ``unseal_threads`` after (``a*`` twins), or
 ``forget_threads`` when nothing is rewritten.
@@ -46,7 +45,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -64,10 +63,8 @@ from .._address import canonical, canonical_thread_id
 __all__ = [
     "CAPABILITY_METHODS",
     "OPTIONAL_METHODS",
-    "Maintainer",
     "SaverLayer",
     "implements",
-    "install_maintainer",
     "provides",
     "unwrap",
 ]
@@ -121,59 +118,23 @@ def provides(saver: object, method: str) -> bool:
     return getattr(attr, "__func__", attr) is not base
 
 
-class Maintainer(Protocol):
-    """Serves the optional maintenance methods (``OPTIONAL_METHODS``) over raw
-    savers it knows; ``checkpoint_guard.maintenance`` installs the package's one."""
-
-    def serves(self, saver: BaseCheckpointSaver[Any], method: str) -> bool:
-        """Whether ``method`` can be served over the raw saver ``saver``."""
-        ...
-
-    def prune(
-        self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
-    ) -> None: ...
-
-    async def aprune(
-        self, saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, strategy: str
-    ) -> None: ...
-
-    def copy_thread(self, saver: BaseCheckpointSaver[Any], source: str, target: str) -> None: ...
-
-    async def acopy_thread(
-        self, saver: BaseCheckpointSaver[Any], source: str, target: str
-    ) -> None: ...
-
-    def delete_for_runs(self, saver: BaseCheckpointSaver[Any], run_ids: Sequence[str]) -> None: ...
-
-    async def adelete_for_runs(
-        self, saver: BaseCheckpointSaver[Any], run_ids: Sequence[str]
-    ) -> None: ...
-
-
-_MAINTAINER: list[Maintainer] = []  # at most one: the installed maintainer
-
-
-def install_maintainer(maintainer: Maintainer) -> None:
-    """Make ``maintainer`` serve the optional maintenance methods of layers built
-    from now on (replacing any earlier one)."""
-    _MAINTAINER[:] = [maintainer]
-
-
-def _maintainer(inner: BaseCheckpointSaver[Any], method: str) -> Maintainer | None:
-    """The maintainer that serves ``method`` over the raw saver ``inner``, if any
-    (over a layer, the call goes down to that layer instead)."""
+def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
+    """Whether this package's delta-safe maintenance serves the optional ``method``
+    over the raw saver ``inner`` (over a layer, the call goes down to that layer)."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
-        return None
-    for maintainer in _MAINTAINER:
-        if maintainer.serves(inner, method):
-            return maintainer
-    return None
+        return False
+    # Imported at call time: maintenance builds on the layers (it walks a stack's
+    # hooks), so this is the one edge that points up (see test_architecture.py).
+    from ..maintenance._rows import supported
+
+    sync, async_ = supported(type(inner))
+    return async_ if method.startswith("a") else sync
 
 
 def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     """Whether a layer over ``inner`` can serve ``method``: the inner instance
     serves it, or (for the optional maintenance methods over a raw saver) we do."""
-    return provides(inner, method) or _maintainer(inner, method) is not None
+    return provides(inner, method) or _maintained(inner, method)
 
 
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
@@ -409,56 +370,62 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     # -- optional maintenance (reset to the base original when nobody serves it) ----
-    # Over a raw memory, SQLite or PostgreSQL saver, the installed Maintainer
-    # (checkpoint_guard.maintenance) serves these delta-safely (upstream lacks them
-    # or refuses delta threads); over a layer or an unknown saver, the call goes
-    # down unchanged.
+    # Over a raw memory, SQLite or PostgreSQL saver, checkpoint_guard.maintenance
+    # serves these delta-safely (upstream lacks them or refuses delta threads); over
+    # a layer or an unknown saver, the call goes down unchanged. The maintenance
+    # module is imported at call time: it builds on the layers.
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
-        maintainer = _maintainer(self.inner, "prune")
-        if maintainer is not None:
-            maintainer.prune(self.inner, thread_ids, strategy=strategy)
+        if _maintained(self.inner, "prune"):
+            from ..maintenance import _ops
+
+            _ops.prune_present(self.inner, thread_ids, strategy)
         else:
             self.inner.prune(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
-        maintainer = _maintainer(self.inner, "aprune")
-        if maintainer is not None:
-            await maintainer.aprune(self.inner, thread_ids, strategy=strategy)
+        if _maintained(self.inner, "aprune"):
+            from ..maintenance import _ops
+
+            await _ops.aprune_present(self.inner, thread_ids, strategy)
         else:
             await self.inner.aprune(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
-        maintainer = _maintainer(self.inner, "copy_thread")
-        if maintainer is not None:
-            maintainer.copy_thread(self.inner, source_thread_id, target_thread_id)
+        if _maintained(self.inner, "copy_thread"):
+            from ..maintenance import _ops
+
+            _ops.copy_thread(self.inner, source_thread_id, target_thread_id)
         else:
             self.inner.copy_thread(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        maintainer = _maintainer(self.inner, "acopy_thread")
-        if maintainer is not None:
-            await maintainer.acopy_thread(self.inner, source_thread_id, target_thread_id)
+        if _maintained(self.inner, "acopy_thread"):
+            from ..maintenance import _ops
+
+            await _ops.acopy_thread(self.inner, source_thread_id, target_thread_id)
         else:
             await self.inner.acopy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
-        maintainer = _maintainer(self.inner, "delete_for_runs")
-        if maintainer is not None:
-            maintainer.delete_for_runs(self.inner, run_ids)
+        if _maintained(self.inner, "delete_for_runs"):
+            from ..maintenance import _ops
+
+            _ops.delete_for_runs(self.inner, run_ids)
         else:
             self.inner.delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        maintainer = _maintainer(self.inner, "adelete_for_runs")
-        if maintainer is not None:
-            await maintainer.adelete_for_runs(self.inner, run_ids)
+        if _maintained(self.inner, "adelete_for_runs"):
+            from ..maintenance import _ops
+
+            await _ops.adelete_for_runs(self.inner, run_ids)
         else:
             await self.inner.adelete_for_runs(run_ids)
 
