@@ -20,7 +20,12 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from checkpoint_guard import MODE_METADATA_KEY, wrap
 from checkpoint_guard.cache import MemoryHistoryCache
-from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, implements, provides
+from checkpoint_guard.savers._layer import (
+    CAPABILITY_METHODS,
+    OPTIONAL_METHODS,
+    implements,
+    provides,
+)
 from tests.support.helpers import Driver, cfg, chat_graph, run_turns
 
 # What InMemorySaver itself implements: everything but the optional maintenance methods.

@@ -15,7 +15,8 @@ from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import GuardedSaver, maintenance, unwrap, wrap
-from checkpoint_guard.savers import CAPABILITY_METHODS, OPTIONAL_METHODS, SaverLayer, implements
+from checkpoint_guard.savers import SaverLayer
+from checkpoint_guard.savers._layer import CAPABILITY_METHODS, OPTIONAL_METHODS, implements
 from tests.support.helpers import CountingSaver, Driver, cfg, chat_graph, run_turns
 from tests.support.stores import Store
 

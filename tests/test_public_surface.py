@@ -72,6 +72,10 @@ def test_test_seams_are_not_at_the_top_level() -> None:
 
     freeze = ModeFreeze()
     assert freeze.freeze("delta", 5) == (cg.ChannelMode.DELTA, 5)
+    from checkpoint_guard import savers
+
+    seams = {"implements", "provides", "CAPABILITY_METHODS", "OPTIONAL_METHODS"}
+    assert seams.isdisjoint(savers.__all__) and seams.isdisjoint(dir(savers))
 
 
 @pytest.mark.parametrize("name", ERRORS)

@@ -15,26 +15,18 @@ from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver
 from ._layer import (
-    CAPABILITY_METHODS,
-    OPTIONAL_METHODS,
     SaverLayer,
-    implements,
-    provides,
     unwrap,
 )
 from ._stack import configured_stack, make_cache, wrap
 
 __all__ = [
-    "CAPABILITY_METHODS",
-    "OPTIONAL_METHODS",
     "CachedHistorySaver",
     "GuardedSaver",
     "SaverLayer",
     "SharedCacheFence",
     "configured_stack",
-    "implements",
     "make_cache",
-    "provides",
     "unwrap",
     "wrap",
 ]
