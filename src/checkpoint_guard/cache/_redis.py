@@ -1041,10 +1041,6 @@ class RedisHistoryCache:
         """Connect (if needed) and check that Redis answers."""
         return bool(self._sync().ping())
 
-    async def aping(self) -> bool:
-        """Async ``ping``."""
-        return bool(await self._async().ping())
-
     def thread_bytes(self, thread_id: Any) -> int:
         """Bytes Redis uses for one thread's entries (``MEMORY USAGE``)."""
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
