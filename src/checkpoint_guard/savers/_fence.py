@@ -8,34 +8,22 @@ server's thread sweep) rewrites storage those entries were computed from, so it 
 fence and drop them first, exactly as a delta-mode stack does, and refuse with
 storage unchanged when the cache cannot be reached.
 
-This layer is ``CachedHistorySaver`` with its maintenance bracket and nothing else:
-reads, ``put``, ``put_writes`` and delta history go straight to the inner saver, so
-a full-mode turn makes the raw saver's calls and no cache call.
+This layer is ``CachedHistorySaver``'s maintenance bracket (their shared base)
+and nothing else: reads, ``put``, ``put_writes`` and delta history are the base
+layer's pass-through, so a full-mode turn makes the raw saver's calls and no cache
+call.
 """
 
 from __future__ import annotations
 
-from ._history import CachedHistorySaver
-from ._layer import SaverLayer
+from ._history import _CacheBracket
 
 __all__ = ["SharedCacheFence"]
 
 
-class SharedCacheFence(CachedHistorySaver):
+class SharedCacheFence(_CacheBracket):
     """Fences and drops a shared cache's threads around maintenance; passes every
     read and write through untouched (see the module docstring)."""
-
-    # the capability of the cache layer is its maintenance bracket only
-    get_tuple = SaverLayer.get_tuple
-    aget_tuple = SaverLayer.aget_tuple
-    list = SaverLayer.list
-    alist = SaverLayer.alist
-    put = SaverLayer.put
-    aput = SaverLayer.aput
-    put_writes = SaverLayer.put_writes
-    aput_writes = SaverLayer.aput_writes
-    get_delta_channel_history = SaverLayer.get_delta_channel_history
-    aget_delta_channel_history = SaverLayer.aget_delta_channel_history
 
     def __repr__(self) -> str:
         return f"SharedCacheFence({self.inner!r}, {self.cache!r})"

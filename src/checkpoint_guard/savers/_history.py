@@ -256,7 +256,209 @@ def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
     return any(channel not in WRITES_IDX_MAP for channel, _ in writes)
 
 
-class CachedHistorySaver(SaverLayer):
+class _CacheBracket(SaverLayer):
+    """A layer holding a history cache and the maintenance bracket around it: every
+    rewrite of a thread's storage through this layer (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``delete_thread``, ``a*``, and maintenance run on the stack
+    through the ``seal_threads`` hooks) fences and drops the thread in the cache
+    before and drops and unfences it after. ``CachedHistorySaver`` adds the reads;
+    ``SharedCacheFence`` is this alone."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
+        super().__init__(inner)
+        self.cache = cache
+
+    def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
+        """Drop what this process remembers about ``thread_ids`` (``None``: all)."""
+
+    # -- cache calls that fail open -------------------------------------------------------
+
+    def _cache_call(self, method: str, args: tuple[Any, ...]) -> Any:
+        try:
+            return getattr(self.cache, method)(*args)
+        except Exception as exc:
+            self.cache.count_error(method, exc)
+            return _FAILED
+
+    async def _acache_call(self, method: str, args: tuple[Any, ...]) -> Any:
+        try:
+            return await getattr(self.cache, "a" + method)(*args)
+        except Exception as exc:
+            self.cache.count_error(method, exc)
+            return _FAILED
+
+    # -- maintenance: threads whose storage is rewritten ------------------------------------
+
+    def _invalidation_failed(self, thread_ids: Sequence[Any], exc: BaseException) -> Exception:
+        self.cache.count_error("drop", exc)
+        return CacheInvalidationError(
+            thread_id=", ".join(map(str, thread_ids)), checkpoint_id=None, cause=exc
+        )
+
+    def _seal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
+        done yet, when the cache cannot)."""
+        try:
+            for thread in thread_ids:
+                self.cache.fence(thread, "", "", writer)
+                self.cache.drop_thread(thread)
+        except Exception as exc:
+            for thread in thread_ids:
+                self._cache_call("unfence", (thread, "", "", writer))
+            raise self._invalidation_failed(thread_ids, exc) from exc
+        self._forget_local(thread_ids)
+
+    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        """After the rewrite: drop and unfence (a failure leaves the fence in
+        place: no stores for those threads until their hashes expire)."""
+        self._forget_local(thread_ids)
+        for thread in thread_ids:
+            if self._cache_call("drop_thread", (thread,)) is not _FAILED:
+                self._cache_call("unfence", (thread, "", "", writer))
+
+    async def _aseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        try:
+            for thread in thread_ids:
+                await self.cache.afence(thread, "", "", writer)
+                await self.cache.adrop_thread(thread)
+        except BaseException as exc:
+            for thread in thread_ids:
+                await self._acache_call("unfence", (thread, "", "", writer))
+            if not isinstance(exc, Exception):
+                raise
+            raise self._invalidation_failed(thread_ids, exc) from exc
+        self._forget_local(thread_ids)
+
+    async def _aunseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+        self._forget_local(thread_ids)
+        for thread in thread_ids:
+            if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
+                await self._acache_call("unfence", (thread, "", "", writer))
+
+    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        # Storage changed without a seal around it (``None``: every thread).
+        self._forget_local(thread_ids)
+        try:
+            if thread_ids is None:
+                self.cache.clear()
+            else:
+                for thread in thread_ids:
+                    self.cache.drop_thread(thread)
+        except Exception as exc:
+            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
+
+    async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
+        self._forget_local(thread_ids)
+        try:
+            if thread_ids is None:
+                await self.cache.aclear()
+            else:
+                for thread in thread_ids:
+                    await self.cache.adrop_thread(thread)
+        except Exception as exc:
+            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
+
+    def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        # Maintenance run on a stack directly: the same bracket as the layer's own
+        # prune (fence + drop before, drop + unfence after), so no reader in any
+        # process stores an entry computed from the storage being rewritten.
+        self._seal(thread_ids, writer)
+
+    def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        self._unseal(thread_ids, writer)
+
+    async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        await self._aseal(thread_ids, writer)
+
+    async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
+        await self._aunseal(thread_ids, writer)
+
+    def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+        threads = set()
+        for run_id in run_ids:
+            for tup in self.inner.list(None, filter={"run_id": run_id}):
+                threads.add(Address.from_config(tup.config).thread_id)
+        return sorted(threads, key=str)
+
+    async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+        threads = set()
+        for run_id in run_ids:
+            async for tup in self.inner.alist(None, filter={"run_id": run_id}):
+                threads.add(Address.from_config(tup.config).thread_id)
+        return sorted(threads, key=str)
+
+    def delete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
+        writer = uuid.uuid4().hex
+        self._seal([thread_id], writer)
+        try:
+            self.inner.delete_thread(thread_id)
+        finally:
+            self._unseal([thread_id], writer)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        thread_id = canonical_thread_id(thread_id)
+        writer = uuid.uuid4().hex
+        await self._aseal([thread_id], writer)
+        try:
+            await self.inner.adelete_thread(thread_id)
+        finally:
+            await self._aunseal([thread_id], writer)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        writer = uuid.uuid4().hex
+        self._seal(thread_ids, writer)
+        try:
+            super().prune(thread_ids, strategy=strategy)
+        finally:
+            self._unseal(thread_ids, writer)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        writer = uuid.uuid4().hex
+        await self._aseal(thread_ids, writer)
+        try:
+            await super().aprune(thread_ids, strategy=strategy)
+        finally:
+            await self._aunseal(thread_ids, writer)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        writer = uuid.uuid4().hex
+        self._seal([target_thread_id], writer)
+        try:
+            super().copy_thread(source_thread_id, target_thread_id)
+        finally:
+            self._unseal([target_thread_id], writer)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        writer = uuid.uuid4().hex
+        await self._aseal([target_thread_id], writer)
+        try:
+            await super().acopy_thread(source_thread_id, target_thread_id)
+        finally:
+            await self._aunseal([target_thread_id], writer)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        # Only the threads the runs wrote are rewritten; their entries go, in
+        # every process sharing the cache.
+        threads = self._run_threads(run_ids)
+        writer = uuid.uuid4().hex
+        self._seal(threads, writer)
+        try:
+            super().delete_for_runs(run_ids)
+        finally:
+            self._unseal(threads, writer)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        threads = await self._arun_threads(run_ids)
+        writer = uuid.uuid4().hex
+        await self._aseal(threads, writer)
+        try:
+            await super().adelete_for_runs(run_ids)
+        finally:
+            await self._aunseal(threads, writer)
+
+
+class CachedHistorySaver(_CacheBracket):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
     ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
@@ -278,8 +480,7 @@ class CachedHistorySaver(SaverLayer):
     def __init__(
         self, inner: BaseCheckpointSaver[Any], cache: HistoryCache, *, max_walk: int = 32
     ) -> None:
-        super().__init__(inner)
-        self.cache = cache
+        super().__init__(inner, cache)
         self.max_walk = max_walk
         self._memory = _Memory()
         self._batch = lists_like_get_tuple(unwrap(inner))
@@ -288,6 +489,9 @@ class CachedHistorySaver(SaverLayer):
 
     def __repr__(self) -> str:
         return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
+
+    def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
+        self._memory.forget(thread_ids)
 
     # -- what passes through -------------------------------------------------------------
 
@@ -487,20 +691,6 @@ class CachedHistorySaver(SaverLayer):
         return cast(dict[str, DeltaChannelHistory], done)
 
     # -- drivers -------------------------------------------------------------------------
-
-    def _cache_call(self, method: str, args: tuple[Any, ...]) -> Any:
-        try:
-            return getattr(self.cache, method)(*args)
-        except Exception as exc:
-            self.cache.count_error(method, exc)
-            return _FAILED
-
-    async def _acache_call(self, method: str, args: tuple[Any, ...]) -> Any:
-        try:
-            return await getattr(self.cache, "a" + method)(*args)
-        except Exception as exc:
-            self.cache.count_error(method, exc)
-            return _FAILED
 
     def _outcome(
         self,
@@ -806,176 +996,6 @@ class CachedHistorySaver(SaverLayer):
         finally:
             # also when the write failed or was cancelled: it may have reached the saver
             await self._aunfence(config, writer)
-
-    # -- maintenance: threads whose storage is rewritten ------------------------------------
-
-    def _invalidation_failed(self, thread_ids: Sequence[Any], exc: BaseException) -> Exception:
-        self.cache.count_error("drop", exc)
-        return CacheInvalidationError(
-            thread_id=", ".join(map(str, thread_ids)), checkpoint_id=None, cause=exc
-        )
-
-    def _seal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
-        done yet, when the cache cannot)."""
-        try:
-            for thread in thread_ids:
-                self.cache.fence(thread, "", "", writer)
-                self.cache.drop_thread(thread)
-        except Exception as exc:
-            for thread in thread_ids:
-                self._cache_call("unfence", (thread, "", "", writer))
-            raise self._invalidation_failed(thread_ids, exc) from exc
-        self._memory.forget(thread_ids)
-
-    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        """After the rewrite: drop and unfence (a failure leaves the fence in
-        place: no stores for those threads until their hashes expire)."""
-        self._memory.forget(thread_ids)
-        for thread in thread_ids:
-            if self._cache_call("drop_thread", (thread,)) is not _FAILED:
-                self._cache_call("unfence", (thread, "", "", writer))
-
-    async def _aseal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        try:
-            for thread in thread_ids:
-                await self.cache.afence(thread, "", "", writer)
-                await self.cache.adrop_thread(thread)
-        except BaseException as exc:
-            for thread in thread_ids:
-                await self._acache_call("unfence", (thread, "", "", writer))
-            if not isinstance(exc, Exception):
-                raise
-            raise self._invalidation_failed(thread_ids, exc) from exc
-        self._memory.forget(thread_ids)
-
-    async def _aunseal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        self._memory.forget(thread_ids)
-        for thread in thread_ids:
-            if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
-                await self._acache_call("unfence", (thread, "", "", writer))
-
-    def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        # Storage changed without a seal around it (``None``: every thread).
-        self._memory.forget(thread_ids)
-        try:
-            if thread_ids is None:
-                self.cache.clear()
-            else:
-                for thread in thread_ids:
-                    self.cache.drop_thread(thread)
-        except Exception as exc:
-            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
-
-    async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        self._memory.forget(thread_ids)
-        try:
-            if thread_ids is None:
-                await self.cache.aclear()
-            else:
-                for thread in thread_ids:
-                    await self.cache.adrop_thread(thread)
-        except Exception as exc:
-            raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
-
-    def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        # Maintenance run on a stack directly: the same bracket as the layer's own
-        # prune (fence + drop before, drop + unfence after), so no reader in any
-        # process stores an entry computed from the storage being rewritten.
-        self._seal(thread_ids, writer)
-
-    def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        self._unseal(thread_ids, writer)
-
-    async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        await self._aseal(thread_ids, writer)
-
-    async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        await self._aunseal(thread_ids, writer)
-
-    def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = set()
-        for run_id in run_ids:
-            for tup in self.inner.list(None, filter={"run_id": run_id}):
-                threads.add(Address.from_config(tup.config).thread_id)
-        return sorted(threads, key=str)
-
-    async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = set()
-        for run_id in run_ids:
-            async for tup in self.inner.alist(None, filter={"run_id": run_id}):
-                threads.add(Address.from_config(tup.config).thread_id)
-        return sorted(threads, key=str)
-
-    def delete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        writer = uuid.uuid4().hex
-        self._seal([thread_id], writer)
-        try:
-            self.inner.delete_thread(thread_id)
-        finally:
-            self._unseal([thread_id], writer)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        writer = uuid.uuid4().hex
-        await self._aseal([thread_id], writer)
-        try:
-            await self.inner.adelete_thread(thread_id)
-        finally:
-            await self._aunseal([thread_id], writer)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        writer = uuid.uuid4().hex
-        self._seal(thread_ids, writer)
-        try:
-            super().prune(thread_ids, strategy=strategy)
-        finally:
-            self._unseal(thread_ids, writer)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        writer = uuid.uuid4().hex
-        await self._aseal(thread_ids, writer)
-        try:
-            await super().aprune(thread_ids, strategy=strategy)
-        finally:
-            await self._aunseal(thread_ids, writer)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        writer = uuid.uuid4().hex
-        self._seal([target_thread_id], writer)
-        try:
-            super().copy_thread(source_thread_id, target_thread_id)
-        finally:
-            self._unseal([target_thread_id], writer)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        writer = uuid.uuid4().hex
-        await self._aseal([target_thread_id], writer)
-        try:
-            await super().acopy_thread(source_thread_id, target_thread_id)
-        finally:
-            await self._aunseal([target_thread_id], writer)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        # Only the threads the runs wrote are rewritten; their entries go, in
-        # every process sharing the cache.
-        threads = self._run_threads(run_ids)
-        writer = uuid.uuid4().hex
-        self._seal(threads, writer)
-        try:
-            super().delete_for_runs(run_ids)
-        finally:
-            self._unseal(threads, writer)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        threads = await self._arun_threads(run_ids)
-        writer = uuid.uuid4().hex
-        await self._aseal(threads, writer)
-        try:
-            await super().adelete_for_runs(run_ids)
-        finally:
-            await self._aunseal(threads, writer)
 
 
 class MeasuredHistorySaver(SaverLayer):
