@@ -105,7 +105,10 @@ def measure_cold_read(url: str, n: int, repeat: int) -> dict[str, float]:
     try:
         token = writer.begin("thread", "").token
         for start in range(0, len(steps), 200):
-            assert writer.extend_many("thread", "", steps[start : start + 200], token)
+            assert (
+                writer.extend_read("thread", "", steps[start : start + 200], token, "", [])
+                is not None
+            )
         head = f"c{n}"
         redis_module.RedisHistoryCache._remember = timed_remember  # type: ignore[method-assign]
         best_read = best_decode = None

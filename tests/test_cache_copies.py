@@ -311,7 +311,7 @@ def test_memory_cache_extended_one_message_at_a_time_is_isolated_for_every_shape
         Step("messages", f"c{i}", f"c{i + 1}", (("task", "messages", [m]),))
         for i, m in enumerate(messages)
     ]
-    assert cache.extend_many("t", "", steps, token)
+    assert cache.extend_read("t", "", steps, token, "", []) is not None
     expected = [_state(m) for m in messages]
     head = f"c{len(messages)}"
     for _ in range(3):

@@ -93,7 +93,7 @@ def test_a_snapshot_keeps_its_own_signed_zero() -> None:
     assert cache.store("t", "", CH, "c1", {"writes": [("task", CH, [_scored(-0.0)])]}, token)
     snapshot = _DeltaSnapshot([_scored(0.0)])
     step = Step(CH, "c1", "c2", (("task", CH, [HumanMessage("h", id="h")]),), Seed(True, snapshot))
-    assert cache.extend_many("t", "", [step], token)
+    assert cache.extend_read("t", "", [step], token, "", []) is not None
     got = cache.read("t", "", CH, "c2")
     assert got is not None
     logprob = got["seed"].value[0].response_metadata["logprob"]
@@ -132,9 +132,8 @@ def test_accounted_bytes_stay_bounded_when_snapshots_repeat_what_is_held() -> No
     sizes = []
     for i in range(12):
         snapshot = _DeltaSnapshot([m.model_copy() for m in messages])
-        assert cache.extend_many(
-            "t", "", [Step(CH, f"c{i}", f"c{i + 1}", (), Seed(True, snapshot))], token
-        )
+        step = Step(CH, f"c{i}", f"c{i + 1}", (), Seed(True, snapshot))
+        assert cache.extend_read("t", "", [step], token, "", []) is not None
         sizes.append(cache.stats()["bytes"])
     # same content, same number of segments: at most pointer-sized growth per step
     assert sizes[-1] - sizes[5] < whole, sizes
@@ -172,11 +171,11 @@ def test_a_fork_keeps_counting_the_seed_it_shares_after_its_origin_is_evicted() 
         Step(CH, "c2b", "c3b", write(HumanMessage("k2b", id="k2b"))),
         Step(CH, "c2", "c3", write(HumanMessage("k2", id="k2"))),  # forks the segment
     ]
-    assert cache.extend_many("t", "", steps, token)
+    assert cache.extend_read("t", "", steps, token, "", []) is not None
     for i in range(3):  # three small seeded segments: the origin is evicted, the fork kept
         tiny = HumanMessage("t", id=f"t{i}")
         step = Step(CH, f"s{i}", f"s{i}x", write(tiny), Seed(True, _DeltaSnapshot([tiny])))
-        assert cache.extend_many("t", "", [step], token)
+        assert cache.extend_read("t", "", [step], token, "", []) is not None
     got = cache.read("t", "", CH, "c3")
     assert got is not None and got["seed"].value[0].content == big.content  # still held
     assert cache.stats()["bytes"] >= approx_size(big)
@@ -376,6 +375,6 @@ def test_sharing_never_reaches_across_channels_threads_or_caches() -> None:
         token = cache.begin(thread, "").token
         assert cache.store(thread, "", "other", "c0", {"writes": [("task", "other", [m])]}, token)
         step = Step(CH, "c0", "c1", (), Seed(True, _DeltaSnapshot([copy.deepcopy(m)])))
-        assert cache.extend_many(thread, "", [step], token)
+        assert cache.extend_read(thread, "", [step], token, "", []) is not None
         seed = cache._threads[thread].segments[("", CH)][-1].seed
         assert seed.value.value[0] is not m

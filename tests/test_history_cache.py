@@ -262,7 +262,6 @@ class _CountingCache(MemoryHistoryCache):
             "read",
             "contains",
             "store",
-            "extend_many",
             "extend_read",
             "fence",
             "unfence",
@@ -470,7 +469,8 @@ def test_memory_cache_segments_share_and_fork() -> None:
     token = cache.begin("t", "").token
 
     def extend(parent: str, child: str, chunk: Any, seed: Any = None) -> bool:
-        return cache.extend_many("t", "", [Step("messages", parent, child, chunk, seed)], token)
+        step = Step("messages", parent, child, chunk, seed)
+        return cache.extend_read("t", "", [step], token, "", []) is not None
 
     assert cache.store("t", "", "messages", "root", {"writes": [], "seed": ["s"]}, token)
     assert extend("root", "p", w["root"])

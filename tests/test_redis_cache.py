@@ -327,12 +327,14 @@ def test_a_failed_extension_leaves_no_key_without_expiry(redis_prefix: Any) -> N
     try:
         key = cache._key("gone")
         token = cache.begin("gone", "").token
-        assert cache.extend_many("gone", "", [Step("messages", "p", "c", ())], token) is False
+        assert (
+            cache.extend_read("gone", "", [Step("messages", "p", "c", ())], token, "", []) is None
+        )
         assert 0 < client.ttl(key) <= 60 and cache.begin("gone", "").known is False
         root = Step("messages", "r", "a", (), Seed(False))
         token = cache.begin("half", "").token
         half = [root, Step("messages", "x", "b", ())]
-        assert cache.extend_many("half", "", half, token) is False
+        assert cache.extend_read("half", "", half, token, "", []) is None
         key = cache._key("half")
         assert 0 < client.ttl(key) <= 60
         assert cache.read("half", "", "messages", "a") == {"writes": []}

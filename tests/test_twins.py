@@ -55,9 +55,7 @@ ALLOWED: dict[str, str] = {
         "a refused graph's clean-up waits for its writes in a thread: they may be tasks "
         "of the async put's own event loop"
     ),
-    "savers/_history.py:_CacheBracket._cache_call": (
-        "dispatches to the cache's a* method by name"
-    ),
+    "savers/_history.py:_CacheBracket._cache_call": ("dispatches to the cache's a* method by name"),
     # async-only cancellation: a CancelledError can land inside the fence protocol,
     # and each async step cleans up what the sync step never needs to
     "savers/_history.py:CachedHistorySaver._fence": (

@@ -75,7 +75,6 @@ CACHE_OPERATIONS = frozenset(
         "contains",
         "store",
         "extend_read",
-        "extend_many",
         "fence",
         "unfence",
         "drop",

@@ -303,25 +303,6 @@ class MemoryHistoryCache:
         entry.size += 96
         return True
 
-    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
-        """Cache each step's child history, in order: ``seed`` + ``chunk`` when the
-        parent stores a value for the channel (``seed``), else the parent's cached
-        history + ``chunk`` (``chunk`` is the parent's writes). False, and nothing
-        more applied, at the first step whose parent history is not cached, or at
-        once when ``token`` is no longer the thread's generation or a write is
-        fenced."""
-        with self._lock:
-            if not self._may_store(thread_id, token):
-                return False
-            entry = self._entry(thread_id)
-            applied = True
-            for step in steps:
-                if not self._extend(entry, ns, step):
-                    applied = False
-                    break
-            self._commit(thread_id, entry)
-            return applied
-
     def extend_read(
         self,
         thread_id: Any,
@@ -331,9 +312,20 @@ class MemoryHistoryCache:
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
-        """``extend_many``, then ``read`` of ``checkpoint_id`` for each channel: the
-        histories, or None when the steps were refused or an entry is missing."""
-        if not self.extend_many(thread_id, ns, steps, token):
+        """Cache each step's child history, in order: ``seed`` + ``chunk`` when the
+        parent stores a value for the channel (``seed``), else the parent's cached
+        history + ``chunk`` (``chunk`` is the parent's writes); then ``read`` of
+        ``checkpoint_id`` for each channel. None, and nothing more applied, at the
+        first step whose parent history is not cached, or at once when ``token`` is
+        no longer the thread's generation or a write is fenced; None too when an
+        entry read back is missing."""
+        with self._lock:
+            if not self._may_store(thread_id, token):
+                return None
+            entry = self._entry(thread_id)
+            applied = all(self._extend(entry, ns, step) for step in steps)
+            self._commit(thread_id, entry)
+        if not applied:
             return None
         out: dict[str, DeltaChannelHistory] = {}
         for channel in channels:
@@ -433,11 +425,6 @@ class MemoryHistoryCache:
         token: Any,
     ) -> bool:
         return self.store(thread_id, ns, channel, checkpoint_id, history, token)
-
-    async def aextend_many(
-        self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
-    ) -> bool:
-        return self.extend_many(thread_id, ns, steps, token)
 
     async def aextend_read(
         self,

@@ -25,7 +25,7 @@ class HistoryCache(Protocol):
     Contract, for every backend:
 
     * ``begin`` hands out the thread's generation (``token``) before the reader
-      touches the saver; ``store``/``extend_many`` apply nothing (and return False)
+      touches the saver; ``store``/``extend_read`` apply nothing (and return False)
       unless the generation is still that token and no write is fenced.
     * ``fence`` (before a write onto a checkpoint) makes every store fail until
       the matching ``unfence`` of the same ``writer`` (both idempotent), and drops
@@ -33,7 +33,8 @@ class HistoryCache(Protocol):
       newer checkpoint of the namespace); ``unfence`` starts a new generation.
     * ``drop_thread`` and ``clear`` start new generations and epochs; a fence
       survives ``drop_thread``.
-    * ``extend_read`` is ``extend_many`` followed by ``read`` of one checkpoint per
+    * ``extend_read`` caches each step's child history, in order (stopping at the
+      first step whose parent history is not cached), then reads one checkpoint per
       channel (``None`` when either fails), in one round trip where the backend can.
     * ``read`` returns an entry exactly as stored, or ``None``; with ``isolate``
       no caller mutation of a returned value reaches the cache.
@@ -60,7 +61,6 @@ class HistoryCache(Protocol):
         history: DeltaChannelHistory,
         token: Any,
     ) -> bool: ...
-    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool: ...
     def extend_read(
         self,
         thread_id: Any,
@@ -96,9 +96,6 @@ class HistoryCache(Protocol):
         checkpoint_id: str,
         history: DeltaChannelHistory,
         token: Any,
-    ) -> bool: ...
-    async def aextend_many(
-        self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
     ) -> bool: ...
     async def aextend_read(
         self,

@@ -961,11 +961,6 @@ class RedisHistoryCache:
         )
         return self._extended(self._key(thread_id), self._run(*args), kept) is not None
 
-    def extend_many(self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any) -> bool:
-        """As ``MemoryHistoryCache.extend_many``, in one script call."""
-        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
-        return self._extended(self._key(thread_id), self._run(*args), kept) is not None
-
     def extend_read(
         self,
         thread_id: Any,
@@ -1102,12 +1097,6 @@ class RedisHistoryCache:
         args, kept = self._steps_args(
             thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
         )
-        return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
-
-    async def aextend_many(
-        self, thread_id: Any, ns: str, steps: Sequence[Step], token: Any
-    ) -> bool:
-        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token)
         return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
 
     async def aextend_read(
