@@ -60,7 +60,7 @@ def history(settings: dict[str, Any], thread_id: str) -> list[Any]:
 
 def aged(seconds: float = 1.2) -> None:
     """Let every checkpoint written so far become older than ``--older-than 1s``."""
-    time.sleep(seconds)
+    time.sleep(seconds)  # the scenario itself: age, measured by the wall clock, must pass
 
 
 def test_sweep_keep_latest_dry_run_and_json(
