@@ -16,20 +16,12 @@ import yaml
 import checkpoint_guard as cg
 from checkpoint_guard import cli, maintenance
 from checkpoint_guard._modes import ModeFreeze
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
-from tests.support.helpers import cfg, strip_mode
+from tests.support.helpers import cfg, view
 from tests.support.stores import Store
 
 GRAPH_FILE = f"{Path(exact_graph.__file__).resolve()}:builder"
 GRAPH_MODULE = "tests.support.exact_graph:builder"
-
-
-def view(snapshot: Any) -> tuple[Any, ...]:
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k != ROOT_METADATA_KEY
-    }
-    return (snapshot.values, snapshot.next, metadata)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -8,27 +8,15 @@ import uuid
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
-from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance import MaintenanceError
 from checkpoint_guard.savers._layer import implements
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-from tests.support.helpers import Driver, cfg, chat_graph, human
-from tests.support.helpers import snapshot_view as _snapshot_view
+from tests.support.helpers import Driver, cfg, chat_graph, human, stack, states, view
 from tests.support.stores import Store
 
 F = 4  # snapshots inside the chain, and a head that usually is not one
-
-
-def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
-    """What a user sees, without the root mark maintenance adds to a re-rooted
-    checkpoint's metadata (lineage's reason to stop there)."""
-    values, nxt, metadata, tasks = _snapshot_view(snapshot)
-    metadata = {k: v for k, v in metadata.items() if k != ROOT_METADATA_KEY}
-    return values, nxt, metadata, tasks
 
 
 async def call(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
@@ -42,18 +30,6 @@ async def saver_call(is_async: bool, saver: Any, name: str, *args: Any) -> Any:
     if is_async:
         return await getattr(saver, "a" + name)(*args)
     return getattr(saver, name)(*args)
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> what a user sees there (materialized by the graph)."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: snapshot_view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any], mode: str) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode=mode, cache=MemoryHistoryCache() if mode == "delta" else None)
 
 
 async def run_turns(driver: Driver, graph: Any, thread_id: str, turns: range) -> list[str]:
@@ -78,7 +54,7 @@ async def test_prune_keep_latest_keeps_the_head_state_and_shrinks_storage(
         await run_turns(driver, graph, "t", range(11))
         await run_turns(driver, graph, "other", range(3))
         other_before = await states(driver, graph, "other")
-        head_before = snapshot_view(await driver.get_state(graph, cfg("t")))
+        head_before = view(await driver.get_state(graph, cfg("t")))
         assert implements(type(saver), "aprune" if store.is_async else "prune")
 
         [dry] = await call(store.is_async, "prune", saver, ["t"], dry_run=True)
@@ -87,7 +63,7 @@ async def test_prune_keep_latest_keeps_the_head_state_and_shrinks_storage(
 
         await saver_call(store.is_async, saver, "prune", ["t"])
 
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
         assert len(await states(driver, graph, "t")) == 1
         assert await states(driver, graph, "other") == other_before
         [info] = await call(store.is_async, "verify", saver, ["t"])
@@ -161,13 +137,13 @@ async def test_delete_for_runs_keeps_every_survivor_readable(store: Store) -> No
         graph = chat_graph(saver, "delta", snapshot_frequency=1000)
         runs = await run_turns(driver, graph, "t", range(13))
         before = await states(driver, graph, "t")
-        head_before = snapshot_view(await driver.get_state(graph, cfg("t")))
+        head_before = view(await driver.get_state(graph, cfg("t")))
 
         # The second-to-last run: naively this leaves 2 of 26 messages.
         await saver_call(store.is_async, saver, "delete_for_runs", [runs[-2]])
 
         after = await states(driver, graph, "t")
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
         assert len(head_before[0]["messages"]) == 26
         assert set(after) < set(before)
         assert {k: before[k] for k in after} == after
@@ -177,7 +153,7 @@ async def test_delete_for_runs_keeps_every_survivor_readable(store: Store) -> No
         await call(store.is_async, "delete_for_runs", saver, runs[:3])
         after2 = await states(driver, graph, "t")
         assert {k: before[k] for k in after2} == after2
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
 
 
 async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -> None:

@@ -12,11 +12,9 @@ import uuid
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
-from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance._rows import ORPHAN_GRACE
 from checkpoint_guard.state import (
     StateAccessor,
@@ -25,37 +23,15 @@ from checkpoint_guard.state import (
 )
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
-from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support.helpers import Driver, cfg, chat_graph, human, stack, states, view
 from tests.support.live import uuid6_at, written_ids
 from tests.support.stores import Store
-
-#: What differs legitimately after maintenance: delta bookkeeping and the root mark.
-_BOOKKEEPING = (ROOT_METADATA_KEY,)
 
 
 async def call(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
     if is_async:
         return await getattr(maintenance, "a" + name)(*args, **kw)
     return getattr(maintenance, name)(*args, **kw)
-
-
-def view(snapshot: Any) -> tuple[Any, ...]:
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k not in _BOOKKEEPING
-    }
-    return (snapshot.values, snapshot.next, metadata, [t.name for t in snapshot.tasks])
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> the state the graph materializes there."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode="delta", cache=MemoryHistoryCache())
 
 
 async def populate(driver: Driver, graph: Any, thread_id: str, turns: int) -> list[str]:

@@ -31,8 +31,9 @@ from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from tests.support import exact_graph
-from tests.support.helpers import Driver, cfg, chat_graph, human
-from tests.support.retention import chat, rows_of, stack, states, view
+from tests.support.helpers import Driver, cfg, chat_graph, human, stack, states, view
+from tests.support.helpers import run_turns as chat
+from tests.support.retention import rows_of
 from tests.support.services import direct_postgres_only
 from tests.support.stores import Store, make_store
 from tests.support.waiting import await_until, wait_until

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.helpers import Driver, cfg, chat_graph
-from tests.support.retention import chat, rows_of, stack, view
+from tests.support.helpers import Driver, cfg, chat_graph, stack, view
+from tests.support.helpers import run_turns as chat
+from tests.support.retention import rows_of
 from tests.support.services import service_unavailable
 from tests.support.stores import make_store
 
