@@ -13,6 +13,7 @@ import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.services import backend_settings
 from tests.support.stores import Store
 
 HOSTILE = ["*", "a:b", "%", "_", "t?[a-z]", "ünï-☃", "' OR 1=1 --", "t\x00nul"]
@@ -140,11 +141,7 @@ async def test_sync_maintenance_on_an_async_saver_names_the_async_function(
 
     from checkpoint_guard._modes import ModeFreeze
 
-    if kind == "sqlite":
-        settings = {"backend": "sqlite", "url": str(tmp_path / "a.sqlite")}
-    else:
-        url, schema = request.getfixturevalue("pg_schema")
-        settings = {"backend": "postgres", "url": url, "postgres_schema": schema}
+    settings = backend_settings(kind, request, tmp_path / "a.sqlite")
     calls = {
         "prune": lambda s: maintenance.prune(s, ["t"]),
         "migrate": lambda s: maintenance.migrate(s, ["t"], to="delta"),

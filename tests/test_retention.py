@@ -34,7 +34,7 @@ from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human, stack, states, view
 from tests.support.helpers import run_turns as chat
 from tests.support.retention import rows_of
-from tests.support.services import direct_postgres_only
+from tests.support.services import backend_settings, direct_postgres_only
 from tests.support.stores import Store, make_store
 from tests.support.waiting import await_until, wait_until
 
@@ -414,15 +414,6 @@ def test_sweep_rejects_bad_arguments() -> None:
 # -- background retention --------------------------------------------------------------
 
 
-def backend_settings(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
-    if kind == "sqlite":
-        return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite")}
-    if kind == "postgres":
-        url, schema = request.getfixturevalue("pg_schema")
-        return {"backend": "postgres", "url": url, "postgres_schema": schema}
-    return {"backend": "memory"}
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
     kind: str,
@@ -431,7 +422,7 @@ async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings = {
-        **backend_settings(kind, request, tmp_path),
+        **backend_settings(kind, request, tmp_path / "db.sqlite"),
         "channel_mode": "delta",
         "retention": {"older_than": "0.2s", "interval": "1s"},
     }
@@ -461,7 +452,9 @@ async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
 async def test_the_sweep_lock_admits_one_worker_per_database(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    config = cg.CheckpointerConfig.from_mapping(backend_settings(kind, request, tmp_path))
+    config = cg.CheckpointerConfig.from_mapping(
+        backend_settings(kind, request, tmp_path / "db.sqlite")
+    )
     if kind == "sqlite":
         other = {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
     else:  # another schema of the same database (its own role behind PgBouncer)
@@ -527,7 +520,7 @@ async def test_two_processes_with_background_retention_lose_nothing(
     every second (cutoff 0.3s: threads are swept between their turns). Every
     thread ends exactly where a never-swept thread ends."""
     settings = {
-        **backend_settings(kind, request, tmp_path),
+        **backend_settings(kind, request, tmp_path / "db.sqlite"),
         "channel_mode": "delta",
         "retention": {"older_than": "0.3s", "interval": "1s"},
     }
