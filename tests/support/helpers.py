@@ -21,7 +21,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from checkpoint_guard import MODE_METADATA_KEY, ChannelMode, state_schema_for_mode, wrap
+from checkpoint_guard import (
+    MODE_METADATA_KEY,
+    ChannelMode,
+    maintenance,
+    state_schema_for_mode,
+    wrap,
+)
 from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.savers import SaverLayer
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
@@ -138,6 +144,13 @@ class Driver:
         if self.is_async:
             return await saver.aget_delta_channel_history(config=config, channels=channels)
         return saver.get_delta_channel_history(config=config, channels=channels)
+
+
+async def maint(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
+    """``maintenance.<name>`` or ``maintenance.a<name>``: the API the store is driven with."""
+    if is_async:
+        return await getattr(maintenance, "a" + name)(*args, **kw)
+    return getattr(maintenance, name)(*args, **kw)
 
 
 async def run_turns(driver: Driver, graph: Any, thread_id: str, turns: range) -> None:
