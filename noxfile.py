@@ -59,6 +59,31 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy")
 
 
+# The fast loop: no PostgreSQL, Redis or server (left out by marker, never skipped),
+# without the whole-flow files (the parity kit, deep agents, the docs' examples, the
+# benchmark harness, upstream conformance), the background retention tests (real
+# intervals) and with 10 hypothesis examples per property.
+FAST_ARGS = (
+    "-m",
+    "not postgres and not redis and not server and not conformance",
+    "-k",
+    "not background",
+    "--ignore=tests/test_parity.py",
+    "--ignore=tests/test_deepagents.py",
+    "--ignore=tests/test_docs.py",
+    "--ignore=tests/test_bench.py",
+    "-q",
+)
+
+
+@nox.session(venv_backend="none")
+def fast(session: nox.Session) -> None:
+    """The fast loop in the venv nox runs from (no install): about a minute."""
+    session.run(
+        "python", "-m", "pytest", *FAST_ARGS, *session.posargs, env={"HYPOTHESIS_PROFILE": "fast"}
+    )
+
+
 @nox.session(python=PY)
 def tests(session: nox.Session) -> None:
     """The whole test suite (PostgreSQL and Redis tests included)."""

@@ -6,13 +6,15 @@ The session creates its own database and drops it at the end; each test gets its
 own schema. Redis: ``CHECKPOINT_GUARD_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 Without a server the tests that need it skip, unless
 ``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail. Every test that
-reaches PostgreSQL carries the ``postgres`` marker (given here; a test that reached
-it without the marker fails), which ``nox -s pgbouncer`` selects.
+reaches PostgreSQL or Redis carries the ``postgres`` / ``redis`` marker (given here;
+a test that reached the service without it fails): ``nox -s pgbouncer`` selects by
+``postgres``, and the fast loop ``nox -s fast`` leaves both out by marker.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +35,10 @@ settings.register_profile(
 settings.register_profile(
     "nightly", max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck)
 )
+# The fast loop (``nox -s fast``): enough examples to catch a plain mistake.
+settings.register_profile(
+    "fast", max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
@@ -44,38 +50,50 @@ def _with_dbname(url: str, dbname: str) -> str:
     return make_conninfo(**params)
 
 
-# The fixtures that reach PostgreSQL. A test using any of them (directly, through
-# another fixture or by ``request.getfixturevalue``) carries the ``postgres`` marker:
-# ``nox -s pgbouncer`` selects the PostgreSQL suite by it (``-m postgres``), so a
-# test without it would silently never run through PgBouncer.
-POSTGRES_FIXTURES = frozenset(
-    {"pg_direct_database", "pg_database", "pg_schema", "pg_schema_pair", "private_pgbouncer"}
-)
+# The fixtures that reach each service, by marker. A test using any of them
+# (directly, through another fixture or by ``request.getfixturevalue``) carries the
+# marker: ``nox -s pgbouncer`` selects the PostgreSQL suite by it (``-m postgres``),
+# and ``nox -s fast`` leaves both services out by it, so an unmarked test would run
+# where its service is absent (or silently never run through PgBouncer).
+SERVICE_FIXTURES = {
+    "postgres": frozenset(
+        {"pg_direct_database", "pg_database", "pg_schema", "pg_schema_pair", "private_pgbouncer"}
+    ),
+    "redis": frozenset({"redis_prefix", "private_redis", "sleepy_redis", "own_redis", "cluster"}),
+}
+# Parameter ids (one ``-``-separated part of a test's id) that reach the service.
+SERVICE_PARAMS = {"postgres": frozenset({"postgres", "apostgres"}), "redis": frozenset({"redis"})}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``postgres`` every test that requests a PostgreSQL fixture by name, or
-    whose parameters name a PostgreSQL backend (``postgres``, ``apostgres``: the
-    ones that pull the schema fixture inside the test)."""
+    """Mark ``postgres`` / ``redis`` every test that requests the service's fixture
+    by name, or whose parameter ids name it (``postgres``, ``apostgres``, ``redis``:
+    the ones that reach the service inside the test)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
-        by_name = POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        if by_name or (callspec is not None and "postgres" in callspec.id):
-            item.add_marker(pytest.mark.postgres)
+        for marker, fixtures in SERVICE_FIXTURES.items():
+            by_name = fixtures.intersection(getattr(item, "fixturenames", ()))
+            by_param = callspec is not None and SERVICE_PARAMS[marker].intersection(
+                re.split(r"[-+]", callspec.id)
+            )
+            if by_name or by_param:
+                item.add_marker(marker)
 
 
 @pytest.fixture(autouse=True)
-def _postgres_tests_carry_the_marker(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After each test: if it reached a PostgreSQL fixture in a way the collection
+def _service_tests_carry_the_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test: if it reached a service fixture in a way the collection
     rule above could not see, fail it, naming the marker to add."""
     yield
-    used = POSTGRES_FIXTURES.intersection(request.fixturenames)
-    if used and request.node.get_closest_marker("postgres") is None:
-        pytest.fail(
-            f"{request.node.nodeid} uses PostgreSQL ({', '.join(sorted(used))}) but is not"
-            " marked postgres, so `nox -s pgbouncer` would not run it through PgBouncer:"
-            " add @pytest.mark.postgres (or a parameter id naming postgres)"
-        )
+    for marker, fixtures in SERVICE_FIXTURES.items():
+        used = fixtures.intersection(request.fixturenames)
+        if used and request.node.get_closest_marker(marker) is None:
+            pytest.fail(
+                f"{request.node.nodeid} uses {marker} ({', '.join(sorted(used))}) but is"
+                f" not marked {marker}, so `-m {marker}` (nox -s pgbouncer) and"
+                f" `-m 'not {marker}'` (nox -s fast) select it wrongly: add"
+                f" @pytest.mark.{marker} (or a parameter id naming {marker})"
+            )
 
 
 @pytest.fixture(scope="session")

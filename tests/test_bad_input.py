@@ -12,7 +12,8 @@ from langchain_core.messages import HumanMessage
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
-from tests.support.helpers import Driver, cfg, chat_graph, human
+from tests.support.helpers import Driver, cfg, chat_graph, human, maint
+from tests.support.services import backend_settings
 from tests.support.stores import Store
 
 HOSTILE = ["*", "a:b", "%", "_", "t?[a-z]", "ünï-☃", "' OR 1=1 --", "t\x00nul"]
@@ -28,12 +29,6 @@ def hostile_ids(kind: str) -> list[str]:
 
 async def materialized(driver: Driver, graph: Any, thread_id: str) -> list[Any]:
     return [s.values for s in await driver.history(graph, cfg(thread_id))]
-
-
-async def maint(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
-    if is_async:
-        return await getattr(maintenance, "a" + name)(*args, **kw)
-    return getattr(maintenance, name)(*args, **kw)
 
 
 async def test_hostile_thread_ids_through_maintenance_touch_no_other_thread(
@@ -140,11 +135,7 @@ async def test_sync_maintenance_on_an_async_saver_names_the_async_function(
 
     from checkpoint_guard._modes import ModeFreeze
 
-    if kind == "sqlite":
-        settings = {"backend": "sqlite", "url": str(tmp_path / "a.sqlite")}
-    else:
-        url, schema = request.getfixturevalue("pg_schema")
-        settings = {"backend": "postgres", "url": url, "postgres_schema": schema}
+    settings = backend_settings(kind, request, tmp_path / "a.sqlite")
     calls = {
         "prune": lambda s: maintenance.prune(s, ["t"]),
         "migrate": lambda s: maintenance.migrate(s, ["t"], to="delta"),

@@ -187,6 +187,8 @@ def _services() -> tuple[list[str], list[str]]:
     return backends, stacks
 
 
+@pytest.mark.postgres
+@pytest.mark.redis
 def test_end_to_end_run_summary_plots_and_readme(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

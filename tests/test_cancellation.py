@@ -54,6 +54,7 @@ from tests.support.helpers import cfg, chat_graph, human
 from tests.support.redis_server import PrivateRedis
 from tests.support.services import REQUIRE_SERVICES
 from tests.support.stores import Store, make_store
+from tests.support.waiting import wait_until
 
 T = TypeVar("T")
 CHANNELS = ["messages"]
@@ -399,12 +400,15 @@ async def test_cancel_while_redis_is_asleep(sleepy_redis: PrivateRedis, tmp_path
                 stack = wrap(raw, mode="delta", cache=cache)
                 thread.start()
                 asleep.wait()
-                await asyncio.sleep(0.2)  # the server is asleep now
+                await asyncio.to_thread(
+                    wait_until, "the server entering DEBUG SLEEP", sleepy_redis.is_asleep, 1.0
+                )
                 if what == "read":
                     job = stack.aget_delta_channel_history(config=cfg("s"), channels=CHANNELS)
                 else:
                     job = chat_graph(stack, "delta", FREQUENCY).ainvoke(human(50), cfg("s"))
                 task = asyncio.ensure_future(job)
+                # the scenario: 0.3 s pass with the call in flight, and it is still waiting
                 await asyncio.sleep(0.3)
                 assert not task.done(), cache.stats()  # waiting on Redis
                 task.cancel()

@@ -9,27 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import checkpoint_guard as cg
 from checkpoint_guard import cli
 from checkpoint_guard._modes import ModeFreeze
+from tests.support.cli import run_cli, write_config
 from tests.support.helpers import cfg, chat_graph, human
 from tests.support.services import PG_URL
-
-
-def write_config(tmp_path: Path, **settings: Any) -> Path:
-    path = tmp_path / "cg.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    """Exit code and stdout; stderr is kept in ``run_cli.err``."""
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    run_cli.err = captured.err  # type: ignore[attr-defined]
-    return code, captured.out
 
 
 def populate(settings: dict[str, Any]) -> None:
@@ -63,23 +49,22 @@ def test_scan_inspect_verify(
 ) -> None:
     populate(settings)
     config = str(write_config(tmp_path, **settings))
-    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "scan", "--json")
     assert code == 0
     rows = {r["thread_id"]: r for r in json.loads(out)}
     assert rows["d"]["mode"] == "delta" and rows["f"]["mode"] == "full"
     assert rows["d"]["checkpoints"] == 8 * 3 and rows["d"]["bytes"] > 0
     assert rows["d"]["snapshot_distance"] is None  # F=1000: never snapshotted
 
-    code, out = run_cli(capsys, "--config", config, "scan")
+    code, out, _ = run_cli(capsys, "--config", config, "scan")
     assert code == 0 and "since snapshot" in out and "delta" in out
 
-    code, out = run_cli(capsys, "--config", config, "verify")
+    code, out, _ = run_cli(capsys, "--config", config, "verify")
     assert code == 0 and out.count(" ok") == 2
 
-    code, out = run_cli(capsys, "--config", config, "inspect", "d", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "inspect", "d", "--json")
     assert code == 0 and json.loads(out)[0]["delta_channels"] == ["messages"]
-    code, out = run_cli(capsys, "--config", config, "inspect", "nope")
-    err = run_cli.err  # type: ignore[attr-defined]
+    code, out, err = run_cli(capsys, "--config", config, "inspect", "nope")
     # a missing thread is said to be missing, as migrate says it: no table row
     assert code == 1 and out == "" and "full" not in err
     assert "checkpoint-guard: thread 'nope' has no checkpoints in " in err
@@ -94,26 +79,26 @@ def test_migrate_and_prune_with_dry_run(
     before = messages(settings, "d", "delta")
     assert len(before) == 16
 
-    code, out = run_cli(capsys, "--config", config, "prune", "--keep-latest", "--dry-run", "d")
+    code, out, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "--dry-run", "d")
     assert code == 0 and "(dry run)" in out and "24 -> 1" in out
-    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "scan", "--json")
     assert {r["thread_id"]: r["checkpoints"] for r in json.loads(out)}["d"] == 24
 
-    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "full", "--dry-run", "d")
+    code, out, _ = run_cli(capsys, "--config", config, "migrate", "--to", "full", "--dry-run", "d")
     assert code == 0
     with pytest.raises(cg.CheckpointModeMismatchError):
         messages(settings, "d", "full")
 
-    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "full", "d", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "migrate", "--to", "full", "d", "--json")
     assert code == 0 and json.loads(out)[0]["rewritten"] == 24
     assert messages(settings, "d", "full") == before
 
-    code, out = run_cli(capsys, "--config", config, "migrate", "--to", "delta", "d")
+    code, out, _ = run_cli(capsys, "--config", config, "migrate", "--to", "delta", "d")
     assert code == 0
     with pytest.raises(cg.CheckpointModeMismatchError):
         messages(settings, "d", "full")
 
-    code, out = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "--json")
     [report] = json.loads(out)
     assert code == 0 and report["checkpoints_after"] == 1
     assert report["bytes_after"] < report["bytes_before"]
@@ -131,12 +116,12 @@ def test_verify_exit_1_on_a_severed_chain(
     conn.commit()
     conn.close()
     config = str(write_config(tmp_path, **settings))
-    code, out = run_cli(capsys, "--config", config, "verify", "d")
+    code, out, _ = run_cli(capsys, "--config", config, "verify", "d")
     assert code == 1 and f"parent {sorted(ids)[5]} is missing" in out
-    code, out = run_cli(capsys, "--config", config, "verify", "d", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "verify", "d", "--json")
     assert code == 1 and json.loads(out)[0]["problems"]
-    code, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d")
-    assert code == 1 and "already broken" in run_cli.err  # type: ignore[attr-defined]
+    code, _, err = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d")
+    assert code == 1 and "already broken" in err
 
 
 def test_usage_and_configuration_errors_exit_2(
@@ -220,14 +205,13 @@ def test_a_missing_thread_is_refused_by_prune_as_by_migrate(
     config = str(write_config(tmp_path, **settings))
     for argv in (["migrate", "--to", "full", "nope"], ["prune", "--keep-latest", "nope"]):
         for extra in ([], ["--dry-run"]):
-            code, out = run_cli(capsys, "--config", config, *argv, *extra)
-            err = run_cli.err  # type: ignore[attr-defined]
+            code, out, err = run_cli(capsys, "--config", config, *argv, *extra)
             assert code == 1 and out == "", (argv, extra, out)
             assert "checkpoint-guard: thread 'nope' has no checkpoints in " in err, err
     # one missing id among present ones: refused before anything changes
-    code, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "nope")
+    code, _, _ = run_cli(capsys, "--config", config, "prune", "--keep-latest", "d", "nope")
     assert code == 1
-    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "scan", "--json")
     assert {r["thread_id"]: r["checkpoints"] for r in json.loads(out)}["d"] == 24
     with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
         with pytest.raises(cg.MaintenanceError, match="thread 'nope' has no checkpoints"):

@@ -11,42 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import checkpoint_guard as cg
-from checkpoint_guard import cli, maintenance
+from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
-from tests.support.helpers import cfg, strip_mode
+from tests.support.cli import run_cli, write_config
+from tests.support.helpers import cfg, view
+from tests.support.services import backend_settings
 from tests.support.stores import Store
 
 GRAPH_FILE = f"{Path(exact_graph.__file__).resolve()}:builder"
 GRAPH_MODULE = "tests.support.exact_graph:builder"
 
 
-def view(snapshot: Any) -> tuple[Any, ...]:
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k != ROOT_METADATA_KEY
-    }
-    return (snapshot.values, snapshot.next, metadata)
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[dict[str, Any], Store]:
+    path = tmp_path / "db.sqlite"
+    settings = {**backend_settings(request.param, request, path), "channel_mode": "delta"}
     if request.param == "sqlite":
-        path = tmp_path / "db.sqlite"
-        settings = {"backend": "sqlite", "url": str(path), "channel_mode": "delta"}
         return settings, Store("sqlite", False, path=path)
-    url, schema = request.getfixturevalue("pg_schema")
-    settings = {"backend": "postgres", "url": url, "postgres_schema": schema}
-    return {**settings, "channel_mode": "delta"}, Store("postgres", False, pg=(url, schema))
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return settings, Store("postgres", False, pg=(settings["url"], settings["postgres_schema"]))
 
 
 def populate(settings: dict[str, Any], thread_ids: list[str], turns: int = 10) -> None:
@@ -66,12 +51,6 @@ def states(settings: dict[str, Any], thread_id: str) -> dict[str, Any]:
         }
 
 
-def config_file(tmp_path: Path, settings: dict[str, Any]) -> str:
-    path = tmp_path / "cg.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    return str(path)
-
-
 COMMANDS = [
     ("prune", ["prune", "--keep-latest"]),
     ("to-full", ["migrate", "--to", "full"]),
@@ -88,7 +67,7 @@ def test_every_command_is_exact_or_refuses_unchanged(
     graph: str | None,
 ) -> None:
     settings, store = backend
-    config = config_file(tmp_path, settings)
+    config = str(write_config(tmp_path, **settings))
     populate(settings, [name for name, _ in COMMANDS])
     outcomes = {}
     for name, argv in COMMANDS:
@@ -119,7 +98,7 @@ def test_all_with_filters_and_bytes(
     backend: tuple[dict[str, Any], Store], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings, _ = backend
-    config = config_file(tmp_path, settings)
+    config = str(write_config(tmp_path, **settings))
     populate(settings, ["a", "b"], turns=8)
     populate(settings, ["small"], turns=2)
     before = {t: states(settings, t) for t in ("a", "b", "small")}
@@ -172,7 +151,7 @@ def test_all_keeps_going_past_a_refused_thread(
     backend: tuple[dict[str, Any], Store], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings, _ = backend
-    config = config_file(tmp_path, settings)
+    config = str(write_config(tmp_path, **settings))
     populate(settings, ["x", "y"], turns=6)
     # Without the graph every thread is refused, reported, and left as it was.
     before = {t: states(settings, t) for t in ("x", "y")}
@@ -187,7 +166,7 @@ def test_an_interrupted_migration_finishes_on_a_rerun(
     """A migration stopped at a thread leaves it as stored (each thread's change
     is one transaction); a re-run does the whole thread."""
     settings, store = backend
-    config = config_file(tmp_path, settings)
+    config = str(write_config(tmp_path, **settings))
     populate(settings, ["long"], turns=12)
     before = states(settings, "long")
 
@@ -222,7 +201,7 @@ def test_bad_graph_and_selection_exit_2(
     backend: tuple[dict[str, Any], Store], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings, store = backend
-    config = config_file(tmp_path, settings)
+    config = str(write_config(tmp_path, **settings))
     populate(settings, ["t"], turns=2)
     dump = store.dump()
     for spec in (

@@ -10,26 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import checkpoint_guard as cg
-from checkpoint_guard import cli
 from checkpoint_guard._modes import ModeFreeze
+from tests.support.cli import run_cli, write_config
 from tests.support.helpers import cfg, chat_graph, human
-
-
-def write_config(tmp_path: Path, **settings: Any) -> Path:
-    path = tmp_path / "cg.yaml"
-    path.write_text(yaml.safe_dump(settings))
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    """Exit code and stdout; stderr is kept in ``run_cli.err``."""
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    run_cli.err = captured.err  # type: ignore[attr-defined]
-    return code, captured.out
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -60,7 +45,7 @@ def history(settings: dict[str, Any], thread_id: str) -> list[Any]:
 
 def aged(seconds: float = 1.2) -> None:
     """Let every checkpoint written so far become older than ``--older-than 1s``."""
-    time.sleep(seconds)
+    time.sleep(seconds)  # the scenario itself: age, measured by the wall clock, must pass
 
 
 def test_sweep_keep_latest_dry_run_and_json(
@@ -68,16 +53,18 @@ def test_sweep_keep_latest_dry_run_and_json(
 ) -> None:
     heads = chat(settings, {"a": 6, "b": 4})
     config = str(write_config(tmp_path, **settings))
-    code, out = run_cli(capsys, "--config", config, "sweep", "--older-than", "30d", "--keep-latest")
+    code, out, err = run_cli(
+        capsys, "--config", config, "sweep", "--older-than", "30d", "--keep-latest"
+    )
     assert code == 0 and "swept 0 of 2" in out and "2 newer" in out
-    assert settings["backend"] in run_cli.err.splitlines()[0]  # type: ignore[attr-defined]
+    assert settings["backend"] in err.splitlines()[0]
     aged()
-    code, out = run_cli(
+    code, out, _ = run_cli(
         capsys, "--config", config, "sweep", "--older-than", "1s", "--keep-latest", "--dry-run"
     )
     assert code == 0 and "would sweep 2 of 2" in out
     assert len(history(settings, "a")) == 6 * 3
-    code, out = run_cli(
+    code, out, _ = run_cli(
         capsys, "--config", config, "sweep", "--older-than", "1s", "--keep-latest", "--json"
     )
     report = json.loads(out)
@@ -87,7 +74,7 @@ def test_sweep_keep_latest_dry_run_and_json(
     for thread_id, values in heads.items():
         assert history(settings, thread_id) == [values]
     # Resumable: a re-run finds nothing more to do and changes nothing.
-    code, out = run_cli(
+    code, out, _ = run_cli(
         capsys, "--config", config, "sweep", "--older-than", "1s", "--keep-latest", "--json"
     )
     again = json.loads(out)
@@ -102,13 +89,13 @@ def test_sweep_keep_last_and_delete(
     config = str(write_config(tmp_path, **settings))
     before = history(settings, "a")
     aged()
-    code, out = run_cli(
+    code, out, _ = run_cli(
         capsys, "--config", config, "sweep", "--older-than", "1s", "--keep-last", "4"
     )
     assert code == 0 and "1 pruned" in out
     assert history(settings, "a") == before[:4]
     assert history(settings, "a")[0] == heads["a"]
-    code, out = run_cli(capsys, "--config", config, "sweep", "--older-than", "1s", "--delete")
+    code, out, _ = run_cli(capsys, "--config", config, "sweep", "--older-than", "1s", "--delete")
     assert code == 0 and "1 deleted" in out
     assert history(settings, "a") == []
 
@@ -129,8 +116,7 @@ def test_bad_durations_exit_2_with_the_accepted_forms(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     config = str(write_config(tmp_path, backend="sqlite", url=str(tmp_path / "db.sqlite")))
-    code, _ = run_cli(capsys, "--config", config, "sweep", *argv)
-    err = run_cli.err  # type: ignore[attr-defined]
+    code, _, err = run_cli(capsys, "--config", config, "sweep", *argv)
     assert code == 2 and "--older-than" in err and "90s, 15m, 12h, 30d" in err
     assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
     assert not (tmp_path / "db.sqlite").exists()  # refused before the store was opened
@@ -154,14 +140,14 @@ def test_a_dry_run_delete_estimates_nothing_left(
     chat(settings, {"a": 3, "b": 2})
     aged()
     config = str(write_config(tmp_path, **settings))
-    code, out = run_cli(
+    code, out, _ = run_cli(
         capsys, "--config", config, "sweep", "--older-than", "1s", "--delete", "--dry-run", "--json"
     )
     report = json.loads(out)
     assert code == 0 and report["deleted"] == 2 and report["bytes_before"] > 0
     assert report["bytes_after"] == 0
     assert [t["bytes_after"] for t in report["threads"]] == [0, 0]
-    code, out = run_cli(capsys, "--config", config, "sweep", "--older-than", "1s", "--delete")
+    code, out, _ = run_cli(capsys, "--config", config, "sweep", "--older-than", "1s", "--delete")
     assert code == 0
-    code, out = run_cli(capsys, "--config", config, "scan", "--json")
+    code, out, _ = run_cli(capsys, "--config", config, "scan", "--json")
     assert json.loads(out) == []  # what the real delete leaves: nothing

@@ -27,7 +27,7 @@ from checkpoint_guard import (
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from tests.support.helpers import Driver, cfg, chat_graph, human, run_turns
-from tests.support.services import direct_postgres_only
+from tests.support.services import backend_settings, direct_postgres_only
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,19 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def _env(**values: str) -> dict[str, str]:
     """An environment holding only our variables (so the host's never leak in)."""
     return {f"CHECKPOINT_GUARD_{k.upper()}": v for k, v in values.items()}
-
-
-@pytest.fixture
-def backend_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    def settings(backend: str) -> dict[str, Any]:
-        if backend == "memory":
-            return {"backend": "memory"}
-        if backend == "sqlite":
-            return {"backend": "sqlite", "url": str(tmp_path / "nested" / "dir" / "cp.sqlite")}
-        url, schema = request.getfixturevalue("pg_schema")
-        return {"backend": "postgres", "url": url, "postgres_schema": schema}
-
-    return settings
 
 
 def _source(kind: str, settings: dict[str, Any], tmp_path: Path) -> tuple[Any, dict[str, str]]:
@@ -79,11 +66,16 @@ async def test_each_backend_from_each_source(
     backend: str,
     source: str,
     is_async: bool,
-    backend_settings: Any,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = {**backend_settings(backend), "channel_mode": "delta", "snapshot_frequency": 3}
+    sqlite_path = tmp_path / "nested" / "dir" / "cp.sqlite"
+    settings = {
+        **backend_settings(backend, request, sqlite_path),
+        "channel_mode": "delta",
+        "snapshot_frequency": 3,
+    }
     config, environ = _source(source, settings, tmp_path)
     for key in [k for k in os.environ if k.startswith("CHECKPOINT_GUARD_")]:
         if key != "CHECKPOINT_GUARD_REQUIRE_SERVICES":

@@ -111,6 +111,8 @@ def test_doctor_exits_0_on_the_real_install(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_an_opened_stack_reports_its_stats_and_nothing_degraded() -> None:
+    # the count is per process: earlier tests in this process may have been refused
+    refusals = _telemetry.gate_refusals()
     with open_checkpointer(DELTA, freeze=ModeFreeze()) as saver:
         stats = saver.stats()
     assert stats["mode"] == "delta"
@@ -119,6 +121,7 @@ def test_an_opened_stack_reports_its_stats_and_nothing_degraded() -> None:
     with open_checkpointer({"backend": "memory"}, freeze=ModeFreeze()) as saver:
         stats = saver.stats()
     assert (stats["mode"], stats["cache"], stats["degraded"]) == ("full", None, {})
+    assert stats["gate_refusals"] == refusals
     assert not any(_telemetry._DEGRADED[spec.name]() for spec in _upstream.checks())
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from tests.support.helpers import Driver, cfg, chat_graph, human
 from tests.support.history import CHANNELS, assert_every_checkpoint_matches
 from tests.support.redis_server import PrivateRedis
 from tests.support.services import REQUIRE_SERVICES
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_slow_redis_is_bounded_by_the_cache_timeout(private_redis: PrivateRedis)
 
     thread = threading.Thread(target=sleep_server)
     thread.start()
-    time.sleep(0.2)  # let the server enter the sleep
+    wait_until("the server entering DEBUG SLEEP", private_redis.is_asleep, within=2.5)
     errors = cache.stats()["errors"]
     graph.invoke(human(3), cfg("x"))
     finished_while_asleep = not done.is_set()

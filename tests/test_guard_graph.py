@@ -18,7 +18,7 @@ from tests.support.helpers import (
     chat_graph,
     human,
     run_turns,
-    snapshot_view,
+    view,
 )
 from tests.support.stores import Store
 
@@ -44,12 +44,12 @@ async def test_wrapped_graph_behaves_exactly_like_raw(store: Store, mode: str) -
 
         raw_state = await drv.get_state(raw_graph, cfg("raw"))
         wrapped_state = await drv.get_state(wrapped_graph, cfg("wrapped"))
-        assert snapshot_view(wrapped_state) == snapshot_view(raw_state)
+        assert view(wrapped_state) == view(raw_state)
         assert len(raw_state.values["messages"]) > 2 * TURNS / 2
 
         raw_hist = await drv.history(raw_graph, cfg("raw"))
         wrapped_hist = await drv.history(wrapped_graph, cfg("wrapped"))
-        assert [snapshot_view(s) for s in wrapped_hist] == [snapshot_view(s) for s in raw_hist]
+        assert [view(s) for s in wrapped_hist] == [view(s) for s in raw_hist]
         # The marker is exactly the difference: on every wrapped delta checkpoint, never raw.
         assert all((MODE_METADATA_KEY in s.metadata) == (mode == "delta") for s in wrapped_hist)
         assert not any(MODE_METADATA_KEY in s.metadata for s in raw_hist)

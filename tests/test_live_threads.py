@@ -26,9 +26,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 import checkpoint_guard as cg
-from checkpoint_guard import maintenance
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
-from tests.support.helpers import Driver, cfg
+from tests.support.helpers import Driver, cfg, maint
 from tests.support.live import BOUND_S, HeldPut, live_graph, row_set, shape_problems
 from tests.support.stores import Store, make_store
 
@@ -39,12 +38,6 @@ def say(i: int, text: str = "turn") -> dict[str, Any]:
 
 def ids(values: dict[str, Any]) -> list[str]:
     return [m.id for m in values.get("messages", [])]
-
-
-async def maint(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
-    if is_async:
-        return await getattr(maintenance, "a" + name)(*args, **kw)
-    return getattr(maintenance, name)(*args, **kw)
 
 
 async def test_prune_keeps_the_writes_of_a_turn_whose_checkpoint_is_not_stored_yet(

@@ -8,52 +8,21 @@ import uuid
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
-from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance import MaintenanceError
 from checkpoint_guard.savers._layer import implements
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-from tests.support.helpers import Driver, cfg, chat_graph, human
-from tests.support.helpers import snapshot_view as _snapshot_view
+from tests.support.helpers import Driver, cfg, chat_graph, human, maint, stack, states, view
 from tests.support.stores import Store
 
 F = 4  # snapshots inside the chain, and a head that usually is not one
-
-
-def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
-    """What a user sees, without the root mark maintenance adds to a re-rooted
-    checkpoint's metadata (lineage's reason to stop there)."""
-    values, nxt, metadata, tasks = _snapshot_view(snapshot)
-    metadata = {k: v for k, v in metadata.items() if k != ROOT_METADATA_KEY}
-    return values, nxt, metadata, tasks
-
-
-async def call(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
-    """A maintenance function through the API the store is driven with."""
-    if is_async:
-        return await getattr(maintenance, "a" + name)(*args, **kw)
-    return getattr(maintenance, name)(*args, **kw)
 
 
 async def saver_call(is_async: bool, saver: Any, name: str, *args: Any) -> Any:
     if is_async:
         return await getattr(saver, "a" + name)(*args)
     return getattr(saver, name)(*args)
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> what a user sees there (materialized by the graph)."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: snapshot_view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any], mode: str) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode=mode, cache=MemoryHistoryCache() if mode == "delta" else None)
 
 
 async def run_turns(driver: Driver, graph: Any, thread_id: str, turns: range) -> list[str]:
@@ -78,19 +47,19 @@ async def test_prune_keep_latest_keeps_the_head_state_and_shrinks_storage(
         await run_turns(driver, graph, "t", range(11))
         await run_turns(driver, graph, "other", range(3))
         other_before = await states(driver, graph, "other")
-        head_before = snapshot_view(await driver.get_state(graph, cfg("t")))
+        head_before = view(await driver.get_state(graph, cfg("t")))
         assert implements(type(saver), "aprune" if store.is_async else "prune")
 
-        [dry] = await call(store.is_async, "prune", saver, ["t"], dry_run=True)
+        [dry] = await maint(store.is_async, "prune", saver, ["t"], dry_run=True)
         assert dry.dry_run and dry.deleted == dry.checkpoints_before - 1
         assert len(await states(driver, graph, "t")) == dry.checkpoints_before
 
         await saver_call(store.is_async, saver, "prune", ["t"])
 
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
         assert len(await states(driver, graph, "t")) == 1
         assert await states(driver, graph, "other") == other_before
-        [info] = await call(store.is_async, "verify", saver, ["t"])
+        [info] = await maint(store.is_async, "verify", saver, ["t"])
         assert info.ok and info.checkpoints == 1
         # The pruned thread continues exactly like an unpruned one.
         await run_turns(driver, graph, "t", range(11, 13))
@@ -107,7 +76,7 @@ async def test_prune_reports_storage_shrinking(store: Store) -> None:
         saver = stack(raw, "delta")
         graph = chat_graph(saver, "delta", snapshot_frequency=1000)
         await run_turns(driver, graph, "long", range(15))
-        [report] = await call(store.is_async, "prune", saver, ["long"])
+        [report] = await maint(store.is_async, "prune", saver, ["long"])
         assert report.checkpoints_after == 1 < report.checkpoints_before
         assert report.bytes_after is not None and report.bytes_before is not None
         assert report.bytes_after < report.bytes_before
@@ -122,11 +91,11 @@ async def test_prune_delete_strategy_and_bad_strategy(store: Store) -> None:
         graph = chat_graph(saver, "delta", snapshot_frequency=F)
         await run_turns(driver, graph, "gone", range(3))
         with pytest.raises(cg.ConfigError, match="keep_latest, delete"):
-            await call(store.is_async, "prune", saver, ["gone"], strategy="newest")
+            await maint(store.is_async, "prune", saver, ["gone"], strategy="newest")
         with pytest.raises(TypeError, match="not a str"):
-            await call(store.is_async, "prune", saver, "gone")
+            await maint(store.is_async, "prune", saver, "gone")
         assert len(await states(driver, graph, "gone")) > 1
-        await call(store.is_async, "prune", saver, ["gone"], strategy="delete")
+        await maint(store.is_async, "prune", saver, ["gone"], strategy="delete")
         assert await states(driver, graph, "gone") == {}
 
 
@@ -144,7 +113,7 @@ async def test_copy_thread_is_complete_and_independent(store: Store) -> None:
         await saver_call(store.is_async, saver, "copy_thread", "src", "dst")
         assert await states(driver, graph, "dst") == before
         with pytest.raises(MaintenanceError, match="already has"):
-            await call(store.is_async, "copy_thread", saver, "src", "dst")
+            await maint(store.is_async, "copy_thread", saver, "src", "dst")
 
         await driver.update_state(graph, cfg("dst"), human(200), as_node="bot")
         await saver_call(store.is_async, saver, "delete_thread", "src")
@@ -161,23 +130,23 @@ async def test_delete_for_runs_keeps_every_survivor_readable(store: Store) -> No
         graph = chat_graph(saver, "delta", snapshot_frequency=1000)
         runs = await run_turns(driver, graph, "t", range(13))
         before = await states(driver, graph, "t")
-        head_before = snapshot_view(await driver.get_state(graph, cfg("t")))
+        head_before = view(await driver.get_state(graph, cfg("t")))
 
         # The second-to-last run: naively this leaves 2 of 26 messages.
         await saver_call(store.is_async, saver, "delete_for_runs", [runs[-2]])
 
         after = await states(driver, graph, "t")
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
         assert len(head_before[0]["messages"]) == 26
         assert set(after) < set(before)
         assert {k: before[k] for k in after} == after
-        [info] = await call(store.is_async, "verify", saver, ["t"])
+        [info] = await maint(store.is_async, "verify", saver, ["t"])
         assert info.ok, info.problems
         # Deleting the first runs as well leaves the rest intact.
-        await call(store.is_async, "delete_for_runs", saver, runs[:3])
+        await maint(store.is_async, "delete_for_runs", saver, runs[:3])
         after2 = await states(driver, graph, "t")
         assert {k: before[k] for k in after2} == after2
-        assert snapshot_view(await driver.get_state(graph, cfg("t"))) == head_before
+        assert view(await driver.get_state(graph, cfg("t"))) == head_before
 
 
 async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -> None:
@@ -186,7 +155,7 @@ async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -
         saver = stack(raw, "delta")
         graph = chat_graph(saver, "delta", snapshot_frequency=1000)
         await run_turns(driver, graph, "t", range(6))
-        [sound] = await call(store.is_async, "verify", saver, ["t"])
+        [sound] = await maint(store.is_async, "verify", saver, ["t"])
         assert sound.ok and sound.mode == "delta"
         tuples = await driver.list(raw, cfg("t"))
         middle = tuples[len(tuples) // 2].config["configurable"]["checkpoint_id"]
@@ -199,7 +168,7 @@ async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -
         why = await rows.achange("t", sever) if store.is_async else rows.change("t", sever)
         assert why is None
 
-        [broken] = await call(store.is_async, "verify", saver, ["t"])
+        [broken] = await maint(store.is_async, "verify", saver, ["t"])
         assert not broken.ok
         assert broken.problems is not None
         assert all(f"parent {middle} is missing" in p.reason for p in broken.problems)
@@ -210,9 +179,9 @@ async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -
         assert broken.problems
         dump = store.dump()
         with pytest.raises(MaintenanceError, match="already broken"):
-            await call(store.is_async, "prune", saver, ["t"])
+            await maint(store.is_async, "prune", saver, ["t"])
         with pytest.raises(MaintenanceError, match="cannot be rebuilt"):
-            await call(store.is_async, "migrate", saver, ["t"], to="full")
+            await maint(store.is_async, "migrate", saver, ["t"], to="full")
         assert store.dump() == dump
 
 
@@ -232,26 +201,26 @@ async def test_migrate_delta_to_full_and_back(store: Store) -> None:
         with pytest.raises(cg.CheckpointModeMismatchError):
             await driver.get_state(fgraph, cfg("t"))
 
-        [dry] = await call(store.is_async, "migrate", delta, ["t"], to="full", dry_run=True)
+        [dry] = await maint(store.is_async, "migrate", delta, ["t"], to="full", dry_run=True)
         assert dry.rewritten == len(before)
         with pytest.raises(cg.CheckpointModeMismatchError):
             await driver.get_state(fgraph, cfg("t"))
 
-        await call(store.is_async, "migrate", delta, ["t"], to="full")
+        await maint(store.is_async, "migrate", delta, ["t"], to="full")
         assert await states(driver, fgraph, "t") == before
         assert await states(driver, dgraph, "t") == before
-        [again] = await call(store.is_async, "migrate", delta, ["t"], to="full")
+        [again] = await maint(store.is_async, "migrate", delta, ["t"], to="full")
         assert again.rewritten == 0  # idempotent
         # A full-mode process continues the thread.
         await run_turns(driver, fgraph, "t", range(9, 10))
         assert len((await driver.get_state(fgraph, cfg("t"))).values["messages"]) == head_count + 2
 
-        await call(store.is_async, "migrate", delta, ["t"], to="delta")
+        await maint(store.is_async, "migrate", delta, ["t"], to="delta")
         with pytest.raises(cg.CheckpointModeMismatchError):
             await driver.get_state(fgraph, cfg("t"))
         assert len((await driver.get_state(dgraph, cfg("t"))).values["messages"]) == head_count + 2
         with pytest.raises(cg.ConfigError, match="to"):
-            await call(store.is_async, "migrate", delta, ["t"], to="half")
+            await maint(store.is_async, "migrate", delta, ["t"], to="half")
 
 
 async def test_scan_lists_threads_with_mode_size_and_snapshot_distance(store: Store) -> None:
@@ -261,7 +230,7 @@ async def test_scan_lists_threads_with_mode_size_and_snapshot_distance(store: St
         await run_turns(driver, chat_graph(delta, "delta", snapshot_frequency=F), "d", range(7))
         full = stack(raw, "full")
         await run_turns(driver, chat_graph(full, "full"), "f", range(2))
-        infos = {i.thread_id: i for i in await call(store.is_async, "scan", delta)}
+        infos = {i.thread_id: i for i in await maint(store.is_async, "scan", delta)}
         assert set(infos) == {"d", "f"}
         assert infos["d"].mode == "delta" and infos["f"].mode == "full"
         assert infos["f"].snapshot_distance == 0 and infos["f"].delta_channels == []

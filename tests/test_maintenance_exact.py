@@ -12,11 +12,9 @@ import uuid
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import BaseCheckpointSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
-from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.maintenance._rows import ORPHAN_GRACE
 from checkpoint_guard.state import (
     StateAccessor,
@@ -25,37 +23,9 @@ from checkpoint_guard.state import (
 )
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 from tests.support import exact_graph
-from tests.support.helpers import Driver, cfg, chat_graph, human, strip_mode
+from tests.support.helpers import Driver, cfg, chat_graph, human, maint, stack, states, view
 from tests.support.live import uuid6_at, written_ids
 from tests.support.stores import Store
-
-#: What differs legitimately after maintenance: delta bookkeeping and the root mark.
-_BOOKKEEPING = (ROOT_METADATA_KEY,)
-
-
-async def call(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
-    if is_async:
-        return await getattr(maintenance, "a" + name)(*args, **kw)
-    return getattr(maintenance, name)(*args, **kw)
-
-
-def view(snapshot: Any) -> tuple[Any, ...]:
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k not in _BOOKKEEPING
-    }
-    return (snapshot.values, snapshot.next, metadata, [t.name for t in snapshot.tasks])
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> the state the graph materializes there."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode="delta", cache=MemoryHistoryCache())
 
 
 async def populate(driver: Driver, graph: Any, thread_id: str, turns: int) -> list[str]:
@@ -86,15 +56,15 @@ async def run_operation(
 ) -> Any:
     kw: dict[str, Any] = {} if graph is None else {"graph": graph}
     if op == "prune":
-        return await call(is_async, "prune", saver, [thread_id], **kw)
+        return await maint(is_async, "prune", saver, [thread_id], **kw)
     if op == "migrate_full":
-        return await call(is_async, "migrate", saver, [thread_id], to="full", **kw)
+        return await maint(is_async, "migrate", saver, [thread_id], to="full", **kw)
     if op == "migrate_delta":
-        return await call(is_async, "migrate", saver, [thread_id], to="delta", **kw)
+        return await maint(is_async, "migrate", saver, [thread_id], to="delta", **kw)
     if op == "copy_thread":
-        return await call(is_async, "copy_thread", saver, thread_id, thread_id + "-copy")
+        return await maint(is_async, "copy_thread", saver, thread_id, thread_id + "-copy")
     assert op == "delete_for_runs"
-    return await call(is_async, "delete_for_runs", saver, [runs[len(runs) // 2]], **kw)
+    return await maint(is_async, "delete_for_runs", saver, [runs[len(runs) // 2]], **kw)
 
 
 @pytest.mark.parametrize("with_graph", [True, False], ids=["graph", "no-graph"])
@@ -133,7 +103,7 @@ async def test_every_operation_is_exact_or_refuses_unchanged(
                 assert set(after) <= set(before), op
                 assert {k: before[k] for k in after} == after, op
                 assert view(await driver.get_state(reader, cfg(thread_id))) == head_before
-            [info] = await call(
+            [info] = await maint(
                 store.is_async, "verify", saver, [thread_id], graph=exact_graph.builder
             )
             assert info.ok, info.problems
@@ -162,8 +132,8 @@ async def test_keep_latest_without_a_graph_keeps_the_chain_to_the_stored_values(
             for i in range(10):
                 await driver.invoke(graph, exact_graph.say(i), cfg(thread_id))
         head = view(await driver.get_state(graph, cfg("bare")))
-        [bare] = await call(store.is_async, "prune", saver, ["bare"])
-        [full] = await call(
+        [bare] = await maint(store.is_async, "prune", saver, ["bare"])
+        [full] = await maint(
             store.is_async, "prune", saver, ["with-graph"], graph=exact_graph.builder
         )
         assert full.checkpoints_after == 1 and not full.detail
@@ -174,7 +144,7 @@ async def test_keep_latest_without_a_graph_keeps_the_chain_to_the_stored_values(
         values = (await driver.get_state(graph, cfg("bare"))).values
         assert values["log"][-1] == "answered turn 9"
         assert [m.id for m in values["transcript"]][-3:] == ["human-9", "ai-19", "ai-19"]
-        [info] = await call(store.is_async, "verify", saver, ["bare"], graph=exact_graph.builder)
+        [info] = await maint(store.is_async, "verify", saver, ["bare"], graph=exact_graph.builder)
         assert info.ok and info.checkpoints == bare.checkpoints_after
 
 
@@ -187,10 +157,10 @@ async def test_verify_without_a_graph_says_which_channels_it_did_not_replay(
         graph = exact_graph.builder.compile(checkpointer=saver)
         for i in range(6):
             await driver.invoke(graph, exact_graph.say(i), cfg("t"))
-        [bare] = await call(store.is_async, "verify", saver, ["t"])
+        [bare] = await maint(store.is_async, "verify", saver, ["t"])
         assert bare.ok and bare.unchecked == ["log", "transcript"]
         assert all("no reducer is known" in note for note in bare.notes)
-        [checked] = await call(store.is_async, "verify", saver, ["t"], graph=exact_graph.builder)
+        [checked] = await maint(store.is_async, "verify", saver, ["t"], graph=exact_graph.builder)
         assert checked.ok and checked.unchecked == []
 
 
@@ -213,26 +183,26 @@ async def test_the_messages_default_is_refused_when_snapshots_contradict_it(
         before = await states(driver, graph, "t")
         dump = store.dump()
         with pytest.raises(cg.MaintenanceError, match="does not reproduce the snapshot"):
-            await call(store.is_async, "migrate", saver, ["t"], to="full")
+            await maint(store.is_async, "migrate", saver, ["t"], to="full")
         refused = 0
         for run_id in runs[1:]:
             try:
-                await call(store.is_async, "delete_for_runs", saver, [run_id], dry_run=True)
+                await maint(store.is_async, "delete_for_runs", saver, [run_id], dry_run=True)
             except cg.MaintenanceError as exc:
                 assert "'messages'" in str(exc)
                 refused += 1
         assert refused  # a survivor that replays messages cannot be made self-contained
         assert store.dump() == dump
-        [info] = await call(store.is_async, "verify", saver, ["t"])
+        [info] = await maint(store.is_async, "verify", saver, ["t"])
         assert info.ok and info.unchecked == ["messages"]
         # keep-latest still works, reducer-free, and keeps the duplicates.
-        await call(store.is_async, "prune", saver, ["t"])
+        await maint(store.is_async, "prune", saver, ["t"])
         after = await states(driver, graph, "t")
         assert {k: before[k] for k in after} == after
         ids = [m.id for m in (await driver.get_state(graph, cfg("t"))).values["messages"]]
         assert ids[-2:] == ["echo-human-4", "echo-human-4"]
         # With the graph, the same migration is exact.
-        await call(
+        await maint(
             store.is_async, "migrate", saver, ["t"], to="full", graph=exact_graph.append_only
         )
         assert await states(driver, graph, "t") == after
@@ -248,19 +218,19 @@ async def test_a_wrong_graph_is_a_problem_for_verify_and_refused_by_migrate(
         for i in range(5):
             await driver.invoke(graph, exact_graph.say(i), cfg("t"))
         wrong = chat_graph(None, "delta", snapshot_frequency=3)  # messages: merge_message_writes
-        [info] = await call(store.is_async, "verify", saver, ["t"], graph=wrong)
+        [info] = await maint(store.is_async, "verify", saver, ["t"], graph=wrong)
         assert not info.ok
         assert any("given reducer" in p.reason for p in info.problems or [])
         dump = store.dump()
         with pytest.raises(cg.MaintenanceError):
-            await call(store.is_async, "migrate", saver, ["t"], to="full", graph=wrong)
+            await maint(store.is_async, "migrate", saver, ["t"], to="full", graph=wrong)
         assert store.dump() == dump
 
 
 async def test_graph_argument_must_have_a_channel_table(store: Store) -> None:
     async with store.open() as raw:
         with pytest.raises(TypeError, match="compiled LangGraph graph or a StateGraph"):
-            await call(store.is_async, "verify", raw, ["t"], graph=object())
+            await maint(store.is_async, "verify", raw, ["t"], graph=object())
 
 
 async def _put_orphan(driver: Driver, raw: Any, thread_id: str, checkpoint_id: str) -> None:
@@ -289,22 +259,22 @@ async def test_orphan_writes_are_found_and_pruned(store: Store) -> None:
         await _put_orphan(driver, raw, "t", recent)
         await _put_orphan(driver, raw, "only-orphans", lone)
 
-        infos = {i.thread_id: i for i in await call(store.is_async, "scan", saver)}
+        infos = {i.thread_id: i for i in await maint(store.is_async, "scan", saver)}
         assert infos["t"].orphan_writes == 1 and infos["only-orphans"].orphan_writes == 0
         assert infos["only-orphans"].checkpoints == 0
-        [bad] = await call(store.is_async, "verify", saver, ["t"])
+        [bad] = await maint(store.is_async, "verify", saver, ["t"])
         assert not bad.ok and "do not exist" in str(bad.problems)
 
-        await call(store.is_async, "prune", saver, ["t", "only-orphans"])
-        infos = {i.thread_id: i for i in await call(store.is_async, "scan", saver)}
+        await maint(store.is_async, "prune", saver, ["t", "only-orphans"])
+        infos = {i.thread_id: i for i in await maint(store.is_async, "scan", saver)}
         assert infos["t"].orphan_writes == 0
         assert stale not in written_ids(store, "t") and recent in written_ids(store, "t")
         assert written_ids(store, "only-orphans") == {lone}
         assert view(await driver.get_state(graph, cfg("t"))) == head
         assert len(before) > 1
-        [good] = await call(store.is_async, "verify", saver, ["t"])
+        [good] = await maint(store.is_async, "verify", saver, ["t"])
         assert good.ok, good.problems
-        await call(store.is_async, "prune", saver, ["only-orphans"], strategy="delete")
+        await maint(store.is_async, "prune", saver, ["only-orphans"], strategy="delete")
         assert written_ids(store, "only-orphans") == set()
 
 
@@ -340,7 +310,7 @@ async def test_lineage_after_delete_for_runs_never_leaves_the_branch(store: Stor
             == (fork_base["configurable"]["checkpoint_id"])
         )
 
-        await call(store.is_async, "delete_for_runs", saver, [first])
+        await maint(store.is_async, "delete_for_runs", saver, [first])
         # The branch head's parent was the deleted fork base: it is now a marked root.
         tup = await driver.get_tuple(raw, branch)
         assert tup is not None and tup.parent_config is None

@@ -25,6 +25,7 @@ from checkpoint_guard import cli, maintenance
 from checkpoint_guard._demo import DemoState, _chat_graph, format_demo, run_demo
 from checkpoint_guard._modes import ModeFreeze
 from tests.support import exact_graph
+from tests.support.cli import run_cli
 
 COMMANDS = (
     ("scan",),
@@ -55,12 +56,6 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("CHECKPOINT_GUARD_"):
             monkeypatch.delenv(key)
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_the_demos_printed_fix_runs_as_printed_in_a_shell(tmp_path: Path) -> None:

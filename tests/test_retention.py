@@ -31,10 +31,12 @@ from checkpoint_guard import maintenance
 from checkpoint_guard._modes import ModeFreeze
 from checkpoint_guard.maintenance._retention import TASK_NAME, sweep_lock
 from tests.support import exact_graph
-from tests.support.helpers import Driver, cfg, chat_graph, human
-from tests.support.retention import chat, rows_of, stack, states, view
-from tests.support.services import direct_postgres_only
+from tests.support.helpers import Driver, cfg, chat_graph, human, stack, states, view
+from tests.support.helpers import run_turns as chat
+from tests.support.retention import rows_of
+from tests.support.services import backend_settings, direct_postgres_only
 from tests.support.stores import Store, make_store
+from tests.support.waiting import await_until, wait_until
 
 F = 4
 DAY = timedelta(days=1)
@@ -47,10 +49,12 @@ async def sweep(is_async: bool, saver: Any, **kw: Any) -> maintenance.SweepRepor
 
 
 def boundary() -> datetime:
-    """A cutoff between the threads written before and after this call."""
-    time.sleep(0.01)
+    """A cutoff between the threads written before and after this call: the clock
+    has moved past every earlier timestamp, and moves past ``at`` before returning."""
+    before = datetime.now(UTC)
+    wait_until("the clock advancing", lambda: datetime.now(UTC) > before, within=1)
     at = datetime.now(UTC)
-    time.sleep(0.01)
+    wait_until("the clock advancing", lambda: datetime.now(UTC) > at, within=1)
     return at
 
 
@@ -410,15 +414,6 @@ def test_sweep_rejects_bad_arguments() -> None:
 # -- background retention --------------------------------------------------------------
 
 
-def backend_settings(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
-    if kind == "sqlite":
-        return {"backend": "sqlite", "url": str(tmp_path / "db.sqlite")}
-    if kind == "postgres":
-        url, schema = request.getfixturevalue("pg_schema")
-        return {"backend": "postgres", "url": url, "postgres_schema": schema}
-    return {"backend": "memory"}
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
     kind: str,
@@ -427,7 +422,7 @@ async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     settings = {
-        **backend_settings(kind, request, tmp_path),
+        **backend_settings(kind, request, tmp_path / "db.sqlite"),
         "channel_mode": "delta",
         "retention": {"older_than": "0.2s", "interval": "1s"},
     }
@@ -437,11 +432,11 @@ async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
         for i in range(5):
             await graph.ainvoke(human(i), cfg("t"))
         head = view(await graph.aget_state(cfg("t")))
-        # Wait (bounded) for a background round to trim the thread to its head.
-        for _ in range(300):
-            if len([s async for s in graph.aget_state_history(cfg("t"))]) == 1:
-                break
-            await asyncio.sleep(0.1)
+
+        async def trimmed() -> bool:
+            return len([s async for s in graph.aget_state_history(cfg("t"))]) == 1
+
+        await await_until("a background round trimming the thread to its head", trimmed, 30)
         assert [view(s) async for s in graph.aget_state_history(cfg("t"))] == [head]
         # Turns go on while the worker runs: a swept thread continues exactly.
         await graph.ainvoke(human(5), cfg("t"))
@@ -457,7 +452,9 @@ async def test_an_opened_async_stack_sweeps_in_the_background_and_stops_cleanly(
 async def test_the_sweep_lock_admits_one_worker_per_database(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    config = cg.CheckpointerConfig.from_mapping(backend_settings(kind, request, tmp_path))
+    config = cg.CheckpointerConfig.from_mapping(
+        backend_settings(kind, request, tmp_path / "db.sqlite")
+    )
     if kind == "sqlite":
         other = {"backend": "sqlite", "url": str(tmp_path / "other.sqlite")}
     else:  # another schema of the same database (its own role behind PgBouncer)
@@ -480,6 +477,7 @@ CHILD = textwrap.dedent(
     import checkpoint_guard as cg
     from checkpoint_guard._modes import ModeFreeze
     from tests.support.helpers import cfg, chat_graph, human
+    from tests.support.waiting import await_until
 
     settings, name, turns = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     lines = []
@@ -491,10 +489,21 @@ CHILD = textwrap.dedent(
     async def main():
         async with cg.aopen_checkpointer(settings, freeze=ModeFreeze()) as saver:
             graph = chat_graph(saver, "delta", snapshot_frequency=4)
+
+            async def swept():
+                for t in range(3):
+                    history = [s async for s in graph.aget_state_history(cfg(f"{name}-{t}"))]
+                    if len(history) != 1:
+                        return False
+                return True
+
             for i in range(turns):
                 for t in range(3):
                     await graph.ainvoke(human(i), cfg(f"{name}-{t}"))
-                await asyncio.sleep(1.3 if i % 4 == 3 else 0.05)  # idle: swept
+                if i % 4 == 3:  # idle until a round (of either worker) sweeps the threads
+                    await await_until(f"{name}'s threads swept", swept, 30)
+                else:  # the scenario: a user's pause, so rounds fall between turns
+                    await asyncio.sleep(0.05)
 
     asyncio.run(main())
     pruned = sum(int(n) for line in lines for n in re.findall(r"(\\d+) pruned", line))
@@ -511,7 +520,7 @@ async def test_two_processes_with_background_retention_lose_nothing(
     every second (cutoff 0.3s: threads are swept between their turns). Every
     thread ends exactly where a never-swept thread ends."""
     settings = {
-        **backend_settings(kind, request, tmp_path),
+        **backend_settings(kind, request, tmp_path / "db.sqlite"),
         "channel_mode": "delta",
         "retention": {"older_than": "0.3s", "interval": "1s"},
     }

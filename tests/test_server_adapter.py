@@ -59,7 +59,7 @@ def _fake_module(adapter: type) -> types.ModuleType:
 
 
 @pytest.fixture
-def adapter_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def install_adapter(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     installed: list[type] = []
 
     def install(adapter: type) -> type:
@@ -89,9 +89,9 @@ async def test_outside_the_server_nothing_changes(monkeypatch: pytest.MonkeyPatc
 
 
 async def test_forward_reaches_our_stack_and_answers_what_the_walk_answers(
-    adapter_module: Any, caplog: pytest.LogCaptureFixture
+    install_adapter: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    adapter_cls = adapter_module(_LegacyAdapter)
+    adapter_cls = install_adapter(_LegacyAdapter)
     counting = CountingSaver(InMemorySaver())
     stack = wrap(counting, mode="delta", cache=MemoryHistoryCache())
     head = await _thread(stack, 6)
@@ -129,17 +129,17 @@ async def test_forward_reaches_our_stack_and_answers_what_the_walk_answers(
     )
 
 
-async def test_stands_down_when_the_adapter_forwards_itself(adapter_module: Any) -> None:
-    adapter_cls = adapter_module(_ForwardingAdapter)
+async def test_stands_down_when_the_adapter_forwards_itself(install_adapter: Any) -> None:
+    adapter_cls = install_adapter(_ForwardingAdapter)
     own = adapter_cls.__dict__.get("aget_delta_channel_history")
     assert await server.forward_delta_history() == "upstream"
     assert adapter_cls.__dict__.get("aget_delta_channel_history") is own
 
 
 async def test_disabled_and_probe_failure_change_nothing(
-    adapter_module: Any, caplog: pytest.LogCaptureFixture
+    install_adapter: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    adapter_cls = adapter_module(_LegacyAdapter)
+    adapter_cls = install_adapter(_LegacyAdapter)
     assert await server.forward_delta_history(enabled=False) == "disabled"
     assert "aget_delta_channel_history" not in adapter_cls.__dict__
 
@@ -147,7 +147,7 @@ async def test_disabled_and_probe_failure_change_nothing(
         def __init__(self, inner: Any) -> None:  # a signature the probe does not know
             super().__init__(inner, None)
 
-    reshaped = adapter_module(_Reshaped)
+    reshaped = install_adapter(_Reshaped)
     _upstream.reset(server.CHECK)  # whatever an earlier test left: checked afresh
     try:
         with caplog.at_level(logging.WARNING):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from checkpoint_guard import CachedHistorySaver, CacheInvalidationError, Guarded
 from checkpoint_guard.cache import MemoryHistoryCache, RedisHistoryCache
 from checkpoint_guard.savers._layer import SaverLayer
 from tests.support.helpers import cfg, chat_graph, human
+from tests.support.waiting import wait_until
 
 CHANNELS = ["messages"]
 
@@ -575,13 +575,14 @@ def test_a_generation_restored_from_a_snapshot_never_admits_a_stale_store(
 
 
 def _replicated(replica: Any, key: str, field: str, value: Any) -> None:
-    for _ in range(200):
-        if replica.info("replication").get("master_link_status") == "up" and (
-            replica.hget(key, field) == value
-        ):
-            return
-        time.sleep(0.05)
-    raise AssertionError("the replica did not catch up")
+    wait_until(
+        "the replica catching up",
+        lambda: (
+            replica.info("replication").get("master_link_status") == "up"
+            and replica.hget(key, field) == value
+        ),
+        within=10,
+    )
 
 
 @pytest.mark.redis

@@ -203,7 +203,7 @@ def test_three_workers_random_operations_and_redis_trouble_stay_exact(
                 pass
             if moment % 3 == 2:
                 redis.stop()
-                time.sleep(0.2)
+                time.sleep(0.2)  # the scenario: an outage the workers run through
                 redis.start()
                 trouble["restart"] += 1
             else:

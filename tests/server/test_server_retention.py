@@ -3,41 +3,20 @@ adapter around our stack, called as its TTL sweep calls it (the ``server`` extra
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.helpers import Driver, cfg, chat_graph
-from tests.support.retention import chat, rows_of, stack, view
-from tests.support.services import service_unavailable
+from tests.support.helpers import Driver, cfg, chat_graph, stack, view
+from tests.support.helpers import run_turns as chat
+from tests.support.retention import rows_of
 from tests.support.stores import make_store
 
 pytestmark = pytest.mark.server
 
 F = 4
-# What `langgraph dev` puts into the environment before langgraph-api reads its config.
-SERVER_ENV = {
-    "DATABASE_URI": ":memory:",
-    "REDIS_URI": "fake",
-    "MIGRATIONS_PATH": "__inmem",
-    "LANGGRAPH_RUNTIME_EDITION": "inmem",
-    "LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true",
-}
-
-
-@pytest.fixture(scope="module")
-def adapter_module() -> Any:
-    """langgraph-api's adapter module (imported as the server imports it)."""
-    for key, value in SERVER_ENV.items():
-        os.environ.setdefault(key, value)
-    try:
-        import langgraph_api._checkpointer._adapter as module
-    except ImportError as exc:
-        service_unavailable("langgraph-api (pip install 'checkpoint-guard[server]')", exc)
-    return module
 
 
 @pytest.mark.parametrize("mode", ["delta", "full"])

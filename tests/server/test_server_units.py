@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -18,30 +17,8 @@ from checkpoint_guard import (
 from checkpoint_guard import _server as server
 from checkpoint_guard._modes import ModeFreeze
 from tests.support.helpers import cfg, chat_graph, human
-from tests.support.services import service_unavailable
 
 pytestmark = pytest.mark.server
-
-# What `langgraph dev` puts into the environment before langgraph-api reads its config.
-SERVER_ENV = {
-    "DATABASE_URI": ":memory:",
-    "REDIS_URI": "fake",
-    "MIGRATIONS_PATH": "__inmem",
-    "LANGGRAPH_RUNTIME_EDITION": "inmem",
-    "LANGGRAPH_DISABLE_FILE_PERSISTENCE": "true",
-}
-
-
-@pytest.fixture(scope="module")
-def adapter_module() -> Any:
-    """langgraph-api's adapter module (imported as the server imports it)."""
-    for key, value in SERVER_ENV.items():
-        os.environ.setdefault(key, value)
-    try:
-        import langgraph_api._checkpointer._adapter as module
-    except ImportError as exc:
-        service_unavailable("langgraph-api (pip install 'checkpoint-guard[server]')", exc)
-    return module
 
 
 def test_the_server_loads_both_documented_paths(adapter_module: Any) -> None:

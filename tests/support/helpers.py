@@ -21,8 +21,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from checkpoint_guard import MODE_METADATA_KEY, ChannelMode, state_schema_for_mode
+from checkpoint_guard import (
+    MODE_METADATA_KEY,
+    ChannelMode,
+    maintenance,
+    state_schema_for_mode,
+    wrap,
+)
+from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.savers import SaverLayer
+from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
 
 
 class ChatState(TypedDict):
@@ -138,6 +146,13 @@ class Driver:
         return saver.get_delta_channel_history(config=config, channels=channels)
 
 
+async def maint(is_async: bool, name: str, *args: Any, **kw: Any) -> Any:
+    """``maintenance.<name>`` or ``maintenance.a<name>``: the API the store is driven with."""
+    if is_async:
+        return await getattr(maintenance, "a" + name)(*args, **kw)
+    return getattr(maintenance, name)(*args, **kw)
+
+
 async def run_turns(driver: Driver, graph: Any, thread_id: str, turns: range) -> None:
     for i in turns:
         await driver.invoke(graph, human(i), cfg(thread_id))
@@ -152,16 +167,33 @@ def strip_mode(metadata: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def snapshot_view(snapshot: Any) -> tuple[Any, ...]:
+def view(snapshot: Any) -> tuple[Any, ...]:
     """What a user sees of a StateSnapshot: values (message ids included), next,
-    metadata without the mode bookkeeping, task names. Checkpoint ids and timestamps
-    differ between stores and are left out."""
+    metadata without the mode bookkeeping and the root mark maintenance adds, tasks
+    with their interrupts. Checkpoint ids and timestamps differ between stores and
+    are left out."""
+    metadata = {
+        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k != ROOT_METADATA_KEY
+    }
     return (
         snapshot.values,
         snapshot.next,
-        strip_mode(snapshot.metadata or {}),
-        [t.name for t in snapshot.tasks],
+        metadata,
+        [(t.name, t.interrupts) for t in snapshot.tasks],
     )
+
+
+async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
+    """checkpoint id -> what a user sees there (materialized by the graph)."""
+    return {
+        s.config["configurable"]["checkpoint_id"]: view(s)
+        for s in await driver.history(graph, cfg(thread_id))
+    }
+
+
+def stack(raw: BaseCheckpointSaver[Any], mode: str = "delta") -> BaseCheckpointSaver[Any]:
+    """The guard over ``raw`` in ``mode``, with a memory history cache in delta mode."""
+    return wrap(raw, mode=mode, cache=MemoryHistoryCache() if mode == "delta" else None)
 
 
 class CountingSaver(SaverLayer):

@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.support.redis_server import PrivateRedis, _free_port
+from tests.support.waiting import wait_until
 
 
 def _bindable(port: int) -> bool:
@@ -40,21 +40,6 @@ def _client(port: int) -> Any:
     import redis
 
     return redis.Redis(port=port, socket_timeout=2, decode_responses=True)
-
-
-def wait_for(what: str, check: Any, within: float = 60.0) -> None:
-    """Poll ``check()`` until it is true (a topology reaching a state, not a timing
-    assertion: ``within`` only bounds a hang)."""
-    deadline = time.monotonic() + within
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} did not happen within {within:.0f} s (last error: {last!r})")
 
 
 class PrivateRedisCluster:
@@ -116,7 +101,7 @@ class PrivateRedisCluster:
                     return False
             return True
 
-        wait_for("the cluster serving every slot", ok)
+        wait_until("the cluster serving every slot", ok)
 
     def primary_of(self, key: str) -> PrivateRedis:
         """The live node that serves ``key``'s slot as primary."""
@@ -156,11 +141,11 @@ class PrivateRedisCluster:
         """``CLUSTER FAILOVER`` on ``primary``'s replica; returns the new primary."""
         replica = self.replica_of(primary)
         _client(replica.port).execute_command("CLUSTER", "FAILOVER")
-        wait_for(
+        wait_until(
             "the replica's promotion",
             lambda: self._info(replica, "replication")["role"] == "master",
         )
-        wait_for(
+        wait_until(
             "the old primary following its replica",
             lambda: (
                 self._info(primary, "replication").get("master_link_status") == "up"
@@ -175,11 +160,11 @@ class PrivateRedisCluster:
         replica); returns its replica once the cluster has promoted it."""
         replica = self.replica_of(primary)
         sigkill(primary)
-        wait_for(
+        wait_until(
             "the replica taking over a dead primary",
             lambda: self._info(replica, "replication")["role"] == "master",
         )
-        wait_for(
+        wait_until(
             "the cluster serving again",
             lambda: all(
                 _client(n.port).cluster("info").get("cluster_state") == "ok" for n in self.live()
@@ -250,13 +235,13 @@ class PrivateSentinel:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_for(
+        wait_until(
             "the replica synced",
             lambda: (
                 _client(self.replica.port).info("replication").get("master_link_status") == "up"
             ),
         )
-        wait_for("the sentinel seeing the replica", self._sees_replica)
+        wait_until("the sentinel seeing the replica", self._sees_replica)
 
     def _sentinel(self) -> Any:
         return _client(self.sentinel_port)
@@ -280,18 +265,18 @@ class PrivateSentinel:
         serves writes, and the old primary follows it."""
         before = self.master_port()
         self._sentinel().execute_command("SENTINEL", "FAILOVER", self.service)
-        wait_for("the sentinel naming a new primary", lambda: self.master_port() != before)
+        wait_until("the sentinel naming a new primary", lambda: self.master_port() != before)
         new = self.master_port()
-        wait_for(
+        wait_until(
             "the new primary serving",
             lambda: _client(new).info("replication")["role"] == "master",
         )
         old = self.primary if self.primary.port == before else self.replica
-        wait_for(
+        wait_until(
             "the old primary following",
             lambda: _client(old.port).info("replication").get("master_link_status") == "up",
         )
-        wait_for("the sentinel seeing the replica", self._sees_replica)
+        wait_until("the sentinel seeing the replica", self._sees_replica)
 
     def kill_primary(self) -> int:
         """SIGKILL the current primary and return at once (the sentinel has not
@@ -303,9 +288,9 @@ class PrivateSentinel:
     def wait_promoted(self, dead_port: int) -> int:
         """Until the sentinel names a primary other than ``dead_port`` and that node
         serves writes; returns its port."""
-        wait_for("the sentinel naming a new primary", lambda: self.master_port() != dead_port)
+        wait_until("the sentinel naming a new primary", lambda: self.master_port() != dead_port)
         new = self.master_port()
-        wait_for(
+        wait_until(
             "the promoted replica serving",
             lambda: _client(new).info("replication")["role"] == "master",
         )

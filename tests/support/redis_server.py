@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests.support.waiting import wait_until
 
 
 def _free_port() -> int:
@@ -54,13 +55,29 @@ class PrivateRedis:
         import redis
 
         client = redis.Redis(port=self.port, socket_timeout=1)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except Exception:
-                time.sleep(0.05)
-        client.close()
+        try:
+            wait_until(f"redis-server answering on port {self.port}", client.ping, within=10)
+        finally:
+            client.close()
+
+    def is_asleep(self, probe_seconds: float = 0.25) -> bool:
+        """Whether the server is busy (``DEBUG SLEEP``): a ping gets no answer within
+        ``probe_seconds``."""
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        # no retries: redis-py's default would retry the ping until the sleep ends
+        probe = redis.Redis(
+            port=self.port, socket_timeout=probe_seconds, retry=Retry(NoBackoff(), 0)
+        )
+        try:
+            probe.ping()
+        except redis.TimeoutError:
+            return True
+        finally:
+            probe.close()
+        return False
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -5,39 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
-import checkpoint_guard as cg
-from checkpoint_guard.cache import MemoryHistoryCache
-from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
-from tests.support.helpers import Driver, cfg, human, strip_mode
 from tests.support.stores import Store
-
-
-def view(snapshot: Any) -> tuple[Any, ...]:
-    """What a user sees at a checkpoint (message ids included), without the root
-    mark and mode marker maintenance bookkeeping adds."""
-    metadata = {
-        k: v for k, v in strip_mode(snapshot.metadata or {}).items() if k != ROOT_METADATA_KEY
-    }
-    return (
-        snapshot.values,
-        snapshot.next,
-        metadata,
-        [(t.name, t.interrupts) for t in snapshot.tasks],
-    )
-
-
-async def states(driver: Driver, graph: Any, thread_id: str) -> dict[str, Any]:
-    """checkpoint id -> what a user sees there (materialized by the graph)."""
-    return {
-        s.config["configurable"]["checkpoint_id"]: view(s)
-        for s in await driver.history(graph, cfg(thread_id))
-    }
-
-
-def stack(raw: BaseCheckpointSaver[Any], mode: str) -> BaseCheckpointSaver[Any]:
-    return cg.wrap(raw, mode=mode, cache=MemoryHistoryCache() if mode == "delta" else None)
 
 
 def rows_of(store: Store, raw: Any, thread_id: str) -> Any:
@@ -71,8 +39,3 @@ def rows_of(store: Store, raw: Any, thread_id: str) -> Any:
             ).fetchall()
             for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
         ]
-
-
-async def chat(driver: Driver, graph: Any, thread_id: str, turns: range) -> None:
-    for i in turns:
-        await driver.invoke(graph, human(i), cfg(thread_id))

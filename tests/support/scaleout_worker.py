@@ -43,7 +43,7 @@ def _again(call: Any) -> Any:
             return call()
         except CacheInvalidationError:
             REFUSED["count"] += 1
-            time.sleep(0.1)
+            time.sleep(0.1)  # an application's back-off before it tries again
     return call()
 
 
@@ -53,7 +53,7 @@ async def _aagain(call: Any) -> Any:
             return await call()
         except CacheInvalidationError:
             REFUSED["count"] += 1
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # an application's back-off before it tries again
     return await call()
 
 

@@ -14,6 +14,8 @@ are still made and dropped directly on the server.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,3 +38,16 @@ def service_unavailable(what: str, exc: BaseException) -> None:
 direct_postgres_only = pytest.mark.skipif(
     THROUGH_PGBOUNCER, reason="sets a server setting in the startup options PgBouncer drops"
 )
+
+
+def backend_settings(
+    kind: str, request: pytest.FixtureRequest, sqlite_path: Path
+) -> dict[str, Any]:
+    """Settings for a fresh store of ``kind`` (memory, sqlite at ``sqlite_path``, or
+    postgres in a schema of this test's own, from the ``pg_schema`` fixture)."""
+    if kind == "sqlite":
+        return {"backend": "sqlite", "url": str(sqlite_path)}
+    if kind == "postgres":
+        url, schema = request.getfixturevalue("pg_schema")
+        return {"backend": "postgres", "url": url, "postgres_schema": schema}
+    return {"backend": "memory"}
