@@ -29,6 +29,7 @@ RANKS: dict[str, int] = {
     "_message_ids": 0,
     "_upstream": 0,
     "_telemetry": 0,
+    "_io": 0,
     "cache": 1,
     "_config": 2,
     "savers": 3,
