@@ -67,9 +67,10 @@ def _root(saver: Any, *, with_sub: bool = True) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def _every_state(saver: Any, thread: str) -> dict[tuple[str, str], Any]:
-    """Every checkpoint's state, each namespace read by its own graph."""
-    root = _root(saver)
+def _every_state(saver: Any, thread: str, make_root: Any = None) -> dict[tuple[str, str], Any]:
+    """Every checkpoint's state, each namespace read by its own graph (the root by
+    ``make_root``, default ``_root``; every other namespace by the subgraph)."""
+    root = (make_root or _root)(saver)
     sub = _sub_builder().compile(checkpointer=saver)
     out: dict[tuple[str, str], Any] = {}
     namespaces = {t.config["configurable"]["checkpoint_ns"] for t in saver.list(None)}
@@ -161,19 +162,6 @@ def _dynamic_root(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def _dynamic_states(saver: Any, thread: str) -> dict[tuple[str, str], Any]:
-    root = _dynamic_root(saver)
-    sub = _sub_builder().compile(checkpointer=saver)
-    out: dict[tuple[str, str], Any] = {}
-    namespaces = {t.config["configurable"]["checkpoint_ns"] for t in saver.list(None)}
-    for ns in sorted(namespaces):
-        graph = root if not ns else sub
-        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
-        for snap in graph.get_state_history(config):
-            out[(ns, snap.config["configurable"]["checkpoint_id"])] = snap.values
-    return out
-
-
 @pytest.mark.parametrize("kind", SYNC_KINDS)
 def test_a_dynamic_namespace_without_a_graph_is_unknown_there_only(
     kind: str, request: pytest.FixtureRequest, tmp_path: Any
@@ -188,7 +176,7 @@ def test_a_dynamic_namespace_without_a_graph_is_unknown_there_only(
             graph = _dynamic_root(saver)
             for _ in range(3):
                 graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
-            before = _dynamic_states(raw, "t")
+            before = _every_state(raw, "t", _dynamic_root)
             namespaces = {ns for ns, _ in before}
             assert len(namespaces) == 4
             assert all(ns.startswith("caller:") for ns in namespaces - {""})
@@ -202,7 +190,7 @@ def test_a_dynamic_namespace_without_a_graph_is_unknown_there_only(
             assert store.dump() == stored
             # the root shrinks to its head; each dynamic namespace keeps its chain
             [report] = prune(saver, ["t"], graph=graph)
-            after = _dynamic_states(raw, "t")
+            after = _every_state(raw, "t", _dynamic_root)
             assert [key for key in after if not key[0]] == [key for key in before if not key[0]][:1]
             assert after and all(before[key] == value for key, value in after.items())
             assert report.refused is None
@@ -225,7 +213,7 @@ def test_subgraphs_names_the_graph_of_a_dynamic_namespace(
             graph = _dynamic_root(saver)
             for _ in range(3):
                 graph.invoke({"notes": []}, {"configurable": {"thread_id": "t"}})
-            before = _dynamic_states(raw, "t")
+            before = _every_state(raw, "t", _dynamic_root)
             root = graph if with_root else None
             given = {"caller": _sub_builder()}
             [info] = verify(saver, ["t"], graph=root, subgraphs=given)
@@ -236,10 +224,10 @@ def test_subgraphs_names_the_graph_of_a_dynamic_namespace(
             assert wrong.problems and "caller" in str(wrong.problems[0])
             if with_root:
                 migrate(saver, ["t"], to="full", graph=root, subgraphs=given)
-                assert _dynamic_states(raw, "t") == before
+                assert _every_state(raw, "t", _dynamic_root) == before
                 migrate(saver, ["t"], to="delta", graph=root, subgraphs=given)
             [report] = prune(saver, ["t"], graph=root, subgraphs=given)
-            after = _dynamic_states(raw, "t")
+            after = _every_state(raw, "t", _dynamic_root)
             if with_root:
                 assert report.checkpoints_after == len({ns for ns, _ in before})
             assert after and all(before[key] == value for key, value in after.items())
