@@ -1,21 +1,21 @@
-"""Rollback: a thread's state captured before a run, and restoring it.
-
-``RollbackPoint`` is the captured state; the functions here are the pure steps
-(building a point, refusing one that cannot be restored, the empty root a point
-of an empty thread restores). ``StateAccessor.capture_rollback_point`` /
-``restore`` (and ``a*``) are the thin I/O shells around them.
-"""
+"""Rollback: ``RollbackPoint`` and the pure steps of ``StateAccessor``'s capture and restore."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
 from langgraph.types import StateSnapshot
 
 from .._address import Address
@@ -59,14 +59,11 @@ def capture_point(
     """The point for ``config``'s thread: the head ``tup`` with its materialized
     ``snapshot`` (copied), or an empty thread's point when there is no head."""
     address = Address.from_config(config)
-    thread_id = str(address.thread_id)
-    ns = address.checkpoint_ns
+    empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
     if tup is None or snapshot is None:
-        return RollbackPoint(thread_id=thread_id, checkpoint_ns=ns, mode=mode)
-    return RollbackPoint(
-        thread_id=thread_id,
-        checkpoint_ns=ns,
-        mode=mode,
+        return empty
+    return dataclasses.replace(
+        empty,
         checkpoint_id=Address.from_config(tup.config).checkpoint_id,
         config=tup.config,
         values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
@@ -76,13 +73,7 @@ def capture_point(
 
 def failed_point(config: RunnableConfig, mode: ChannelMode, exc: BaseException) -> RollbackPoint:
     """A point whose capture failed with ``exc``: restoring it is refused."""
-    address = Address.from_config(config)
-    return RollbackPoint(
-        thread_id=str(address.thread_id),
-        checkpoint_ns=address.checkpoint_ns,
-        mode=mode,
-        error=exc,
-    )
+    return dataclasses.replace(capture_point(config, mode, None, None), error=exc)
 
 
 def check_point(point: RollbackPoint, mode: ChannelMode) -> None:
@@ -99,8 +90,7 @@ def check_point(point: RollbackPoint, mode: ChannelMode) -> None:
         )
 
 
-def empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Any, dict[str, Any]]:
+def empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
     """``(config, checkpoint, metadata)`` to put for a point of an empty thread."""
     config = Address(point.thread_id, point.checkpoint_ns).thread_config()
-    metadata = {"source": "input", "step": -1, "parents": {}}
-    return config, empty_checkpoint(), metadata
+    return config, empty_checkpoint(), {"source": "input", "step": -1, "parents": {}}
