@@ -18,7 +18,7 @@ from .._errors import RollbackUnavailableError as RollbackUnavailableError
 from .._errors import StateUnavailableError as StateUnavailableError
 from .._forms import is_overwrite as is_overwrite
 from .._forms import overwrite_value as overwrite_value
-from ._accessor import CheckpointInfo, StateAccessor
+from ._accessor import CheckpointInfo, RollbackPoint, StateAccessor
 from ._accessor import replacement_writes as replacement_writes
 from ._graphs import DEFAULT_GRAPH_CACHE_MAX as DEFAULT_GRAPH_CACHE_MAX
 from ._graphs import GRAPH_CACHE as GRAPH_CACHE
@@ -34,7 +34,6 @@ from ._lineage import afind_checkpoint_before_message, find_checkpoint_before_me
 from ._overwrite import apply_overwrite_fix, remove_overwrite_fix
 from ._overwrite import overwrite_fix_active as overwrite_fix_active
 from ._overwrite import probe_overwrite_first_write_bug as probe_overwrite_first_write_bug
-from ._rollback import RollbackPoint
 
 __all__ = [
     "CheckpointInfo",

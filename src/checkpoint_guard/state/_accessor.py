@@ -1,28 +1,31 @@
-"""``StateAccessor``: graph + checkpointer + mode, the one way to read and write thread state.
-
-Every read goes through a ``GuardedSaver`` of the accessor's mode (added when the
-checkpointer has none), so the full-mode gate applies to every tuple the graph
-reads, and every returned snapshot is checked once more.
-"""
+"""``StateAccessor``: graph + checkpointer + mode, the one way to read and write thread state."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Overwrite, StateSnapshot
 
 from .. import _upstream
 from .._address import Address, mode_mismatch
-from .._errors import ConfigError, StateUnavailableError
+from .._errors import ConfigError, RollbackUnavailableError, StateUnavailableError
 from .._modes import ChannelMode, checkpoint_uses_delta, parse_mode
 from .._upstream import MISSING
 from ..savers._guard import GuardedSaver
@@ -36,7 +39,6 @@ from ._graphs import (
     is_reducer_channel,
     state_mutation_graph,
 )
-from ._rollback import RollbackPoint, capture_point, check_point, empty_root, failed_point
 
 __all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor", "replacement_writes"]
 
@@ -67,6 +69,31 @@ class CheckpointInfo:
         return str(Address.from_config(self.config).checkpoint_id)
 
 
+@dataclass(frozen=True)
+class RollbackPoint:
+    """A thread's state before a run: materialized values plus the head's raw
+    pending writes, captured by ``StateAccessor.capture_rollback_point``.
+
+    ``checkpoint_id`` is ``None`` for a thread that had no checkpoint. When the capture
+    failed, ``error`` holds the cause and ``available`` is false: restoring it raises
+    ``RollbackUnavailableError`` (never a partial restore).
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    mode: ChannelMode
+    checkpoint_id: str | None = None
+    config: RunnableConfig | None = None
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    pending_writes: tuple[tuple[str, str, Any], ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def available(self) -> bool:
+        """Whether this point can be restored."""
+        return self.error is None
+
+
 # -- pure helpers ---------------------------------------------------------------------------
 
 
@@ -77,7 +104,8 @@ def _thread_config(config: RunnableConfig) -> RunnableConfig:
 
 
 def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
-    """``saver`` when its stack has a ``GuardedSaver`` of ``mode``, else ``saver`` guarded."""
+    """``saver`` when its stack has a ``GuardedSaver`` (of ``mode``: another raises), else
+    ``saver`` wrapped in one."""
     layer = saver
     while not isinstance(layer, GuardedSaver):
         if not isinstance(layer, SaverLayer):
@@ -187,6 +215,55 @@ def _writes_by_task(pending: Iterable[tuple[str, str, Any]]) -> dict[str, list[t
     return groups
 
 
+# -- rollback steps (pure) --------------------------------------------------------------
+
+
+def _capture_point(
+    config: RunnableConfig,
+    mode: ChannelMode,
+    tup: CheckpointTuple | None,
+    snapshot: StateSnapshot | None,
+) -> RollbackPoint:
+    """The point for ``config``'s thread: the head ``tup`` with its materialized
+    ``snapshot`` (copied), or an empty thread's point when there is no head."""
+    address = Address.from_config(config)
+    empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
+    if tup is None or snapshot is None:
+        return empty
+    return dataclasses.replace(
+        empty,
+        checkpoint_id=Address.from_config(tup.config).checkpoint_id,
+        config=tup.config,
+        values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
+        pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
+    )
+
+
+def _failed_point(config: RunnableConfig, mode: ChannelMode, exc: BaseException) -> RollbackPoint:
+    """A point whose capture failed with ``exc``: restoring it is refused."""
+    return dataclasses.replace(_capture_point(config, mode, None, None), error=exc)
+
+
+def _check_point(point: RollbackPoint, mode: ChannelMode) -> None:
+    """Refuse (``RollbackUnavailableError``) a failed capture or another mode's point."""
+    if not point.available:
+        raise RollbackUnavailableError(
+            f"rollback for thread {point.thread_id!r} is disabled: the capture failed "
+            f"({type(point.error).__name__}: {point.error}); nothing was restored"
+        ) from point.error
+    if point.mode is not mode:
+        raise RollbackUnavailableError(
+            f"rollback point was captured in {point.mode.value!r} mode, this accessor "
+            f"runs in {mode.value!r}"
+        )
+
+
+def _empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
+    """``(config, checkpoint, metadata)`` to put for a point of an empty thread."""
+    config = Address(point.thread_id, point.checkpoint_ns).thread_config()
+    return config, empty_checkpoint(), {"source": "input", "step": -1, "parents": {}}
+
+
 # -- the accessor -------------------------------------------------------------------------
 
 
@@ -220,7 +297,6 @@ class StateAccessor:
             )
         self.checkpointer: BaseCheckpointSaver[Any] = _gated_saver(checkpointer, self.mode)
         self._source = graph
-        self._schema_source: Graph | None = None  # the graph as built, before binding
         self._bound: Graph | None = None
 
     @classmethod
@@ -246,18 +322,15 @@ class StateAccessor:
 
     def graph(self) -> Graph | None:
         """The bound graph, or ``None`` when none can be built."""
-        if self._bound is not None:
-            return self._bound
-        source = self._source
-        if source is not None and not isinstance(source, Pregel):
-            try:
-                source = source()
-            except Exception:
-                return None  # a factory failure (bad model config, outage) means "no graph"
-        if not isinstance(source, Pregel):
-            return None
-        self._schema_source = source
-        self._bound = source.copy(update={"checkpointer": self.checkpointer})
+        if self._bound is None:
+            source = self._source
+            if source is not None and not isinstance(source, Pregel):
+                try:
+                    source = source()
+                except Exception:
+                    return None  # a factory failure (bad model config, outage) means "no graph"
+            if isinstance(source, Pregel):
+                self._bound = source.copy(update={"checkpointer": self.checkpointer})
         return self._bound
 
     def _require_graph(self, what: str) -> Graph:
@@ -285,20 +358,16 @@ class StateAccessor:
     def mutation_graph(self) -> MutationGraph:
         """The (cached) state mutation graph for this accessor's thread schema, bound
         to the accessor's checkpointer."""
-        self._require_graph("rewrite state")
-        source = self._schema_source
-        assert source is not None  # set with the bound graph
-        if isinstance(source, CompiledStateGraph) and list(source.builder.nodes) == [MUTATION_NODE]:
-            mutation = source  # already a state-only graph (for_schema)
+        graph = self._require_graph("rewrite state")
+        if isinstance(graph, CompiledStateGraph) and list(graph.builder.nodes) == [MUTATION_NODE]:
+            mutation = graph  # already a state-only graph (for_schema)
         else:
-            mutation = state_mutation_graph(source)
+            mutation = state_mutation_graph(graph)
         return mutation.copy(update={"checkpointer": self.checkpointer})
 
     def effective_schema(self) -> Any:
         """The thread's effective schema (state plus middleware channels)."""
-        self._require_graph("derive the schema")
-        assert self._schema_source is not None  # set with the bound graph
-        return effective_state_schema(self._schema_source)
+        return effective_state_schema(self._require_graph("derive the schema"))
 
     def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
         if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
@@ -478,7 +547,7 @@ class StateAccessor:
             raise StateUnavailableError(f"no checkpoint at {config.get('configurable')!r}")
         return await self.areplace(_thread_config(config), dict(selected.values), absent="reset")
 
-    # -- rollback (the model and its pure steps: ``_rollback.py``) ------------------------
+    # -- rollback -----------------------------------------------------------------------------
 
     def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
         """Capture the thread's state before a run: the head's materialized values
@@ -491,9 +560,9 @@ class StateAccessor:
             graph = self._require_graph("capture a rollback point")
             tup = self.checkpointer.get_tuple(_thread_config(config))
             snapshot = None if tup is None else self._gate(graph.get_state(tup.config))
-            return capture_point(config, self.mode, tup, snapshot)
+            return _capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return failed_point(config, self.mode, exc)
+            return _failed_point(config, self.mode, exc)
 
     async def acapture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
         """Async ``capture_rollback_point``."""
@@ -501,9 +570,9 @@ class StateAccessor:
             graph = self._require_graph("capture a rollback point")
             tup = await self.checkpointer.aget_tuple(_thread_config(config))
             snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
-            return capture_point(config, self.mode, tup, snapshot)
+            return _capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return failed_point(config, self.mode, exc)
+            return _failed_point(config, self.mode, exc)
 
     def _restore_update(
         self, point: RollbackPoint
@@ -524,9 +593,9 @@ class StateAccessor:
         snapshotted, so no write of the abandoned run replays into it). A point captured
         on an empty thread restores a new empty root checkpoint. Raises
         ``RollbackUnavailableError`` for a failed capture or another mode."""
-        check_point(point, self.mode)
+        _check_point(point, self.mode)
         if point.checkpoint_id is None:
-            return self.checkpointer.put(*empty_root(point), {})
+            return self.checkpointer.put(*_empty_root(point), {})
         mutation, base, writes = self._restore_update(point)
         new_config = mutation.update_state(base, writes, as_node=MUTATION_NODE)
         for task_id, task_writes in _writes_by_task(point.pending_writes).items():
@@ -535,9 +604,9 @@ class StateAccessor:
 
     async def arestore(self, point: RollbackPoint) -> RunnableConfig:
         """Async ``restore``."""
-        check_point(point, self.mode)
+        _check_point(point, self.mode)
         if point.checkpoint_id is None:
-            return await self.checkpointer.aput(*empty_root(point), {})
+            return await self.checkpointer.aput(*_empty_root(point), {})
         mutation, base, writes = self._restore_update(point)
         new_config = await mutation.aupdate_state(base, writes, as_node=MUTATION_NODE)
         for task_id, task_writes in _writes_by_task(point.pending_writes).items():
