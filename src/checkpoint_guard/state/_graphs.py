@@ -195,7 +195,7 @@ def _noop(state: Any) -> dict[str, Any]:
     return {}
 
 
-def _build(schema: Any) -> CompiledStateGraph[Any, Any, Any, Any]:
+def _build(schema: type[Any]) -> CompiledStateGraph[Any, Any, Any, Any]:
     builder = StateGraph(schema)
     builder.add_node(MUTATION_NODE, _noop)
     builder.add_edge(START, MUTATION_NODE)

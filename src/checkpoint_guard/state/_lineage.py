@@ -1,19 +1,15 @@
 """Lineage: the checkpoint before a message, found by walking parent links.
 
-Regenerate and edit-and-replay need the checkpoint just before a message. A
-chronological scan of the thread can pick a sibling created by an earlier
-regeneration; the parent chain cannot. So the walk follows ``parent_config``
-only, and fails closed (``LineageIntegrityError``) on a cycle, a dangling or
-foreign parent, a parent that resolves to another checkpoint, or an exhausted
-depth. The one tolerated gap is a *missing* legacy parent link (a non-root
-checkpoint stored without a parent): only then a bounded newest-first scan of
-older checkpoints is used.
+A chronological scan of the thread can pick a sibling created by an earlier
+regeneration; the parent chain cannot. So the walk follows ``parent_config`` only
+and fails closed (``LineageIntegrityError``) on any broken link. The one tolerated
+gap is a *missing* legacy parent link (a non-root checkpoint stored without a
+parent): only then a bounded newest-first scan of older checkpoints is used.
 
-A root is a checkpoint without a parent whose metadata says so: ``step`` -1
-(LangGraph's first checkpoint), or ``ROOT_METADATA_KEY`` set by maintenance
-when it made a surviving checkpoint self-contained and deleted every ancestor
-(prune, run deletion). Without that mark such a checkpoint would look like
-legacy data, and the scan would pick checkpoints of other branches.
+A root is a checkpoint without a parent whose metadata says so: ``step`` -1, or
+``ROOT_METADATA_KEY``, set by maintenance when it re-roots a surviving checkpoint
+(prune, run deletion). Without that mark such a checkpoint would look like legacy
+data, and the scan would pick checkpoints of other branches.
 """
 
 from __future__ import annotations
