@@ -167,6 +167,8 @@ def _before_message(
     snapshot: StateSnapshot
     while True:
         step = _parent_step(cur, seen, depth, max_depth)
+        if step == _ROOT:
+            return None
         if step == _LEGACY:
             thread, ns, _ = _ids(cur.config)
             older = _Older(Address(thread, ns).thread_config(), cur.config, fallback_limit)
@@ -176,8 +178,7 @@ def _before_message(
                     if not _contains(snapshot, message_id, messages_key):
                         return snapshot
             return None
-        if not isinstance(step, dict):  # _ROOT
-            return None
+        assert isinstance(step, dict)
         cur = _checked_parent(cur, step, (yield _Tuple(step)))
         seen.add(str(_ids(cur.config)[2]))
         depth += 1
