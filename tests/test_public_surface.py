@@ -105,3 +105,49 @@ def test_wrap_is_typed_with_real_types() -> None:
         "cache": HistoryCache | None,
         "return": cg.GuardedSaver,
     }
+
+
+# checkpoint_guard.state: what a user calls is listed; every name it listed before stays
+# importable (the public contract promises them), the errors as the top level's own
+STATE_LISTED = [
+    "CheckpointInfo",
+    "RollbackPoint",
+    "StateAccessor",
+    "afind_checkpoint_before_message",
+    "apply_overwrite_fix",
+    "find_checkpoint_before_message",
+    "remove_overwrite_fix",
+]
+STATE_IMPORTABLE = [
+    *STATE_LISTED,
+    "DEFAULT_FALLBACK_LIMIT",
+    "DEFAULT_GRAPH_CACHE_MAX",
+    "DEFAULT_MAX_DEPTH",
+    "GRAPH_CACHE",
+    "MUTATION_NODE",
+    "CompiledGraphCache",
+    "LineageIntegrityError",
+    "MessageNotFoundError",
+    "RollbackUnavailableError",
+    "StateUnavailableError",
+    "channel_empty_value",
+    "effective_state_schema",
+    "is_overwrite",
+    "is_reducer_channel",
+    "overwrite_fix_active",
+    "overwrite_value",
+    "probe_overwrite_first_write_bug",
+    "replacement_writes",
+    "state_mutation_graph",
+]
+
+
+def test_state_lists_what_a_user_calls_and_keeps_every_earlier_name() -> None:
+    import checkpoint_guard.state as state
+
+    assert sorted(state.__all__) == sorted(STATE_LISTED)
+    for name in STATE_IMPORTABLE:
+        exec(f"from checkpoint_guard.state import {name}", {})
+    for name in ("LineageIntegrityError", "MessageNotFoundError", "StateUnavailableError"):
+        assert getattr(state, name) is getattr(cg, name)
+    assert state.RollbackUnavailableError is cg.RollbackUnavailableError

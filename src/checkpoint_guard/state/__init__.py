@@ -1,77 +1,46 @@
 """Thread-state toolkit: graph-level helpers done once, correctly, in both channel modes.
 
-- ``StateAccessor`` -- graph + checkpointer + mode: gated, materialized ``get`` /
-  ``history``, metadata-only ``get_info`` / ``history_info``, ``update`` after a
-  compatibility check, wholesale ``replace``, ``resume_linear``, rollback capture and
-  restore. Full mode degrades reads to the stored checkpoint when no graph can be
-  built; delta mode refuses.
-- ``state_mutation_graph`` -- one no-op node over the thread's effective channel table.
+- ``StateAccessor`` -- graph + checkpointer + mode: gated reads, writes after a
+  compatibility check, wholesale replacement, linear resume, rollback points.
 - ``find_checkpoint_before_message`` -- lineage by parent links, failing closed.
-- ``RollbackPoint`` -- a thread's state captured before a run (``_rollback.py``).
-- ``GRAPH_CACHE`` -- the compiled-graph cache (cap changeable at run time).
 - ``apply_overwrite_fix`` -- the probe-guarded ``Overwrite`` first-write fix.
+
+The names below ``__all__`` stay importable from here too (public in earlier
+releases): the errors (also top-level ``checkpoint_guard`` names), the graph helpers
+behind the accessor, the compiled-graph cache and the defaults.
 """
 
 from __future__ import annotations
 
-from .._errors import (
-    LineageIntegrityError,
-    MessageNotFoundError,
-    RollbackUnavailableError,
-    StateUnavailableError,
-)
-from ._accessor import CheckpointInfo, StateAccessor, replacement_writes
-from ._graphs import (
-    DEFAULT_GRAPH_CACHE_MAX,
-    GRAPH_CACHE,
-    MUTATION_NODE,
-    CompiledGraphCache,
-    channel_empty_value,
-    effective_state_schema,
-    is_reducer_channel,
-    state_mutation_graph,
-)
-from ._lineage import (
-    DEFAULT_FALLBACK_LIMIT,
-    DEFAULT_MAX_DEPTH,
-    afind_checkpoint_before_message,
-    find_checkpoint_before_message,
-)
-from ._overwrite import (
-    apply_overwrite_fix,
-    is_overwrite,
-    overwrite_fix_active,
-    overwrite_value,
-    probe_overwrite_first_write_bug,
-    remove_overwrite_fix,
-)
-from ._rollback import RollbackPoint
+from .._errors import LineageIntegrityError as LineageIntegrityError
+from .._errors import MessageNotFoundError as MessageNotFoundError
+from .._errors import RollbackUnavailableError as RollbackUnavailableError
+from .._errors import StateUnavailableError as StateUnavailableError
+from .._forms import is_overwrite as is_overwrite
+from .._forms import overwrite_value as overwrite_value
+from ._accessor import CheckpointInfo, RollbackPoint, StateAccessor
+from ._accessor import replacement_writes as replacement_writes
+from ._graphs import DEFAULT_GRAPH_CACHE_MAX as DEFAULT_GRAPH_CACHE_MAX
+from ._graphs import GRAPH_CACHE as GRAPH_CACHE
+from ._graphs import MUTATION_NODE as MUTATION_NODE
+from ._graphs import CompiledGraphCache as CompiledGraphCache
+from ._graphs import channel_empty_value as channel_empty_value
+from ._graphs import effective_state_schema as effective_state_schema
+from ._graphs import is_reducer_channel as is_reducer_channel
+from ._graphs import state_mutation_graph as state_mutation_graph
+from ._lineage import DEFAULT_FALLBACK_LIMIT as DEFAULT_FALLBACK_LIMIT
+from ._lineage import DEFAULT_MAX_DEPTH as DEFAULT_MAX_DEPTH
+from ._lineage import afind_checkpoint_before_message, find_checkpoint_before_message
+from ._overwrite import apply_overwrite_fix, remove_overwrite_fix
+from ._overwrite import overwrite_fix_active as overwrite_fix_active
+from ._overwrite import probe_overwrite_first_write_bug as probe_overwrite_first_write_bug
 
 __all__ = [
-    "DEFAULT_FALLBACK_LIMIT",
-    "DEFAULT_GRAPH_CACHE_MAX",
-    "DEFAULT_MAX_DEPTH",
-    "GRAPH_CACHE",
-    "MUTATION_NODE",
     "CheckpointInfo",
-    "CompiledGraphCache",
-    "LineageIntegrityError",
-    "MessageNotFoundError",
     "RollbackPoint",
-    "RollbackUnavailableError",
     "StateAccessor",
-    "StateUnavailableError",
     "afind_checkpoint_before_message",
     "apply_overwrite_fix",
-    "channel_empty_value",
-    "effective_state_schema",
     "find_checkpoint_before_message",
-    "is_overwrite",
-    "is_reducer_channel",
-    "overwrite_fix_active",
-    "overwrite_value",
-    "probe_overwrite_first_write_bug",
     "remove_overwrite_fix",
-    "replacement_writes",
-    "state_mutation_graph",
 ]

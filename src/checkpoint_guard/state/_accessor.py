@@ -1,53 +1,51 @@
-"""``StateAccessor``: graph + checkpointer + mode, the one way to read and write thread state.
-
-Sync and async twins share the pure helpers at the top; each I/O method is a thin
-shell. Every read goes through a ``GuardedSaver`` of the accessor's mode (added
-when the checkpointer has none), so the full-mode gate applies to every tuple the
-graph reads, and every returned snapshot is checked once more.
-"""
+"""``StateAccessor``: graph + checkpointer + mode, the one way to read and write thread state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import copy
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
+    empty_checkpoint,
 )
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Overwrite, StateSnapshot
 
 from .. import _upstream
 from .._address import Address, mode_mismatch
-from .._errors import (
-    ConfigError,
-    StateUnavailableError,
-)
+from .._errors import ConfigError, RollbackUnavailableError, StateUnavailableError
 from .._modes import ChannelMode, checkpoint_uses_delta, parse_mode
 from .._upstream import MISSING
 from ..savers._guard import GuardedSaver
 from ..savers._layer import SaverLayer
 from ._graphs import (
     MUTATION_NODE,
+    Graph,
+    SchemaSource,
     channel_empty_value,
     effective_state_schema,
     is_reducer_channel,
     state_mutation_graph,
 )
-from ._rollback import RollbackPoint, capture_point, check_point, empty_root, failed_point
 
-__all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor"]
+__all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor", "replacement_writes"]
 
 AbsentPolicy = Literal["keep", "reset"]
-GraphSource = Any  # a compiled graph, a zero-argument factory returning one, or None
-
-
-# -- value types --------------------------------------------------------------------------
+GraphSource: TypeAlias = Graph | Callable[[], Graph] | None
+"""A compiled graph, a zero-argument factory returning one, or ``None``."""
+MutationGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -71,44 +69,56 @@ class CheckpointInfo:
         return str(Address.from_config(self.config).checkpoint_id)
 
 
+@dataclass(frozen=True)
+class RollbackPoint:
+    """A thread's state before a run: materialized values plus the head's raw
+    pending writes, captured by ``StateAccessor.capture_rollback_point``.
+
+    ``checkpoint_id`` is ``None`` for a thread that had no checkpoint. When the capture
+    failed, ``error`` holds the cause and ``available`` is false: restoring it raises
+    ``RollbackUnavailableError`` (never a partial restore).
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    mode: ChannelMode
+    checkpoint_id: str | None = None
+    config: RunnableConfig | None = None
+    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    pending_writes: tuple[tuple[str, str, Any], ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def available(self) -> bool:
+        """Whether this point can be restored."""
+        return self.error is None
+
+
 # -- pure helpers ---------------------------------------------------------------------------
 
 
-def _conf(config: RunnableConfig) -> dict[str, Any]:
-    return dict(config.get("configurable") or {})
-
-
 def _thread_config(config: RunnableConfig) -> RunnableConfig:
-    conf = _conf(config)
+    conf = dict(config.get("configurable") or {})
     conf.pop("checkpoint_id", None)
     return {"configurable": conf}
 
 
-def _find_guard(saver: BaseCheckpointSaver[Any]) -> GuardedSaver | None:
-    layer: Any = saver
-    while isinstance(layer, SaverLayer):
-        if isinstance(layer, GuardedSaver):
-            return layer
-        layer = layer.inner
-    return None
-
-
 def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
-    guard = _find_guard(saver)
-    if guard is None:
-        return GuardedSaver(saver, mode=mode)
-    if guard.mode is not mode:
+    """``saver`` when its stack has a ``GuardedSaver`` (of ``mode``: another raises), else
+    ``saver`` wrapped in one."""
+    layer = saver
+    while not isinstance(layer, GuardedSaver):
+        if not isinstance(layer, SaverLayer):
+            return GuardedSaver(saver, mode=mode)
+        layer = layer.inner
+    if layer.mode is not mode:
         raise ConfigError(
             "mode",
             mode.value,
-            f"the checkpointer's own mode {guard.mode.value!r}",
+            f"the checkpointer's own mode {layer.mode.value!r}",
             detail="the accessor and its GuardedSaver must agree",
         )
     return saver
-
-
-def _is_internal_channel(name: str) -> bool:
-    return name.startswith(("__", "branch:"))
 
 
 def _degraded_snapshot(config: RunnableConfig, tup: CheckpointTuple | None) -> StateSnapshot:
@@ -116,7 +126,9 @@ def _degraded_snapshot(config: RunnableConfig, tup: CheckpointTuple | None) -> S
     if tup is None:
         return StateSnapshot({}, (), config, None, None, None, (), ())
     values = {
-        k: v for k, v in tup.checkpoint["channel_values"].items() if not _is_internal_channel(k)
+        k: v
+        for k, v in tup.checkpoint["channel_values"].items()
+        if not k.startswith(("__", "branch:"))  # internal channels
     }
     created_at: Any = tup.checkpoint.get("ts") or (tup.metadata or {}).get("created_at")
     return StateSnapshot(
@@ -135,16 +147,14 @@ def _info(tup: CheckpointTuple) -> CheckpointInfo:
     )
 
 
-def _check_limit(limit: int | None) -> None:
+def _nothing_wanted(limit: int | None) -> bool:
+    """Whether ``limit`` asks for no rows (``0``); raises ``ValueError`` on a bad one."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None (unlimited) or an int >= 0, got {limit!r}")
+    return limit == 0
 
 
-def _state_channels(mutation_graph: Any) -> dict[str, Any]:
-    return dict(mutation_graph.builder.channels)
-
-
-def _starts_empty(channel: Any) -> bool:
+def _starts_empty(channel: BaseChannel[Any, Any, Any]) -> bool:
     return (
         isinstance(channel, BinaryOperatorAggregate)
         and not channel.from_checkpoint(MISSING).is_available()
@@ -152,7 +162,7 @@ def _starts_empty(channel: Any) -> bool:
 
 
 def replacement_writes(
-    channels: Mapping[str, Any],
+    channels: Mapping[str, BaseChannel[Any, Any, Any]],
     values: Mapping[str, Any],
     current: Mapping[str, Any],
     absent: AbsentPolicy,
@@ -160,10 +170,9 @@ def replacement_writes(
     """The update that makes a thread read ``values``: ``Overwrite`` for reducer
     channels, the plain value otherwise (also for a reducer channel that is unset in
     ``current`` and has no constructible default, where a first write is stored as
-    is). Channels absent from ``values`` keep their
-    value (``absent="keep"``) or, when currently set, go back to their empty value
-    (``absent="reset"``). A key outside the channel table raises ``ValueError``
-    rather than being dropped."""
+    is). Channels absent from ``values`` keep their value (``absent="keep"``) or, when
+    currently set, go back to their empty value (``absent="reset"``). A key outside
+    the channel table raises ``ValueError`` rather than being dropped."""
     if absent not in ("keep", "reset"):
         raise ValueError(f"absent must be 'keep' or 'reset', got {absent!r}")
     if not _upstream.holds("missing-sentinel"):
@@ -199,13 +208,60 @@ def replacement_writes(
     return writes
 
 
-def _group_writes(
-    pending: Iterable[tuple[str, str, Any]],
-) -> list[tuple[str, list[tuple[str, Any]]]]:
+def _writes_by_task(pending: Iterable[tuple[str, str, Any]]) -> dict[str, list[tuple[str, Any]]]:
     groups: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in pending:
         groups.setdefault(task_id, []).append((channel, value))
-    return list(groups.items())
+    return groups
+
+
+# -- rollback steps (pure) --------------------------------------------------------------
+
+
+def _capture_point(
+    config: RunnableConfig,
+    mode: ChannelMode,
+    tup: CheckpointTuple | None,
+    snapshot: StateSnapshot | None,
+) -> RollbackPoint:
+    """The point for ``config``'s thread: the head ``tup`` with its materialized
+    ``snapshot`` (copied), or an empty thread's point when there is no head."""
+    address = Address.from_config(config)
+    empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
+    if tup is None or snapshot is None:
+        return empty
+    return dataclasses.replace(
+        empty,
+        checkpoint_id=Address.from_config(tup.config).checkpoint_id,
+        config=tup.config,
+        values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
+        pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
+    )
+
+
+def _failed_point(config: RunnableConfig, mode: ChannelMode, exc: BaseException) -> RollbackPoint:
+    """A point whose capture failed with ``exc``: restoring it is refused."""
+    return dataclasses.replace(_capture_point(config, mode, None, None), error=exc)
+
+
+def _check_point(point: RollbackPoint, mode: ChannelMode) -> None:
+    """Refuse (``RollbackUnavailableError``) a failed capture or another mode's point."""
+    if not point.available:
+        raise RollbackUnavailableError(
+            f"rollback for thread {point.thread_id!r} is disabled: the capture failed "
+            f"({type(point.error).__name__}: {point.error}); nothing was restored"
+        ) from point.error
+    if point.mode is not mode:
+        raise RollbackUnavailableError(
+            f"rollback point was captured in {point.mode.value!r} mode, this accessor "
+            f"runs in {mode.value!r}"
+        )
+
+
+def _empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
+    """``(config, checkpoint, metadata)`` to put for a point of an empty thread."""
+    config = Address(point.thread_id, point.checkpoint_ns).thread_config()
+    return config, empty_checkpoint(), {"source": "input", "step": -1, "parents": {}}
 
 
 # -- the accessor -------------------------------------------------------------------------
@@ -220,7 +276,8 @@ class StateAccessor:
     the stack has none; a stack guarded in another mode raises ``ConfigError``).
 
     Without a graph, full mode degrades reads to the stored checkpoint and delta mode
-    raises ``StateUnavailableError``; writes always need a graph.
+    raises ``StateUnavailableError``; writes always need a graph. Every I/O method has
+    an async twin (``aget``, ``arestore``, ...).
     """
 
     def __init__(
@@ -240,13 +297,12 @@ class StateAccessor:
             )
         self.checkpointer: BaseCheckpointSaver[Any] = _gated_saver(checkpointer, self.mode)
         self._source = graph
-        self._bound: Any = None
-        self._schema_source: Any = None
+        self._bound: Graph | None = None
 
     @classmethod
     def for_schema(
         cls,
-        schema: Any,
+        schema: SchemaSource,
         checkpointer: BaseCheckpointSaver[Any],
         *,
         mode: ChannelMode | str,
@@ -264,25 +320,20 @@ class StateAccessor:
 
     # -- graph resolution (no I/O) ---------------------------------------------------------
 
-    def graph(self) -> Any:
+    def graph(self) -> Graph | None:
         """The bound graph, or ``None`` when none can be built."""
-        if self._bound is not None:
-            return self._bound
-        source = self._source
-        if source is None:
-            return None
-        if not isinstance(source, Pregel):
-            try:
-                source = source()
-            except Exception:
-                return None  # a factory failure (bad model config, outage) means "no graph"
-            if not isinstance(source, Pregel):
-                return None
-        self._schema_source = source
-        self._bound = source.copy(update={"checkpointer": self.checkpointer})
+        if self._bound is None:
+            source = self._source
+            if source is not None and not isinstance(source, Pregel):
+                try:
+                    source = source()
+                except Exception:
+                    return None  # a factory failure (bad model config, outage) means "no graph"
+            if isinstance(source, Pregel):
+                self._bound = source.copy(update={"checkpointer": self.checkpointer})
         return self._bound
 
-    def _require_graph(self, what: str) -> Any:
+    def _require_graph(self, what: str) -> Graph:
         graph = self.graph()
         if graph is None:
             raise StateUnavailableError(
@@ -291,38 +342,39 @@ class StateAccessor:
             )
         return graph
 
-    def _degrade_or_refuse(self, config: RunnableConfig) -> None:
-        if self.mode is ChannelMode.DELTA:
+    def _read_graph(self, config: RunnableConfig) -> Graph | None:
+        """The graph to read ``config`` with; ``None`` when a full-mode read degrades to
+        the stored checkpoint (delta mode raises: it cannot)."""
+        graph = self.graph()
+        if graph is None and self.mode is ChannelMode.DELTA:
             thread = Address.from_config(config).thread_id
             raise StateUnavailableError(
                 f"cannot read thread {thread!r} in delta mode without its graph: delta "
                 "checkpoints store only each step's writes, and materializing them needs "
                 "the graph's channel table. Fix the graph factory and retry."
             )
+        return graph
 
-    def mutation_graph(self) -> Any:
+    def mutation_graph(self) -> MutationGraph:
         """The (cached) state mutation graph for this accessor's thread schema, bound
         to the accessor's checkpointer."""
         graph = self._require_graph("rewrite state")
-        source = self._schema_source or graph
-        builder = getattr(source, "builder", None)
-        if builder is not None and list(builder.nodes) == [MUTATION_NODE]:
-            mutation = source  # already a state-only graph (for_schema)
+        if isinstance(graph, CompiledStateGraph) and list(graph.builder.nodes) == [MUTATION_NODE]:
+            mutation = graph  # already a state-only graph (for_schema)
         else:
-            mutation = state_mutation_graph(source)
+            mutation = state_mutation_graph(graph)
         return mutation.copy(update={"checkpointer": self.checkpointer})
 
     def effective_schema(self) -> Any:
         """The thread's effective schema (state plus middleware channels)."""
-        self._require_graph("derive the schema")
-        return effective_state_schema(self._schema_source)
+        return effective_state_schema(self._require_graph("derive the schema"))
 
     def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
         if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
             raise mode_mismatch(snapshot.config, action="read")
         return snapshot
 
-    # -- reads (sync) ------------------------------------------------------------------------
+    # -- reads -------------------------------------------------------------------------------
 
     def get(self, config: RunnableConfig) -> StateSnapshot:
         """The materialized state at ``config`` (the head without a ``checkpoint_id``).
@@ -331,12 +383,19 @@ class StateAccessor:
         graph: full mode returns the stored checkpoint (values = stored channel values,
         ``created_at`` from ``ts``, empty ``next``/``tasks``), delta mode raises
         ``StateUnavailableError``."""
-        graph = self.graph()
+        graph = self._read_graph(config)
         if graph is None:
-            self._degrade_or_refuse(config)
             tup = self.checkpointer.get_tuple(config)
             return self._gate(_degraded_snapshot(config, tup))
         return self._gate(graph.get_state(config))
+
+    async def aget(self, config: RunnableConfig) -> StateSnapshot:
+        """Async ``get``."""
+        graph = self._read_graph(config)
+        if graph is None:
+            tup = await self.checkpointer.aget_tuple(config)
+            return self._gate(_degraded_snapshot(config, tup))
+        return self._gate(await graph.aget_state(config))
 
     def history(
         self,
@@ -349,12 +408,10 @@ class StateAccessor:
         """Materialized snapshots, newest first. ``limit=0`` returns ``[]`` without
         touching storage; ``None`` is unlimited; negative raises ``ValueError``.
         Gated and degraded like ``get``."""
-        _check_limit(limit)
-        if limit == 0:
+        if _nothing_wanted(limit):
             return []
-        graph = self.graph()
+        graph = self._read_graph(config)
         if graph is None:
-            self._degrade_or_refuse(config)
             tuples = self.checkpointer.list(
                 _thread_config(config), limit=limit, before=before, filter=filter
             )
@@ -362,10 +419,35 @@ class StateAccessor:
         items = graph.get_state_history(config, limit=limit, before=before, filter=filter)
         return [self._gate(s) for s in items]
 
+    async def ahistory(
+        self,
+        config: RunnableConfig,
+        *,
+        limit: int | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> list[StateSnapshot]:
+        """Async ``history``."""
+        if _nothing_wanted(limit):
+            return []
+        graph = self._read_graph(config)
+        if graph is None:
+            tuples = self.checkpointer.alist(
+                _thread_config(config), limit=limit, before=before, filter=filter
+            )
+            return [self._gate(_degraded_snapshot(t.config, t)) async for t in tuples]
+        items = graph.aget_state_history(config, limit=limit, before=before, filter=filter)
+        return [self._gate(s) async for s in items]
+
     def get_info(self, config: RunnableConfig) -> CheckpointInfo | None:
         """The addressed checkpoint's metadata without materializing state (gated);
         ``None`` for an empty thread."""
         tup = self.checkpointer.get_tuple(config)
+        return None if tup is None else _info(tup)
+
+    async def aget_info(self, config: RunnableConfig) -> CheckpointInfo | None:
+        """Async ``get_info``."""
+        tup = await self.checkpointer.aget_tuple(config)
         return None if tup is None else _info(tup)
 
     def history_info(
@@ -377,51 +459,12 @@ class StateAccessor:
         filter: dict[str, Any] | None = None,
     ) -> list[CheckpointInfo]:
         """``get_info`` for every checkpoint, newest first; ``limit`` as in ``history``."""
-        _check_limit(limit)
-        if limit == 0:
+        if _nothing_wanted(limit):
             return []
         tuples = self.checkpointer.list(
             _thread_config(config), limit=limit, before=before, filter=filter
         )
         return [_info(t) for t in tuples]
-
-    # -- reads (async) -----------------------------------------------------------------------
-
-    async def aget(self, config: RunnableConfig) -> StateSnapshot:
-        """Async ``get``."""
-        graph = self.graph()
-        if graph is None:
-            self._degrade_or_refuse(config)
-            tup = await self.checkpointer.aget_tuple(config)
-            return self._gate(_degraded_snapshot(config, tup))
-        return self._gate(await graph.aget_state(config))
-
-    async def ahistory(
-        self,
-        config: RunnableConfig,
-        *,
-        limit: int | None = None,
-        before: RunnableConfig | None = None,
-        filter: dict[str, Any] | None = None,
-    ) -> list[StateSnapshot]:
-        """Async ``history``."""
-        _check_limit(limit)
-        if limit == 0:
-            return []
-        graph = self.graph()
-        if graph is None:
-            self._degrade_or_refuse(config)
-            tuples = self.checkpointer.alist(
-                _thread_config(config), limit=limit, before=before, filter=filter
-            )
-            return [self._gate(_degraded_snapshot(t.config, t)) async for t in tuples]
-        items = graph.aget_state_history(config, limit=limit, before=before, filter=filter)
-        return [self._gate(s) async for s in items]
-
-    async def aget_info(self, config: RunnableConfig) -> CheckpointInfo | None:
-        """Async ``get_info``."""
-        tup = await self.checkpointer.aget_tuple(config)
-        return None if tup is None else _info(tup)
 
     async def ahistory_info(
         self,
@@ -432,15 +475,14 @@ class StateAccessor:
         filter: dict[str, Any] | None = None,
     ) -> list[CheckpointInfo]:
         """Async ``history_info``."""
-        _check_limit(limit)
-        if limit == 0:
+        if _nothing_wanted(limit):
             return []
         tuples = self.checkpointer.alist(
             _thread_config(config), limit=limit, before=before, filter=filter
         )
         return [_info(t) async for t in tuples]
 
-    # -- writes (sync) -----------------------------------------------------------------------
+    # -- writes ------------------------------------------------------------------------------
 
     def update(
         self, config: RunnableConfig, values: Any, *, as_node: str | None = None
@@ -450,7 +492,15 @@ class StateAccessor:
         before anything is written."""
         graph = self._require_graph("update state")
         self.checkpointer.get_tuple(config)  # the gate raises here on a mismatch
-        return graph.update_state(config, values, as_node=as_node)  # type: ignore[no-any-return]
+        return graph.update_state(config, values, as_node=as_node)
+
+    async def aupdate(
+        self, config: RunnableConfig, values: Any, *, as_node: str | None = None
+    ) -> RunnableConfig:
+        """Async ``update``."""
+        graph = self._require_graph("update state")
+        await self.checkpointer.aget_tuple(config)
+        return await graph.aupdate_state(config, values, as_node=as_node)
 
     def replace(
         self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
@@ -466,9 +516,19 @@ class StateAccessor:
         config; no task is scheduled."""
         mutation = self.mutation_graph()
         current = self.get(config).values
-        writes = replacement_writes(_state_channels(mutation), values, current, absent)
+        writes = replacement_writes(mutation.builder.channels, values, current, absent)
         self.checkpointer.get_tuple(config)
-        return mutation.update_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
+        return mutation.update_state(config, writes, as_node=MUTATION_NODE)
+
+    async def areplace(
+        self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
+    ) -> RunnableConfig:
+        """Async ``replace``."""
+        mutation = self.mutation_graph()
+        current = (await self.aget(config)).values
+        writes = replacement_writes(mutation.builder.channels, values, current, absent)
+        await self.checkpointer.aget_tuple(config)
+        return await mutation.aupdate_state(config, writes, as_node=MUTATION_NODE)
 
     def resume_linear(self, config: RunnableConfig) -> RunnableConfig:
         """Rewrite the state of the checkpoint ``config`` addresses onto the thread's head
@@ -477,43 +537,17 @@ class StateAccessor:
         thread config (no ``checkpoint_id``) to continue linearly."""
         selected = self.get(config)
         if selected.metadata is None:
-            raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
+            raise StateUnavailableError(f"no checkpoint at {config.get('configurable')!r}")
         return self.replace(_thread_config(config), dict(selected.values), absent="reset")
-
-    # -- writes (async) ----------------------------------------------------------------------
-
-    async def aupdate(
-        self, config: RunnableConfig, values: Any, *, as_node: str | None = None
-    ) -> RunnableConfig:
-        """Async ``update``."""
-        graph = self._require_graph("update state")
-        await self.checkpointer.aget_tuple(config)
-        return await graph.aupdate_state(config, values, as_node=as_node)  # type: ignore[no-any-return]
-
-    async def areplace(
-        self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
-    ) -> RunnableConfig:
-        """Async ``replace``."""
-        mutation = self.mutation_graph()
-        current = (await self.aget(config)).values
-        writes = replacement_writes(_state_channels(mutation), values, current, absent)
-        await self.checkpointer.aget_tuple(config)
-        return await mutation.aupdate_state(config, writes, as_node=MUTATION_NODE)  # type: ignore[no-any-return]
 
     async def aresume_linear(self, config: RunnableConfig) -> RunnableConfig:
         """Async ``resume_linear``."""
         selected = await self.aget(config)
         if selected.metadata is None:
-            raise StateUnavailableError(f"no checkpoint at {_conf(config)!r}")
+            raise StateUnavailableError(f"no checkpoint at {config.get('configurable')!r}")
         return await self.areplace(_thread_config(config), dict(selected.values), absent="reset")
 
-    # -- rollback (the model and its pure steps: ``_rollback.py``) ------------------------
-
-    def _restore_writes(self, point: RollbackPoint) -> tuple[RunnableConfig, dict[str, Any]]:
-        mutation = self.mutation_graph()
-        writes = replacement_writes(_state_channels(mutation), point.values, point.values, "keep")
-        assert point.config is not None
-        return point.config, writes
+    # -- rollback -----------------------------------------------------------------------------
 
     def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
         """Capture the thread's state before a run: the head's materialized values
@@ -523,13 +557,32 @@ class StateAccessor:
         and ``restore`` refuses it, so a failure can only disable rollback, never cause
         a partial one."""
         try:
-            head = _thread_config(config)
             graph = self._require_graph("capture a rollback point")
-            tup = self.checkpointer.get_tuple(head)
+            tup = self.checkpointer.get_tuple(_thread_config(config))
             snapshot = None if tup is None else self._gate(graph.get_state(tup.config))
-            return capture_point(config, self.mode, tup, snapshot)
+            return _capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return failed_point(config, self.mode, exc)
+            return _failed_point(config, self.mode, exc)
+
+    async def acapture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
+        """Async ``capture_rollback_point``."""
+        try:
+            graph = self._require_graph("capture a rollback point")
+            tup = await self.checkpointer.aget_tuple(_thread_config(config))
+            snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
+            return _capture_point(config, self.mode, tup, snapshot)
+        except Exception as exc:
+            return _failed_point(config, self.mode, exc)
+
+    def _restore_update(
+        self, point: RollbackPoint
+    ) -> tuple[MutationGraph, RunnableConfig, dict[str, Any]]:
+        """The graph, base config and writes that restore ``point``'s values."""
+        assert point.config is not None  # captured with its checkpoint
+        mutation = self.mutation_graph()
+        channels = mutation.builder.channels
+        writes = replacement_writes(channels, point.values, point.values, "keep")
+        return mutation, point.config, writes
 
     def restore(self, point: RollbackPoint) -> RunnableConfig:
         """Make the thread read exactly ``point``'s state again, carrying only its
@@ -540,39 +593,22 @@ class StateAccessor:
         snapshotted, so no write of the abandoned run replays into it). A point captured
         on an empty thread restores a new empty root checkpoint. Raises
         ``RollbackUnavailableError`` for a failed capture or another mode."""
-        check_point(point, self.mode)
+        _check_point(point, self.mode)
         if point.checkpoint_id is None:
-            config, checkpoint, metadata = empty_root(point)
-            return self.checkpointer.put(config, checkpoint, metadata, {})  # type: ignore[arg-type]
-        base, writes = self._restore_writes(point)
-        mutation = self.mutation_graph()
-        new_config: RunnableConfig = mutation.update_state(base, writes, as_node=MUTATION_NODE)
-        for task_id, task_writes in _group_writes(point.pending_writes):
+            return self.checkpointer.put(*_empty_root(point), {})
+        mutation, base, writes = self._restore_update(point)
+        new_config = mutation.update_state(base, writes, as_node=MUTATION_NODE)
+        for task_id, task_writes in _writes_by_task(point.pending_writes).items():
             self.checkpointer.put_writes(new_config, task_writes, task_id)
         return new_config
 
-    async def acapture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
-        """Async ``capture_rollback_point``."""
-        try:
-            head = _thread_config(config)
-            graph = self._require_graph("capture a rollback point")
-            tup = await self.checkpointer.aget_tuple(head)
-            snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
-            return capture_point(config, self.mode, tup, snapshot)
-        except Exception as exc:
-            return failed_point(config, self.mode, exc)
-
     async def arestore(self, point: RollbackPoint) -> RunnableConfig:
         """Async ``restore``."""
-        check_point(point, self.mode)
+        _check_point(point, self.mode)
         if point.checkpoint_id is None:
-            config, checkpoint, metadata = empty_root(point)
-            return await self.checkpointer.aput(config, checkpoint, metadata, {})  # type: ignore[arg-type]
-        base, writes = self._restore_writes(point)
-        mutation = self.mutation_graph()
-        new_config: RunnableConfig = await mutation.aupdate_state(
-            base, writes, as_node=MUTATION_NODE
-        )
-        for task_id, task_writes in _group_writes(point.pending_writes):
+            return await self.checkpointer.aput(*_empty_root(point), {})
+        mutation, base, writes = self._restore_update(point)
+        new_config = await mutation.aupdate_state(base, writes, as_node=MUTATION_NODE)
+        for task_id, task_writes in _writes_by_task(point.pending_writes).items():
             await self.checkpointer.aput_writes(new_config, task_writes, task_id)
         return new_config

@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, get_type_hints
+from typing import Any, TypeAlias, TypeVar, get_type_hints
 
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from typing_extensions import TypedDict
 
@@ -35,6 +36,8 @@ __all__ = [
     "GRAPH_CACHE",
     "MUTATION_NODE",
     "CompiledGraphCache",
+    "Graph",
+    "SchemaSource",
     "channel_empty_value",
     "effective_state_schema",
     "is_reducer_channel",
@@ -46,7 +49,17 @@ MUTATION_NODE = "state_mutation"
 """The mutation graph's only node. It is not a node of the application graph, so
 LangGraph's ``as_node`` inference on the application graph ignores it."""
 
-SchemaSource = Any  # a compiled StateGraph, a StateGraph, a schema type or a sequence of them
+Graph: TypeAlias = Pregel[Any, Any, Any, Any]
+"""A compiled graph (``CompiledStateGraph`` is one)."""
+SchemaSource: TypeAlias = Graph | StateGraph[Any, Any, Any, Any] | type | Sequence[type]
+"""A compiled ``StateGraph``, a ``StateGraph`` builder, a schema or a sequence of schemas."""
+T = TypeVar("T")
+
+
+def _cap(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("graph_cache_max", value, "an integer >= 1")
+    return value
 
 
 class CompiledGraphCache:
@@ -68,17 +81,12 @@ class CompiledGraphCache:
     @property
     def max_size(self) -> int:
         """The current cap (a callable cap is evaluated now)."""
-        value = self._max() if callable(self._max) else self._max
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError("graph_cache_max", value, "an integer >= 1")
-        return value
+        return _cap(self._max() if callable(self._max) else self._max)
 
     @max_size.setter
     def max_size(self, value: int | Callable[[], int]) -> None:
-        if not callable(value) and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ConfigError("graph_cache_max", value, "an integer >= 1")
+        if not callable(value):
+            _cap(value)
         with self._lock:
             self._max = value
             self._evict()
@@ -89,13 +97,13 @@ class CompiledGraphCache:
             self._items.popitem(last=False)
             self.evictions += 1
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
+    def get_or_build(self, key: Hashable, build: Callable[[], T]) -> T:
         """The graph cached under ``key``, built with ``build()`` on a miss."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 self.hits += 1
-                return self._items[key]
+                return self._items[key]  # type: ignore[no-any-return]
             self.misses += 1
             graph = build()
             self._items[key] = graph
@@ -169,7 +177,7 @@ def effective_state_schema(source: SchemaSource) -> Any:
     return merged
 
 
-def is_reducer_channel(channel: Any) -> bool:
+def is_reducer_channel(channel: BaseChannel[Any, Any, Any]) -> bool:
     """Whether a plain write into ``channel`` goes through a reducer (so replacing its
     value needs ``Overwrite``)."""
     return isinstance(channel, (BinaryOperatorAggregate, DeltaChannel))
@@ -179,12 +187,7 @@ def channel_empty_value(channel: BaseChannel[Any, Any, Any]) -> Any:
     """The value a channel starts with: its type's default when constructible
     (``[]``, ``0``, ``{}``), else ``None``."""
     fresh = channel.from_checkpoint(MISSING)
-    if fresh.is_available():
-        try:
-            return fresh.get()
-        except Exception:  # pragma: no cover - is_available said yes
-            return None
-    return None
+    return fresh.get() if fresh.is_available() else None
 
 
 def _noop(state: Any) -> dict[str, Any]:
@@ -192,7 +195,7 @@ def _noop(state: Any) -> dict[str, Any]:
     return {}
 
 
-def _build(schema: Any) -> Any:
+def _build(schema: type[Any]) -> CompiledStateGraph[Any, Any, Any, Any]:
     builder = StateGraph(schema)
     builder.add_node(MUTATION_NODE, _noop)
     builder.add_edge(START, MUTATION_NODE)
@@ -205,7 +208,7 @@ def state_mutation_graph(
     mode: ChannelMode | str | None = None,
     *,
     snapshot_frequency: int | None = None,
-) -> Any:
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A compiled graph with one no-op node (``MUTATION_NODE``, entry = finish) and
     exactly the channel table of ``source``'s effective schema, without a
     checkpointer (bind one with ``graph.copy(update={"checkpointer": saver})`` or

@@ -1,22 +1,20 @@
 """Lineage: the checkpoint before a message, found by walking parent links.
 
-Regenerate and edit-and-replay need the checkpoint just before a message. A
-chronological scan of the thread can pick a sibling created by an earlier
-regeneration; the parent chain cannot. So the walk follows ``parent_config``
-only, and fails closed (``LineageIntegrityError``) on a cycle, a dangling or
-foreign parent, a parent that resolves to another checkpoint, or an exhausted
-depth. The one tolerated gap is a *missing* legacy parent link (a non-root
-checkpoint stored without a parent): only then a bounded newest-first scan of
-older checkpoints is used.
+A chronological scan of the thread can pick a sibling created by an earlier
+regeneration; the parent chain cannot. So the walk follows ``parent_config`` only
+and fails closed (``LineageIntegrityError``) on any broken link. The one tolerated
+gap is a *missing* legacy parent link (a non-root checkpoint stored without a
+parent): only then a bounded newest-first scan of older checkpoints is used.
 
-A root is a checkpoint without a parent whose metadata says so: ``step`` -1
-(LangGraph's first checkpoint), or ``ROOT_METADATA_KEY`` set by maintenance
-when it made a surviving checkpoint self-contained and deleted every ancestor
-(prune, run deletion). Without that mark such a checkpoint would look like
-legacy data, and the scan would pick checkpoints of other branches.
+A root is a checkpoint without a parent whose metadata says so: ``step`` -1, or
+``ROOT_METADATA_KEY``, set by maintenance when it re-roots a surviving checkpoint
+(prune, run deletion). Without that mark such a checkpoint would look like legacy
+data, and the scan would pick checkpoints of other branches.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -24,6 +22,7 @@ from langgraph.types import StateSnapshot
 
 from .._address import Address
 from .._errors import LineageIntegrityError, MessageNotFoundError
+from .._io import Plan, Request, adrive, drive
 from ._accessor import StateAccessor
 
 __all__ = [
@@ -42,6 +41,52 @@ _ROOT = "root"
 _LEGACY = "legacy"
 
 
+# -- the walk's I/O: requests answered by the accessor ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Tuple(Request[StateAccessor, CheckpointTuple | None]):
+    config: RunnableConfig
+
+    def run(self, accessor: StateAccessor) -> CheckpointTuple | None:
+        return accessor.checkpointer.get_tuple(self.config)
+
+    async def arun(self, accessor: StateAccessor) -> CheckpointTuple | None:
+        return await accessor.checkpointer.aget_tuple(self.config)
+
+
+@dataclass(frozen=True, slots=True)
+class _State(Request[StateAccessor, StateSnapshot]):
+    config: RunnableConfig
+
+    def run(self, accessor: StateAccessor) -> StateSnapshot:
+        return accessor.get(self.config)
+
+    async def arun(self, accessor: StateAccessor) -> StateSnapshot:
+        return await accessor.aget(self.config)
+
+
+@dataclass(frozen=True, slots=True)
+class _Older(Request[StateAccessor, list[CheckpointTuple]]):
+    """The listing is consumed whole: an async saver may hold its connection lock for
+    the whole iteration, and the reads that follow need that lock too."""
+
+    config: RunnableConfig
+    before: RunnableConfig
+    limit: int
+
+    def run(self, accessor: StateAccessor) -> list[CheckpointTuple]:
+        saver = accessor.checkpointer
+        return list(saver.list(self.config, before=self.before, limit=self.limit))
+
+    async def arun(self, accessor: StateAccessor) -> list[CheckpointTuple]:
+        saver = accessor.checkpointer
+        return [t async for t in saver.alist(self.config, before=self.before, limit=self.limit)]
+
+
+# -- the walk -----------------------------------------------------------------------------
+
+
 def _ids(config: RunnableConfig | None) -> tuple[str, str, str | None]:
     thread_id, ns, checkpoint_id = Address.from_config(config)
     return (str(thread_id), ns, checkpoint_id)
@@ -54,10 +99,6 @@ def _contains(snapshot: StateSnapshot, message_id: str, key: str) -> bool:
         if mid == message_id:
             return True
     return False
-
-
-def _not_found(message_id: str, config: RunnableConfig) -> MessageNotFoundError:
-    return MessageNotFoundError(f"message {message_id!r} is not in the state at {_ids(config)!r}")
 
 
 def _integrity(cur: CheckpointTuple, problem: str) -> LineageIntegrityError:
@@ -100,15 +141,50 @@ def _checked_parent(
     want = _ids(requested)[2]
     if got is None:
         raise _integrity(cur, f"parent {want!r} does not exist (dangling link)")
-    if _ids(got.config)[:2] != _ids(requested)[:2] or _ids(got.config)[2] != want:
+    if _ids(got.config) != _ids(requested):
         raise _integrity(cur, f"parent {want!r} resolved to {_ids(got.config)!r}")
     return got
 
 
-def _start_config(config: RunnableConfig) -> RunnableConfig:
+def _before_message(
+    accessor: StateAccessor,
+    config: RunnableConfig,
+    message_id: str,
+    messages_key: str,
+    max_depth: int,
+    fallback_limit: int,
+) -> Plan[StateAccessor, StateSnapshot | None]:
+    accessor._require_graph("walk lineage")
     conf = dict(config.get("configurable") or {})
     conf.setdefault("checkpoint_ns", "")
-    return {"configurable": conf}
+    cur = yield _Tuple({"configurable": conf})
+    if cur is None or not _contains((yield _State(cur.config)), message_id, messages_key):
+        raise MessageNotFoundError(
+            f"message {message_id!r} is not in the state at {_ids(config)!r}"
+        )
+    seen = {str(_ids(cur.config)[2])}
+    depth = 0
+    snapshot: StateSnapshot
+    while True:
+        step = _parent_step(cur, seen, depth, max_depth)
+        if step == _ROOT:
+            return None
+        if step == _LEGACY:
+            thread, ns, _ = _ids(cur.config)
+            older = _Older(Address(thread, ns).thread_config(), cur.config, fallback_limit)
+            for tup in (yield older):
+                if _ids(tup.config)[2]:
+                    snapshot = yield _State(tup.config)
+                    if not _contains(snapshot, message_id, messages_key):
+                        return snapshot
+            return None
+        assert isinstance(step, dict)
+        cur = _checked_parent(cur, step, (yield _Tuple(step)))
+        seen.add(str(_ids(cur.config)[2]))
+        depth += 1
+        snapshot = yield _State(cur.config)
+        if not _contains(snapshot, message_id, messages_key):
+            return snapshot
 
 
 def find_checkpoint_before_message(
@@ -130,37 +206,8 @@ def find_checkpoint_before_message(
     message and ``LineageIntegrityError`` on a cycle, a dangling or foreign parent, a
     mismatched parent or more than ``max_depth`` steps. Reads are gated like the
     accessor's."""
-    graph = accessor._require_graph("walk lineage")
-    saver = accessor.checkpointer
-    cur = saver.get_tuple(_start_config(config))
-    if cur is None or not _contains(accessor.get(cur.config), message_id, messages_key):
-        raise MessageNotFoundError(
-            f"message {message_id!r} is not in the state at {_ids(config)!r}"
-        )
-    seen = {str(_ids(cur.config)[2])}
-    depth = 0
-    while True:
-        step = _parent_step(cur, seen, depth, max_depth)
-        if step == _ROOT:
-            return None
-        if step == _LEGACY:
-            # consume the listing first: an async saver may hold its connection lock
-            # for the whole iteration, and the reads below need that lock too
-            olders = list(saver.list(_thread_only(cur), before=cur.config, limit=fallback_limit))
-            for older in olders:
-                if _ids(older.config)[2]:
-                    snapshot = accessor.get(older.config)
-                    if not _contains(snapshot, message_id, messages_key):
-                        return snapshot
-            return None
-        assert isinstance(step, dict)
-        parent = _checked_parent(cur, step, saver.get_tuple(step))
-        seen.add(str(_ids(parent.config)[2]))
-        depth += 1
-        snapshot = accessor._gate(graph.get_state(parent.config))
-        if not _contains(snapshot, message_id, messages_key):
-            return snapshot
-        cur = parent
+    plan = _before_message(accessor, config, message_id, messages_key, max_depth, fallback_limit)
+    return drive(plan, accessor)
 
 
 async def afind_checkpoint_before_message(
@@ -173,44 +220,5 @@ async def afind_checkpoint_before_message(
     fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
 ) -> StateSnapshot | None:
     """Async ``find_checkpoint_before_message``."""
-    graph = accessor._require_graph("walk lineage")
-    saver = accessor.checkpointer
-    cur = await saver.aget_tuple(_start_config(config))
-    if cur is None or not _contains(await accessor.aget(cur.config), message_id, messages_key):
-        raise MessageNotFoundError(
-            f"message {message_id!r} is not in the state at {_ids(config)!r}"
-        )
-    seen = {str(_ids(cur.config)[2])}
-    depth = 0
-    while True:
-        step = _parent_step(cur, seen, depth, max_depth)
-        if step == _ROOT:
-            return None
-        if step == _LEGACY:
-            # consume the listing first: an async saver may hold its connection lock
-            # for the whole iteration, and the reads below need that lock too
-            olders = [
-                t
-                async for t in saver.alist(
-                    _thread_only(cur), before=cur.config, limit=fallback_limit
-                )
-            ]
-            for older in olders:
-                if _ids(older.config)[2]:
-                    snapshot = await accessor.aget(older.config)
-                    if not _contains(snapshot, message_id, messages_key):
-                        return snapshot
-            return None
-        assert isinstance(step, dict)
-        parent = _checked_parent(cur, step, await saver.aget_tuple(step))
-        seen.add(str(_ids(parent.config)[2]))
-        depth += 1
-        snapshot = accessor._gate(await graph.aget_state(parent.config))
-        if not _contains(snapshot, message_id, messages_key):
-            return snapshot
-        cur = parent
-
-
-def _thread_only(tup: CheckpointTuple) -> RunnableConfig:
-    thread, ns, _ = _ids(tup.config)
-    return Address(thread, ns).thread_config()
+    plan = _before_message(accessor, config, message_id, messages_key, max_depth, fallback_limit)
+    return await adrive(plan, accessor)

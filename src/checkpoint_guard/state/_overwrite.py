@@ -2,22 +2,13 @@
 
 ``BinaryOperatorAggregate.update`` seeds an empty channel (``MISSING``: its type,
 e.g. ``dict | None``, has no constructible default) with the first write *as is*,
-before it looks for ``Overwrite``. When that first write is an ``Overwrite`` -- the
-dataclass, ``{"__overwrite__": v}`` or the JSON-erased ``{"type": "__overwrite__",
-"value": v}`` -- the wrapper itself becomes the value and the next merge feeds it to
-the reducer. Replacing state wholesale on a fresh thread or a never-written channel
-hits exactly that.
+before it looks for ``Overwrite``. When that first write is an ``Overwrite`` (any
+form: see ``_forms.overwrite_value``), the wrapper itself becomes the value and
+the next merge feeds it to the reducer.
 
-The fix wraps ``update``: when the channel is empty and the first write is any form
-of ``Overwrite``, it seeds the channel with the unwrapped value and then hands
-*every* write to the original ``update`` (which now takes its ordinary, non-empty
-path), so all other semantics -- one ``Overwrite`` per step, writes after it ignored
--- stay LangGraph's own. A behavioural probe decides whether the installed LangGraph
-still has the bug; when it does not, ``apply_overwrite_fix`` installs nothing.
-
-The fix is **process-wide**: it replaces ``BinaryOperatorAggregate.update`` on the
-class, so every graph in the process gets it, not only graphs on our savers. It is
-logged once (``INFO`` on this module's logger) when it is first installed.
+The fix seeds such a channel with the unwrapped value and hands every write to
+the original ``update``, so all other semantics stay LangGraph's own. It is
+**process-wide**: it replaces ``BinaryOperatorAggregate.update`` on the class.
 """
 
 from __future__ import annotations
@@ -31,13 +22,11 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Overwrite
 
 from .. import _upstream
-from .._forms import _OVERWRITE_KEY, is_overwrite, overwrite_value
+from .._forms import _OVERWRITE_KEY, overwrite_value
 
 __all__ = [
     "apply_overwrite_fix",
-    "is_overwrite",
     "overwrite_fix_active",
-    "overwrite_value",
     "probe_overwrite_first_write_bug",
     "remove_overwrite_fix",
 ]
@@ -49,26 +38,21 @@ _logger = logging.getLogger(__name__)
 _announced = False  # the installation was logged (once per process)
 
 
-def _probe_forms() -> list[tuple[Any, Any]]:
-    payload = {"probe": 1}
-    return [
-        (Overwrite(payload), payload),
-        ({_OVERWRITE_KEY: payload}, payload),
-        ({"type": _OVERWRITE_KEY, "value": payload}, payload),
-    ]
-
-
 def _probe(update: Callable[..., bool]) -> bool:
     """True when ``update`` mishandles an ``Overwrite`` first write into an empty channel."""
-    for write, expected in _probe_forms():
+    payload = {"probe": 1}
+    for write in (
+        Overwrite(payload),
+        {_OVERWRITE_KEY: payload},
+        {"type": _OVERWRITE_KEY, "value": payload},
+    ):
         # ``dict | None`` has no constructible default: the channel starts empty.
         channel: Any = BinaryOperatorAggregate(dict | None, lambda a, b: {**(a or {}), **(b or {})})  # type: ignore[arg-type]
         try:
             update(channel, [write])
-            value = channel.get()
+            if channel.get() != payload:
+                return True
         except Exception:
-            return True
-        if value != expected:
             return True
     return False
 
@@ -132,20 +116,16 @@ def apply_overwrite_fix() -> bool:
     this process (logged once, at ``INFO``). Idempotent (a second call changes
     nothing) and thread-safe. Returns ``False`` and installs nothing when
     ``probe_overwrite_first_write_bug()`` says LangGraph already handles every
-    ``Overwrite`` form. ``open_checkpointer`` and
-    ``aopen_checkpointer`` call it unless the config sets ``fix_overwrite: false``.
+    ``Overwrite`` form, or when ``checkpoint-guard doctor``'s ``overwrite-fix`` check
+    fails. ``open_checkpointer`` and ``aopen_checkpointer`` call it unless the config
+    sets ``fix_overwrite: false``.
     """
     global _original_update, _announced
     with _lock:
         if overwrite_fix_active():
             return True
-        if not probe_overwrite_first_write_bug():
+        if not probe_overwrite_first_write_bug() or not _upstream.holds(CHECK):
             return False
-    if not _upstream.holds(CHECK):  # outside the lock: a failure logs its warning
-        return False
-    with _lock:
-        if overwrite_fix_active():
-            return True
         original = BinaryOperatorAggregate.update
         _original_update = original
         BinaryOperatorAggregate.update = _make_fixed(original)  # type: ignore[method-assign]
