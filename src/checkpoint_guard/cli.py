@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError
+from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError, MaintenanceError
 
 __all__ = ["main"]
 
@@ -344,21 +345,18 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
         )
 
 
-def _thread_selection(args: argparse.Namespace) -> tuple[list[str] | None, Any]:
-    """``(explicit thread ids or None for all, ThreadFilter or None)``."""
-    from .maintenance import ThreadFilter
+def _thread_ids(args: argparse.Namespace, saver: Any, *, required: bool) -> tuple[list[str], Any]:
+    """``(the THREAD_IDs given, else every thread; the ThreadFilter of the options or None)``."""
+    from .maintenance import ThreadFilter, list_threads
 
-    ids = list(getattr(args, "thread_ids", None) or [])
-    every = bool(getattr(args, "all", False))
-    if ids and every:
-        raise ConfigError("THREAD_ID/--all", ids, "thread ids or --all, not both")
-    if not ids and not every and args.command in ("migrate", "prune"):
+    if args.thread_ids and args.all:
+        raise ConfigError("THREAD_ID/--all", args.thread_ids, "thread ids or --all, not both")
+    if required and not args.thread_ids and not args.all:
         raise ConfigError("THREAD_ID", None, "one or more thread ids, or --all")
-    mode, low, high = (getattr(args, k, None) for k in ("mode", "min_bytes", "max_bytes"))
     where = None
-    if mode is not None or low is not None or high is not None:
-        where = ThreadFilter(mode=mode, min_bytes=low, max_bytes=high)
-    return (ids or None), where
+    if (args.mode, args.min_bytes, args.max_bytes) != (None, None, None):
+        where = ThreadFilter(mode=args.mode, min_bytes=args.min_bytes, max_bytes=args.max_bytes)
+    return (list(args.thread_ids) or list_threads(saver)), where
 
 
 def _store(config: Any) -> str:
@@ -450,75 +448,98 @@ def _require_postgres_tables(config: Any, where: str) -> None:
         )
 
 
-def _missing(what: str, config: Any) -> CheckpointGuardError:
-    """A thread id the store does not hold (a typo, or another store): one line
-    naming the store looked in (exit 1, as every refusal)."""
-    from .maintenance import MaintenanceError
+def _status(ok: bool) -> int:
+    return EXIT_OK if ok else EXIT_PROBLEM
 
-    return MaintenanceError(
-        f"{what} in {_store(config)}; point --config (or CHECKPOINT_GUARD_URL / "
-        "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
-    )
+
+def _inspect(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+    from . import maintenance
+
+    info = maintenance.inspect(saver, args.thread_id, **known)
+    if not info.checkpoints and not info.orphan_writes:
+        raise MaintenanceError.no_checkpoints(args.thread_id)
+    _print_infos(args, [info], problems=True)
+    return _status(info.ok)
+
+
+def _scan(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+    from . import maintenance
+
+    ids = maintenance.list_threads(saver)
+    with _progress(args, len(ids), "scan") as (tick, _step):
+        infos = maintenance.scan(saver, ids, progress=tick)
+    _print_infos(args, infos, problems=False)
+    return _status(all(i.ok for i in infos))
+
+
+def _verify(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+    from . import maintenance
+
+    ids, where = _thread_ids(args, saver, required=False)
+    with _progress(args, len(ids), "verify") as (tick, _step):
+        infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
+    _print_infos(args, infos, problems=True)
+    return _status(all(i.ok for i in infos))
+
+
+def _change(
+    args: argparse.Namespace, saver: Any, known: dict[str, Any], operation: Callable[..., Any]
+) -> int:
+    """``migrate`` / ``prune``: the changed threads' reports; exit 1 when one was refused."""
+    ids, where = _thread_ids(args, saver, required=True)
+    with _progress(args, len(ids), args.command) as (tick, step):
+        reports = operation(
+            saver,
+            ids,
+            dry_run=args.dry_run,
+            **known,
+            progress=tick,
+            step=step,
+            where=where,
+            keep_going=bool(args.all),
+        )
+    _print_changes(args, reports)
+    return _status(not any(r.refused for r in reports))
+
+
+def _migrate(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+    from . import maintenance
+
+    return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
+
+
+def _prune(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+    from . import maintenance
+
+    return _change(args, saver, known, maintenance.prune)
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    from . import maintenance
-    from ._config import CheckpointerConfig
+    """The commands that work on the configured store: print it, refuse one that holds
+    no checkpoint tables, open it and run the command."""
+    from ._config import CheckpointerConfig, parse_duration
     from ._modes import ModeFreeze
     from ._open import open_checkpointer
 
     config = CheckpointerConfig.load(args.config)
-    older_than = None
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
-        from ._config import parse_duration
-
-        older_than = parse_duration(args.older_than, key="--older-than")
-    print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
+        args.older_than = parse_duration(args.older_than, key="--older-than")
+    where = _store(config)
+    print(f"checkpoint-guard: store {where}", file=sys.stderr)
     _require_store(config)
     known = _known_graphs(args)
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
-        if older_than is not None:
-            return _sweep(args, saver, older_than, known)
-        if args.command == "inspect":
-            info = maintenance.inspect(saver, args.thread_id, **known)
-            if not info.checkpoints and not info.orphan_writes:
-                raise _missing(f"thread {args.thread_id!r} has no checkpoints", config)
-            _print_infos(args, [info], problems=True)
-            return EXIT_OK if info.ok else EXIT_PROBLEM
-        ids, where = (None, None) if args.command == "scan" else _thread_selection(args)
-        if ids is None:
-            ids = maintenance.list_threads(saver)
-        with _progress(args, len(ids), args.command) as (tick, step):
-            if args.command in ("scan", "verify"):
-                if args.command == "verify":
-                    infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
-                else:
-                    infos = maintenance.scan(saver, ids, progress=tick)
-            else:
-                common: dict[str, Any] = {
-                    "dry_run": args.dry_run,
-                    **known,
-                    "progress": tick,
-                    "step": step,
-                    "where": where,
-                    "keep_going": bool(args.all),
-                }
-                try:
-                    if args.command == "migrate":
-                        reports = maintenance.migrate(saver, ids, to=args.to, **common)
-                    else:
-                        reports = maintenance.prune(saver, ids, **common)
-                except maintenance.MaintenanceError as exc:
-                    if "has no checkpoints" in str(exc):
-                        raise _missing(str(exc), config) from exc
-                    raise
-        if args.command in ("scan", "verify"):
-            _print_infos(args, infos, problems=args.command == "verify")
-            return EXIT_OK if all(i.ok for i in infos) else EXIT_PROBLEM
-        _print_changes(args, reports)
-        return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
+        try:
+            return _STORE_COMMANDS[args.command](args, saver, known)
+        except MaintenanceError as exc:
+            if exc.missing_thread is None:
+                raise
+            raise MaintenanceError(  # a typo, or another store: name the store looked in
+                f"{exc} in {where}; point --config (or CHECKPOINT_GUARD_URL / "
+                "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
+            ) from exc
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -555,7 +576,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_PROBLEM
 
 
-def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[str, Any]) -> int:
+def _sweep(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
     """``sweep`` (the store is already printed): the report (``--json``: the
     report's data). Exit 1 when a selected thread was skipped (the reason is
     printed); re-running the same command finishes an interrupted sweep."""
@@ -565,7 +586,7 @@ def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[st
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
             saver,
-            older_than=older_than,
+            older_than=args.older_than,
             keep_latest=not args.delete,
             keep_last=args.keep_last,
             dry_run=args.dry_run,
@@ -585,6 +606,14 @@ def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[st
     return EXIT_PROBLEM if report.skipped else EXIT_OK
 
 
+_STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, Any, dict[str, Any]], int]] = {
+    "inspect": _inspect,
+    "scan": _scan,
+    "verify": _verify,
+    "migrate": _migrate,
+    "prune": _prune,
+    "sweep": _sweep,
+}
 DEMO_DIR = "checkpoint-guard-demo"
 
 
