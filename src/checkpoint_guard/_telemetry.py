@@ -69,53 +69,20 @@ DEGRADED = "checkpoint_guard.degraded"
 CACHE_TIERS = frozenset(("memory", "redis", "none"))
 RESULTS = frozenset(("hit", "miss", "error"))
 CACHE_OPERATIONS = frozenset(
-    (
-        "begin",
-        "read",
-        "contains",
-        "store",
-        "extend_read",
-        "fence",
-        "unfence",
-        "drop",
-        "drop_thread",
-        "clear",
-        "decode",
-    )
+    "begin read contains store extend_read fence unfence drop drop_thread clear decode".split()
 )
-GATE_OPERATIONS = frozenset(
-    (
-        "read",
-        "write",
-        "write onto",
-        "overwrite",
-        "start a new root over the delta head of",
-        "maintain",
-        "delete runs of",
-        "schema",
-    )
-)
+GATE_OPERATIONS = frozenset((
+    "read", "write", "write onto", "overwrite", "start a new root over the delta head of",
+    "maintain", "delete runs of", "schema",
+))  # fmt: skip
 
 # Seconds: a warm read takes tens of microseconds, a cold one over a long thread
 # up to seconds (the SDK's default buckets are for milliseconds). Given as advice
 # (opentelemetry-api 1.30+); a view the application configures takes precedence.
 _DURATION_BUCKETS = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)  # fmt: skip
 _WRITES_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 

@@ -99,8 +99,12 @@ def _parser() -> argparse.ArgumentParser:
             "and skipped; re-run the same command to finish an interrupted run)",
         )
         cmd.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
-        cmd.add_argument("--min-bytes", type=_nonnegative, help="only threads storing >= N bytes")
-        cmd.add_argument("--max-bytes", type=_nonnegative, help="only threads storing <= N bytes")
+        cmd.add_argument(
+            "--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes"
+        )
+        cmd.add_argument(
+            "--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes"
+        )
 
     inspect = command("inspect", "one thread: mode, size, snapshot distance, problems")
     inspect.add_argument("thread_id", metavar="THREAD_ID")
@@ -138,7 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     action = sweep.add_mutually_exclusive_group(required=True)
     action.add_argument("--keep-latest", action="store_true", help="keep each thread's head")
     action.add_argument(
-        "--keep-last", type=_positive, metavar="N", help="keep the head's newest N checkpoints"
+        "--keep-last",
+        type=_int_at_least(1),
+        metavar="N",
+        help="keep the head's newest N checkpoints",
     )
     action.add_argument("--delete", action="store_true", help="delete the threads")
     sweep.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
@@ -154,24 +161,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
-    return value
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``low``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}")
+        return value
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
+    return parse
 
 
 @contextmanager
