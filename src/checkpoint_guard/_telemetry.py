@@ -68,9 +68,10 @@ DEGRADED = "checkpoint_guard.degraded"
 # The fixed sets attribute values are drawn from; anything else is "other".
 CACHE_TIERS = frozenset(("memory", "redis", "none"))
 RESULTS = frozenset(("hit", "miss", "error"))
-CACHE_OPERATIONS = frozenset(
-    "begin read contains store extend_read fence unfence drop drop_thread clear decode".split()
-)
+CACHE_OPERATIONS = frozenset((
+    "begin", "read", "contains", "store", "extend_read", "fence", "unfence", "drop",
+    "drop_thread", "clear", "decode",
+))  # fmt: skip
 GATE_OPERATIONS = frozenset((
     "read", "write", "write onto", "overwrite", "start a new root over the delta head of",
     "maintain", "delete runs of", "schema",

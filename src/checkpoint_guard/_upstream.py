@@ -277,7 +277,7 @@ def _missing_sentinel() -> str | None:
     return None
 
 
-def msgpack_allowlist(serde: Any) -> frozenset[tuple[str, str]]:
+def msgpack_allowlist(serde: object) -> frozenset[tuple[str, str]]:
     """The explicit msgpack allowlist of ``serde`` (an ``EncryptedSerializer``'s
     inner one too) as ``(module, name)`` pairs, or nothing: a permissive serde (the
     default, which imports any name) widens nothing, and neither does a serde whose

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError, MaintenanceError
 
@@ -196,7 +196,7 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
     and each ``--subgraph PREFIX=PATH``."""
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
-    subgraphs: dict[str, Any] = {}
+    subgraphs: dict[str, _Graph] = {}
     for item in getattr(args, "subgraph", None) or ():
         prefix, sep, spec = item.partition("=")
         if not sep or not prefix.strip() or ":" in prefix:
@@ -210,7 +210,15 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     return {"graph": graph, "subgraphs": subgraphs or None}
 
 
-def load_graph(spec: str, *, key: str = "--graph") -> Any:
+class _Graph(Protocol):
+    """A compiled graph or a ``StateGraph`` builder: its channel table is what the
+    maintenance functions read of it."""
+
+    @property
+    def channels(self) -> Mapping[str, Any]: ...
+
+
+def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
     """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
     in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
     zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
@@ -260,7 +268,8 @@ def load_graph(spec: str, *, key: str = "--graph") -> Any:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    return obj
+    graph: _Graph = obj
+    return graph
 
 
 def _why(exc: BaseException) -> str:

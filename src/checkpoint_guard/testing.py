@@ -68,7 +68,11 @@ __all__ = [
     "write_values",
 ]
 
-MakeSaver = Callable[[], AbstractContextManager[Any] | AbstractAsyncContextManager[Any]]
+MakeSaver = Callable[
+    [],
+    AbstractContextManager[BaseCheckpointSaver[Any]]
+    | AbstractAsyncContextManager[BaseCheckpointSaver[Any]],
+]
 
 CHANNELS = ("messages", "notes")
 """Channels the machine writes: ``messages`` carries messages, ``notes`` plain values."""
