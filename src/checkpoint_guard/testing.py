@@ -19,7 +19,7 @@ The strategies and ``SaverParityMachine`` are public, for your own machines.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +47,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
+    ChannelVersions,
     Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
 )
 from langgraph.checkpoint.memory import InMemorySaver
@@ -55,6 +57,15 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
 from ._modes import MODE_METADATA_KEY
 from ._upstream import DeltaSnapshot
+from .maintenance import (
+    acopy_thread,
+    adelete_for_runs,
+    aprune,
+    copy_thread,
+    delete_for_runs,
+    prune,
+    supported,
+)
 
 __all__ = [
     "CHANNELS",
@@ -164,6 +175,15 @@ def _append(state: Any, writes: Any) -> Any:
 _REDUCERS = {ch: _append for ch in ("messages", "notes")}
 
 
+#: a call on a sync saver, and its twin on an async one
+Call = Callable[[BaseCheckpointSaver[Any]], Any]
+ACall = Callable[[BaseCheckpointSaver[Any]], Awaitable[Any]]
+
+
+async def _collect(items: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in items]
+
+
 def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return ("ok", fn())
@@ -211,7 +231,6 @@ class SaverParityMachine(RuleBasedStateMachine):
         self.maintained = self._maintenance_serves()
 
     def _maintenance_serves(self) -> bool:
-        from .maintenance import supported
         from .savers._layer import unwrap
 
         sync_ok, async_ok = supported(type(unwrap(self.subject)))
@@ -226,25 +245,15 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     # -- calling the subject through its own API -------------------------------------------
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, sync: Call, asynchronous: ACall) -> Any:
+        """``sync(subject)`` on a sync saver, ``asynchronous(subject)`` awaited on an async one."""
         if self._loop is None:
-            result = getattr(self.subject, name)(*args, **kwargs)
-            return list(result) if name == "list" else result
-        method = getattr(self.subject, "a" + name)
+            return sync(self.subject)
+        return self._loop.run_until_complete(asynchronous(self.subject))
 
-        async def run() -> Any:
-            if name == "list":
-                return [t async for t in method(*args, **kwargs)]
-            return await method(*args, **kwargs)
-
-        return self._loop.run_until_complete(run())
-
-    def _both(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        def model() -> Any:
-            result = getattr(self.model, name)(*args, **kwargs)
-            return list(result) if name == "list" else result
-
-        return _outcome(model), _outcome(lambda: self._call(name, *args, **kwargs))
+    def _both(self, sync: Call, asynchronous: ACall) -> tuple[Any, Any]:
+        """The model's and the subject's outcomes of the same call."""
+        return _outcome(lambda: sync(self.model)), _outcome(lambda: self._call(sync, asynchronous))
 
     # -- rules --------------------------------------------------------------------------
 
@@ -277,7 +286,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         self._ids += 1
         # time-ordered, unique ids, like uuid6 checkpoint ids
         checkpoint_id = f"1f000000-0000-6000-8000-{self._ids:012d}"
-        versions = {}
+        versions: ChannelVersions = {}
         for channel in values:
             self._versions += 1
             versions[channel] = f"{self._versions:032d}.0"
@@ -290,13 +299,20 @@ class SaverParityMachine(RuleBasedStateMachine):
             "versions_seen": {"node": dict(versions)},
             "updated_channels": None,
         }
-        metadata = {"source": source, "step": self._ids, "run_id": f"run-{self._ids % 3}"}
+        metadata: CheckpointMetadata = {
+            "source": source,  # type: ignore[typeddict-item]
+            "step": self._ids,
+            "run_id": f"run-{self._ids % 3}",
+        }
         config = (
             parent.config()
             if parent is not None
             else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
         )
-        model, subject = self._both("put", config, checkpoint, metadata, versions)
+        model, subject = self._both(
+            lambda s: s.put(config, checkpoint, metadata, versions),
+            lambda s: s.aput(config, checkpoint, metadata, versions),
+        )
         assert model[0] == subject[0] == "ok", (model, subject)
         ref = Ref(thread_id, ns, checkpoint_id)
         self._refs.append(ref)
@@ -320,13 +336,16 @@ class SaverParityMachine(RuleBasedStateMachine):
     )
     def put_writes(self, ref: Ref, writes: list[tuple[str, Any]], task: str) -> None:
         path = TASK_PATHS[task]
-        model, subject = self._both("put_writes", ref.config(), writes, task, path)
+        model, subject = self._both(
+            lambda s: s.put_writes(ref.config(), writes, task, path),
+            lambda s: s.aput_writes(ref.config(), writes, task, path),
+        )
         assert model[0] == subject[0], (model, subject)
 
     @rule(ref=refs, latest=st.booleans())
     def get_tuple(self, ref: Ref, latest: bool) -> None:
         config = _cfg(ref.thread_id, ref.ns) if latest else ref.config()
-        model, subject = self._both("get_tuple", config)
+        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             assert _view(subject[1]) == _view(model[1])
@@ -334,7 +353,8 @@ class SaverParityMachine(RuleBasedStateMachine):
     @rule(thread_id=thread_ids, ns=namespaces)
     def get_latest_anywhere(self, thread_id: str, ns: str) -> None:
         # also threads that never existed or were deleted
-        model, subject = self._both("get_tuple", _cfg(thread_id, ns))
+        config = _cfg(thread_id, ns)
+        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             assert _view(subject[1]) == _view(model[1])
@@ -365,7 +385,9 @@ class SaverParityMachine(RuleBasedStateMachine):
         ordered = thread_id is not None and ns is not None
         if not ordered:
             kwargs["limit"] = None
-        model, subject = self._both("list", config, **kwargs)
+        model, subject = self._both(
+            lambda s: list(s.list(config, **kwargs)), lambda s: _collect(s.alist(config, **kwargs))
+        )
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             got, want = [_view(t) for t in subject[1]], [_view(t) for t in model[1]]
@@ -375,27 +397,28 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     @rule(thread_id=thread_ids)
     def delete_thread(self, thread_id: str) -> None:
-        model, subject = self._both("delete_thread", thread_id)
+        model, subject = self._both(
+            lambda s: s.delete_thread(thread_id), lambda s: s.adelete_thread(thread_id)
+        )
         assert model[0] == subject[0], (model, subject)
 
     # -- maintenance (checkpoint_guard.maintenance on both sides) ---------------------------
 
-    def _maintain(self, name: str, *args: Any, **kwargs: Any) -> None:
-        from . import maintenance
-
-        def model() -> Any:
-            return getattr(maintenance, name)(self.model, *args, **kwargs)
-
-        def subject() -> Any:
-            if self._loop is None:
-                return getattr(maintenance, name)(self.subject, *args, **kwargs)
-            coro = getattr(maintenance, "a" + name)(self.subject, *args, **kwargs)
-            return self._loop.run_until_complete(coro)
-
-        want, got = _outcome(model), _outcome(subject)
+    def _maintain(
+        self, sync: Callable[..., Any], asynchronous: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        """A ``checkpoint_guard.maintenance`` operation and its async twin, on both sides."""
+        want, got = self._both(
+            lambda s: sync(s, *args, **kwargs), lambda s: asynchronous(s, *args, **kwargs)
+        )
         # Reports carry byte counts, which are storage-specific: compare the rest.
         strip = _strip_bytes
-        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (name, args, want, got)
+        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (
+            sync.__name__,
+            args,
+            want,
+            got,
+        )
         if self.delta_history:
             # every surviving checkpoint's history must still agree
             for ref in self._refs:
@@ -405,19 +428,19 @@ class SaverParityMachine(RuleBasedStateMachine):
     @rule(thread_id=thread_ids, keep_latest=st.booleans())
     def prune(self, thread_id: str, keep_latest: bool) -> None:
         strategy = "keep_latest" if keep_latest else "delete"
-        self._maintain("prune", [thread_id], strategy=strategy, reducers=_REDUCERS)
+        self._maintain(prune, aprune, [thread_id], strategy=strategy, reducers=_REDUCERS)
 
     @precondition(lambda self: self.maintained)
     @rule(source=thread_ids, destination=thread_ids)
     def copy_thread(self, source: str, destination: str) -> None:
-        self._maintain("copy_thread", source, destination)
+        self._maintain(copy_thread, acopy_thread, source, destination)
         for ref in [r for r in self._refs if r.thread_id == source]:
             self._refs.append(Ref(destination, ref.ns, ref.checkpoint_id))
 
     @precondition(lambda self: self.maintained)
     @rule(run_id=st.sampled_from(["run-0", "run-1", "run-2"]))
     def delete_for_runs(self, run_id: str) -> None:
-        self._maintain("delete_for_runs", [run_id], reducers=_REDUCERS)
+        self._maintain(delete_for_runs, adelete_for_runs, [run_id], reducers=_REDUCERS)
 
     @precondition(lambda self: self.delta_history)
     @rule(ref=refs, channels=st.lists(st.sampled_from(CHANNELS), max_size=2, unique=True))
@@ -431,7 +454,10 @@ class SaverParityMachine(RuleBasedStateMachine):
             )
         )
         got = _outcome(
-            lambda: self._call("get_delta_channel_history", config=ref.config(), channels=channels)
+            lambda: self._call(
+                lambda s: s.get_delta_channel_history(config=ref.config(), channels=channels),
+                lambda s: s.aget_delta_channel_history(config=ref.config(), channels=channels),
+            )
         )
         assert got == expected, (ref, channels)
 
