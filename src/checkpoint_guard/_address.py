@@ -1,12 +1,6 @@
-"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package.
-
-``Address.from_config`` reads ``configurable``'s ``thread_id`` (canonical: an
-``int`` as its text; possibly ``None``), ``checkpoint_ns`` (``""`` when absent or
-empty) and ``checkpoint_id`` (``None`` when absent); ``config`` / ``thread_config``
-build the configs a saver is called with; ``canonical`` makes a config's thread id
-canonical where a call enters the stack. ``mode_mismatch`` is the one builder of the
-mode gate's error.
-"""
+"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package,
+one canonical thread id (``canonical`` where a call enters the stack), and the one
+builder of the mode gate's error (``mode_mismatch``)."""
 
 from __future__ import annotations
 

@@ -542,16 +542,12 @@ class CheckpointerConfig(BaseModel):
         return _build(merged)
 
 
-def _sections() -> dict[str, type[BaseModel]]:
-    """The nested sections (``section.key`` in a mapping or the environment)."""
-    return {
-        name: field.annotation
-        for name, field in CheckpointerConfig.model_fields.items()
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
-    }
-
-
-_SECTIONS = _sections()
+#: the nested sections (``section.key`` in a mapping or the environment)
+_SECTIONS: dict[str, type[BaseModel]] = {
+    name: field.annotation
+    for name, field in CheckpointerConfig.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+}
 
 
 def _keys() -> Iterator[tuple[str, FieldInfo]]:

@@ -8,7 +8,10 @@ opened (as ``bench``).
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,7 +20,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
+from . import _upstream, maintenance
+from ._config import CheckpointerConfig, parse_duration, redact_url
+from ._demo import format_demo, run_demo
 from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError, MaintenanceError
+from ._modes import ModeFreeze
+from ._open import open_checkpointer
+from ._server import ADAPTER_MODULE
+from .maintenance import ThreadFilter
+from .stores import require_extra
+from .stores._postgres import _pg_error
 
 __all__ = ["main"]
 
@@ -223,9 +235,6 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
     in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
     zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
     option it came from) says what was wrong."""
-    import importlib
-    import importlib.util
-
     accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
@@ -358,8 +367,6 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
 
 def _thread_ids(args: argparse.Namespace, saver: Any, *, required: bool) -> tuple[list[str], Any]:
     """``(the THREAD_IDs given, else every thread; the ThreadFilter of the options or None)``."""
-    from .maintenance import ThreadFilter, list_threads
-
     if args.thread_ids and args.all:
         raise ConfigError("THREAD_ID/--all", args.thread_ids, "thread ids or --all, not both")
     if required and not args.thread_ids and not args.all:
@@ -367,13 +374,11 @@ def _thread_ids(args: argparse.Namespace, saver: Any, *, required: bool) -> tupl
     where = None
     if (args.mode, args.min_bytes, args.max_bytes) != (None, None, None):
         where = ThreadFilter(mode=args.mode, min_bytes=args.min_bytes, max_bytes=args.max_bytes)
-    return (list(args.thread_ids) or list_threads(saver)), where
+    return (list(args.thread_ids) or maintenance.list_threads(saver)), where
 
 
 def _store(config: Any) -> str:
     """The store a command works on, as the user can find it (no credentials)."""
-    from ._config import redact_url
-
     if config.backend == "sqlite":
         url = config.url or "checkpoints.sqlite"
         if url != ":memory:":
@@ -404,8 +409,6 @@ def _require_store(config: Any) -> None:
             detail="an in-memory store holds nothing outside the process that wrote it",
         )
     if config.backend == "sqlite":
-        import sqlite3
-
         path = Path(config.url or "checkpoints.sqlite").expanduser()
         if not path.is_file():
             raise ConfigError(
@@ -436,9 +439,6 @@ def _require_store(config: Any) -> None:
 
 
 def _require_postgres_tables(config: Any, where: str) -> None:
-    from .stores import require_extra
-    from .stores._postgres import _pg_error
-
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     table = f"{config.postgres_schema}.checkpoints" if config.postgres_schema else "checkpoints"
@@ -464,8 +464,6 @@ def _status(ok: bool) -> int:
 
 
 def _inspect(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
-    from . import maintenance
-
     info = maintenance.inspect(saver, args.thread_id, **known)
     if not info.checkpoints and not info.orphan_writes:
         raise MaintenanceError.no_checkpoints(args.thread_id)
@@ -474,8 +472,6 @@ def _inspect(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int
 
 
 def _scan(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
-    from . import maintenance
-
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "scan") as (tick, _step):
         infos = maintenance.scan(saver, ids, progress=tick)
@@ -484,8 +480,6 @@ def _scan(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
 
 
 def _verify(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
-    from . import maintenance
-
     ids, where = _thread_ids(args, saver, required=False)
     with _progress(args, len(ids), "verify") as (tick, _step):
         infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
@@ -514,24 +508,16 @@ def _change(
 
 
 def _migrate(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
-    from . import maintenance
-
     return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
 
 
 def _prune(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
-    from . import maintenance
-
     return _change(args, saver, known, maintenance.prune)
 
 
 def _maintain(args: argparse.Namespace) -> int:
     """The commands that work on the configured store: print it, refuse one that holds
     no checkpoint tables, open it and run the command."""
-    from ._config import CheckpointerConfig, parse_duration
-    from ._modes import ModeFreeze
-    from ._open import open_checkpointer
-
     config = CheckpointerConfig.load(args.config)
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
         args.older_than = parse_duration(args.older_than, key="--older-than")
@@ -556,13 +542,6 @@ def _maintain(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     """``checkpoint-guard doctor``: run every upstream check now, one line each; exit 0
     when all hold (skipped ones included), 1 otherwise. Needs no configuration."""
-    import importlib
-    import importlib.util
-
-    from . import _upstream
-    from ._open import check_upstream  # noqa: F401  (imports every module registering a check)
-    from ._server import ADAPTER_MODULE
-
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
@@ -591,8 +570,6 @@ def _sweep(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
     """``sweep`` (the store is already printed): the report (``--json``: the
     report's data). Exit 1 when a selected thread was skipped (the reason is
     printed); re-running the same command finishes an interrupted sweep."""
-    from . import maintenance
-
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
@@ -629,8 +606,6 @@ DEMO_DIR = "checkpoint-guard-demo"
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ._demo import format_demo, run_demo
-
     if args.turns < 1 or args.payload_bytes < 1:
         raise ConfigError("--turns/--payload-bytes", (args.turns, args.payload_bytes), ">= 1")
     # The database stays where the user can find it, so that the fix the demo prints
@@ -683,8 +658,6 @@ def _harness_checkout() -> Path | None:
 def _bench(argv: Sequence[str]) -> int:
     """``checkpoint-guard bench``: delegate to the harness of a checkout; without one,
     exit 2 saying how to run the benchmarks."""
-    import importlib
-
     root = _harness_checkout()
     if root is None:
         print(f"checkpoint-guard bench: {BENCH_HOWTO}", file=sys.stderr)
