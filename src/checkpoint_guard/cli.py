@@ -14,11 +14,13 @@ import json
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import asdict, is_dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from . import _upstream, maintenance
 from ._config import CheckpointerConfig, parse_duration, redact_url
@@ -34,6 +36,7 @@ from .stores._postgres import _pg_error
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+_Saver = BaseCheckpointSaver[Any]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -365,7 +368,9 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
         )
 
 
-def _thread_ids(args: argparse.Namespace, saver: Any, *, required: bool) -> tuple[list[str], Any]:
+def _thread_ids(
+    args: argparse.Namespace, saver: _Saver, *, required: bool
+) -> tuple[list[str], ThreadFilter | None]:
     """``(the THREAD_IDs given, else every thread; the ThreadFilter of the options or None)``."""
     if args.thread_ids and args.all:
         raise ConfigError("THREAD_ID/--all", args.thread_ids, "thread ids or --all, not both")
@@ -377,7 +382,7 @@ def _thread_ids(args: argparse.Namespace, saver: Any, *, required: bool) -> tupl
     return (list(args.thread_ids) or maintenance.list_threads(saver)), where
 
 
-def _store(config: Any) -> str:
+def _store(config: CheckpointerConfig) -> str:
     """The store a command works on, as the user can find it (no credentials)."""
     if config.backend == "sqlite":
         url = config.url or "checkpoints.sqlite"
@@ -396,7 +401,7 @@ _POINT = (
 )
 
 
-def _require_store(config: Any) -> None:
+def _require_store(config: CheckpointerConfig) -> None:
     """Refuse, before anything is opened, a store that holds no checkpoint tables:
     opening would create the database (SQLite) or the tables (both backends), and
     every command would then report an empty fleet of the wrong store."""
@@ -418,13 +423,10 @@ def _require_store(config: Any) -> None:
                 detail=f"no file; {_POINT}",
             )
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
+            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
                 found = conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
                 ).fetchone()
-            finally:
-                conn.close()
         except sqlite3.Error as exc:
             raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
         if found is None:
@@ -438,7 +440,7 @@ def _require_store(config: Any) -> None:
         _require_postgres_tables(config, where)
 
 
-def _require_postgres_tables(config: Any, where: str) -> None:
+def _require_postgres_tables(config: CheckpointerConfig, where: str) -> None:
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     table = f"{config.postgres_schema}.checkpoints" if config.postgres_schema else "checkpoints"
@@ -463,7 +465,7 @@ def _status(ok: bool) -> int:
     return EXIT_OK if ok else EXIT_PROBLEM
 
 
-def _inspect(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _inspect(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     info = maintenance.inspect(saver, args.thread_id, **known)
     if not info.checkpoints and not info.orphan_writes:
         raise MaintenanceError.no_checkpoints(args.thread_id)
@@ -471,7 +473,7 @@ def _inspect(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int
     return _status(info.ok)
 
 
-def _scan(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _scan(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "scan") as (tick, _step):
         infos = maintenance.scan(saver, ids, progress=tick)
@@ -479,7 +481,7 @@ def _scan(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
     return _status(all(i.ok for i in infos))
 
 
-def _verify(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _verify(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     ids, where = _thread_ids(args, saver, required=False)
     with _progress(args, len(ids), "verify") as (tick, _step):
         infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
@@ -488,7 +490,7 @@ def _verify(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
 
 
 def _change(
-    args: argparse.Namespace, saver: Any, known: dict[str, Any], operation: Callable[..., Any]
+    args: argparse.Namespace, saver: _Saver, known: dict[str, Any], operation: Callable[..., Any]
 ) -> int:
     """``migrate`` / ``prune``: the changed threads' reports; exit 1 when one was refused."""
     ids, where = _thread_ids(args, saver, required=True)
@@ -507,11 +509,11 @@ def _change(
     return _status(not any(r.refused for r in reports))
 
 
-def _migrate(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _migrate(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
 
 
-def _prune(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _prune(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     return _change(args, saver, known, maintenance.prune)
 
 
@@ -566,7 +568,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_PROBLEM
 
 
-def _sweep(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
+def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     """``sweep`` (the store is already printed): the report (``--json``: the
     report's data). Exit 1 when a selected thread was skipped (the reason is
     printed); re-running the same command finishes an interrupted sweep."""
@@ -594,7 +596,7 @@ def _sweep(args: argparse.Namespace, saver: Any, known: dict[str, Any]) -> int:
     return EXIT_PROBLEM if report.skipped else EXIT_OK
 
 
-_STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, Any, dict[str, Any]], int]] = {
+_STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]], int]] = {
     "inspect": _inspect,
     "scan": _scan,
     "verify": _verify,
