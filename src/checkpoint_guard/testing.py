@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -55,6 +54,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
+from ._address import Address
 from ._modes import MODE_METADATA_KEY
 from ._upstream import DeltaSnapshot
 from .maintenance import (
@@ -119,24 +119,6 @@ channel_values = st.fixed_dictionaries(
 )
 """Values stored in a checkpoint: a ``_DeltaSnapshot`` seed, or (on ``notes``) a plain
 value, as a thread migrated from full mode holds."""
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A checkpoint the machine stored: where it lives and its id."""
-
-    thread_id: str
-    ns: str
-    checkpoint_id: str
-
-    def config(self) -> RunnableConfig:
-        return {
-            "configurable": {
-                "thread_id": self.thread_id,
-                "checkpoint_ns": self.ns,
-                "checkpoint_id": self.checkpoint_id,
-            }
-        }
 
 
 def _cfg(thread_id: str, ns: str | None = None) -> RunnableConfig:
@@ -227,7 +209,7 @@ class SaverParityMachine(RuleBasedStateMachine):
             self.subject = self._loop.run_until_complete(self._cm.__aenter__())
         self._ids = 0
         self._versions = 0
-        self._refs: list[Ref] = []
+        self._refs: list[Address] = []
         self.maintained = self._maintenance_serves()
 
     def _maintenance_serves(self) -> bool:
@@ -258,7 +240,7 @@ class SaverParityMachine(RuleBasedStateMachine):
     # -- rules --------------------------------------------------------------------------
 
     @initialize(target=refs, thread_id=thread_ids, values=channel_values)
-    def first_checkpoint(self, thread_id: str, values: dict[str, Any]) -> Ref:
+    def first_checkpoint(self, thread_id: str, values: dict[str, Any]) -> Address:
         return self._put(thread_id, "", None, values, "input")
 
     @rule(
@@ -268,7 +250,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         values=channel_values,
         source=st.sampled_from(["input", "loop", "update", "fork"]),
     )
-    def put_root(self, thread_id: str, ns: str, values: dict[str, Any], source: str) -> Ref:
+    def put_root(self, thread_id: str, ns: str, values: dict[str, Any], source: str) -> Address:
         return self._put(thread_id, ns, None, values, source)
 
     @rule(
@@ -277,12 +259,12 @@ class SaverParityMachine(RuleBasedStateMachine):
         values=channel_values,
         source=st.sampled_from(["loop", "update", "fork"]),
     )
-    def put_child(self, parent: Ref, values: dict[str, Any], source: str) -> Ref:
-        return self._put(parent.thread_id, parent.ns, parent, values, source)
+    def put_child(self, parent: Address, values: dict[str, Any], source: str) -> Address:
+        return self._put(parent.thread_id, parent.checkpoint_ns, parent, values, source)
 
     def _put(
-        self, thread_id: str, ns: str, parent: Ref | None, values: dict[str, Any], source: str
-    ) -> Ref:
+        self, thread_id: str, ns: str, parent: Address | None, values: dict[str, Any], source: str
+    ) -> Address:
         self._ids += 1
         # time-ordered, unique ids, like uuid6 checkpoint ids
         checkpoint_id = f"1f000000-0000-6000-8000-{self._ids:012d}"
@@ -314,7 +296,7 @@ class SaverParityMachine(RuleBasedStateMachine):
             lambda s: s.aput(config, checkpoint, metadata, versions),
         )
         assert model[0] == subject[0] == "ok", (model, subject)
-        ref = Ref(thread_id, ns, checkpoint_id)
+        ref = Address(thread_id, ns, checkpoint_id)
         self._refs.append(ref)
         if self.delta_history and parent is not None:
             # every new child: its history is where lost or reordered writes show
@@ -334,7 +316,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         ),
         task=st.sampled_from(sorted(TASK_PATHS)),
     )
-    def put_writes(self, ref: Ref, writes: list[tuple[str, Any]], task: str) -> None:
+    def put_writes(self, ref: Address, writes: list[tuple[str, Any]], task: str) -> None:
         path = TASK_PATHS[task]
         model, subject = self._both(
             lambda s: s.put_writes(ref.config(), writes, task, path),
@@ -343,8 +325,8 @@ class SaverParityMachine(RuleBasedStateMachine):
         assert model[0] == subject[0], (model, subject)
 
     @rule(ref=refs, latest=st.booleans())
-    def get_tuple(self, ref: Ref, latest: bool) -> None:
-        config = _cfg(ref.thread_id, ref.ns) if latest else ref.config()
+    def get_tuple(self, ref: Address, latest: bool) -> None:
+        config = _cfg(ref.thread_id, ref.checkpoint_ns) if latest else ref.config()
         model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
@@ -371,7 +353,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         thread_id: str | None,
         ns: str | None,
         source: str | None,
-        before: Ref | None,
+        before: Address | None,
         limit: int | None,
     ) -> None:
         config = _cfg(thread_id, ns) if thread_id is not None else None
@@ -435,7 +417,7 @@ class SaverParityMachine(RuleBasedStateMachine):
     def copy_thread(self, source: str, destination: str) -> None:
         self._maintain(copy_thread, acopy_thread, source, destination)
         for ref in [r for r in self._refs if r.thread_id == source]:
-            self._refs.append(Ref(destination, ref.ns, ref.checkpoint_id))
+            self._refs.append(Address(destination, ref.checkpoint_ns, ref.checkpoint_id))
 
     @precondition(lambda self: self.maintained)
     @rule(run_id=st.sampled_from(["run-0", "run-1", "run-2"]))
@@ -444,10 +426,10 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.delta_history)
     @rule(ref=refs, channels=st.lists(st.sampled_from(CHANNELS), max_size=2, unique=True))
-    def compare_delta_history(self, ref: Ref, channels: list[str]) -> None:
+    def compare_delta_history(self, ref: Address, channels: list[str]) -> None:
         self._check_history(ref, channels)
 
-    def _check_history(self, ref: Ref, channels: list[str]) -> None:
+    def _check_history(self, ref: Address, channels: list[str]) -> None:
         expected = _outcome(
             lambda: BaseCheckpointSaver.get_delta_channel_history(
                 self.model, config=ref.config(), channels=channels
