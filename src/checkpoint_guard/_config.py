@@ -479,10 +479,9 @@ class CheckpointerConfig(BaseModel):
         ``DeltaChannel`` with this config's ``snapshot_frequency``."""
         from ._schema import state_schema_for_mode
 
-        derived: type = state_schema_for_mode(
+        return state_schema_for_mode(
             schema, self.channel_mode, snapshot_frequency=self.snapshot_frequency
         )
-        return derived
 
     # -- identity --------------------------------------------------------------------
 
@@ -517,7 +516,7 @@ class CheckpointerConfig(BaseModel):
     @classmethod
     def load(
         cls,
-        config: CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        config: ConfigSource = None,
         *,
         environ: Mapping[str, str] | None = None,
     ) -> CheckpointerConfig:
@@ -542,6 +541,8 @@ class CheckpointerConfig(BaseModel):
         return _build(merged)
 
 
+#: what ``CheckpointerConfig.load`` (and so every opener) takes
+ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
 #: the nested sections (``section.key`` in a mapping or the environment)
 _SECTIONS: dict[str, type[BaseModel]] = {
     name: field.annotation
