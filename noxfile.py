@@ -34,6 +34,12 @@ nox.options.sessions = [
 ]
 nox.options.error_on_missing_interpreters = True
 
+# .ci/run exports CHECKPOINT_GUARD_REQUIRE_SERVICES (a name the project guide fixes). It is
+# the test suite's setting, not the library's: every session sees it as
+# CG_TEST_REQUIRE_SERVICES, outside the CHECKPOINT_GUARD_* names the configuration checks.
+if "CHECKPOINT_GUARD_REQUIRE_SERVICES" in os.environ:
+    os.environ["CG_TEST_REQUIRE_SERVICES"] = os.environ.pop("CHECKPOINT_GUARD_REQUIRE_SERVICES")
+
 PY = "3.11"
 ROOT = Path(__file__).resolve().parent
 # The extras a user may install; their floors (and the core's) are what `floor` pins.
@@ -105,7 +111,7 @@ def pgbouncer(session: nox.Session) -> None:
         "-m",
         "postgres and not server",
         *session.posargs,
-        env={"PYTHONFAULTHANDLER": "1", "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1"},
+        env={"PYTHONFAULTHANDLER": "1", "CG_TEST_THROUGH_PGBOUNCER": "1"},
     )
 
 
@@ -130,8 +136,8 @@ def conformance(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The benchmark harness, ``benchmarks/harness`` (standard preset by default; posargs
     replace it, e.g. ``nox -s bench -- --preset quick``): bench-results/bench.jsonl,
-    summary and plots. Needs PostgreSQL and Redis (CHECKPOINT_GUARD_PG_URL /
-    CHECKPOINT_GUARD_REDIS_URL). Runs from the checkout: the harness is not installed."""
+    summary and plots. Needs PostgreSQL and Redis (CG_TEST_PG_URL /
+    CG_TEST_REDIS_URL). Runs from the checkout: the harness is not installed."""
     session.install("-e", ".[dev]")
     session.chdir(ROOT)
     args = session.posargs or ["--preset", "standard"]
@@ -435,7 +441,7 @@ def langgraph_upstream(session: nox.Session) -> None:
     tmp, tree = _sdist_tree(session, "langgraph", version)
     if not (tree / "tests" / "conftest.py").is_file():
         session.error(f"langgraph {version}'s sdist ships no tests/conftest.py")
-    pg = os.environ.get("CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    pg = os.environ.get("CG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     base = pg.rsplit("/", 1)[0] + "/"
     for name in ("conftest_checkpointer.py", "conftest_store.py"):
         path = tree / "tests" / name

@@ -63,9 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--pg-url",
-        default=os.environ.get(
-            "CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
+        default=os.environ.get("CG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )
     parser.add_argument("--threads", type=int, default=10000)
     parser.add_argument("--sample", type=int, default=200)

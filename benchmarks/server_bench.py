@@ -15,7 +15,7 @@ from its log: the run without the queue's polling delay), the client's wall time
 - ``stack``: checkpoint-guard's stack as the factory opens it (Redis history cache,
   the adapter fix on)
 
-Needs PostgreSQL (``CHECKPOINT_GUARD_PG_URL``) and Redis (``--redis-url``). Writes one
+Needs PostgreSQL (``CG_TEST_PG_URL``) and Redis (``--redis-url``). Writes one
 JSON document to ``--out`` and prints a table. Absolute times depend on the machine
 (and on whatever else runs on it); compare the variants, not the milliseconds.
 """
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.server.launch import FACTORY, RAW_FACTORY, Server, start_server  # noqa: E402
 
-PG_URL = os.environ.get("CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_URL = os.environ.get("CG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 VARIANTS = {
     "raw": (RAW_FACTORY, {}),
     "stack-nofix": (FACTORY, {"CHECKPOINT_GUARD_FIX_SERVER_ADAPTER": "false"}),

@@ -169,9 +169,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument(
         "--pg-url",
-        default=os.environ.get(
-            "CHECKPOINT_GUARD_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
+        default=os.environ.get("CG_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )
     parser.add_argument("--threads", default="100,1000", help="thread counts (comma-separated)")
     parser.add_argument("--turns", type=int, default=20)

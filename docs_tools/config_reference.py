@@ -14,13 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from checkpoint_guard._config import (
-    _ACCEPTED,
-    ENV_CONFIG_FILE,
-    ENV_KEYS,
-    TOOL_ENV_VARS,
-    CheckpointerConfig,
-)
+from checkpoint_guard._config import _ACCEPTED, ENV_CONFIG_FILE, ENV_KEYS, CheckpointerConfig
 
 CONFIG_MARK = "<!-- config-reference -->"
 ENV_MARK = "<!-- env-reference -->"
@@ -28,10 +22,6 @@ ENV_MARK = "<!-- env-reference -->"
 
 def _text(text: str) -> str:
     return " ".join(text.split()).replace("``", "`")
-
-
-def _cell(text: str) -> str:
-    return _text(text).replace("|", "\\|")
 
 
 def _default(model: type[BaseModel], name: str) -> str:
@@ -78,7 +68,7 @@ def config_table() -> str:
 
 
 def env_table() -> str:
-    """Every environment variable the configuration reads, and the tools' own."""
+    """Every environment variable the configuration reads."""
     lines = ["| variable | sets |", "|---|---|"]
     lines.append(f"| `{ENV_CONFIG_FILE}` | a YAML file (its keys beat the single variables) |")
     for variable, key in ENV_KEYS.items():
@@ -86,15 +76,6 @@ def env_table() -> str:
         if key == "history_cache.redis_url":
             extra = "; alone it also selects `history_cache.backend: redis`"
         lines.append(f"| `{variable}` | `{key}`{extra} |")
-    lines += [
-        "",
-        "Read by the test suite and tools, never by the configuration (known, so not "
-        "reported as misspelled):",
-        "",
-        "| variable | meaning |",
-        "|---|---|",
-    ]
-    lines += [f"| `{v}` | {_cell(m)} |" for v, m in TOOL_ENV_VARS.items()]
     return "\n".join(lines)
 
 

@@ -1,9 +1,9 @@
 """Shared fixtures (only fixtures: the helpers live in ``tests/support``): real
 backends (memory, SQLite files, PostgreSQL) and services.
 
-PostgreSQL: ``CHECKPOINT_GUARD_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``).
+PostgreSQL: ``CG_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``).
 The session creates its own database and drops it at the end; each test gets its
-own schema. Redis: ``CHECKPOINT_GUARD_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+own schema. Redis: ``CG_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 Without a server the tests that need it skip, unless
 ``CHECKPOINT_GUARD_REQUIRE_SERVICES=1`` (CI), where they fail. Every test that
 reaches PostgreSQL or Redis carries the ``postgres`` / ``redis`` marker (given here;
@@ -119,7 +119,7 @@ def private_pgbouncer() -> Iterator[PrivatePgBouncer]:
 
 @pytest.fixture(scope="session")
 def pgbouncer(request: pytest.FixtureRequest) -> PrivatePgBouncer | None:
-    """The session's PgBouncer when ``CHECKPOINT_GUARD_THROUGH_PGBOUNCER=1`` (the
+    """The session's PgBouncer when ``CG_TEST_THROUGH_PGBOUNCER=1`` (the
     PostgreSQL fixtures then route through it), else None."""
     if not THROUGH_PGBOUNCER:
         return None

@@ -78,8 +78,7 @@ async def test_each_backend_from_each_source(
     }
     config, environ = _source(source, settings, tmp_path)
     for key in [k for k in os.environ if k.startswith("CHECKPOINT_GUARD_")]:
-        if key != "CHECKPOINT_GUARD_REQUIRE_SERVICES":
-            monkeypatch.delenv(key)
+        monkeypatch.delenv(key)
     for key, value in environ.items():
         monkeypatch.setenv(key, value)
     freeze = ModeFreeze()

@@ -8,7 +8,7 @@ checkpoints in the background), and a turn landing after a sweep planned a
 thread and before it changed anything. Then real concurrency: workers running
 multi-node turns (fan-out, interrupts and resumes, ``update_state``) on the same
 threads as looping maintenance, on every backend, sync and async, with and
-without a cache; ``CHECKPOINT_GUARD_LIVE_TURNS`` scales the run."""
+without a cache; ``CG_TEST_LIVE_TURNS`` scales the run."""
 
 from __future__ import annotations
 
@@ -130,13 +130,11 @@ async def test_a_sweep_that_skips_a_thread_left_it_unchanged(store: Store) -> No
 
 # -- real concurrency -----------------------------------------------------------------
 
-#: turns per worker thread (CHECKPOINT_GUARD_LIVE_TURNS scales the run)
-TURNS = int(os.environ.get("CHECKPOINT_GUARD_LIVE_TURNS", "4"))
+#: turns per worker thread (CG_TEST_LIVE_TURNS scales the run)
+TURNS = int(os.environ.get("CG_TEST_LIVE_TURNS", "4"))
 WORKERS = 2
 OPERATIONS = tuple(
-    os.environ.get("CHECKPOINT_GUARD_LIVE_OPS", "").split(",")
-    if os.environ.get("CHECKPOINT_GUARD_LIVE_OPS")
-    else ()
+    os.environ.get("CG_TEST_LIVE_OPS", "").split(",") if os.environ.get("CG_TEST_LIVE_OPS") else ()
 ) or (
     "prune",
     "stack_prune",

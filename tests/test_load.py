@@ -6,7 +6,7 @@ belongs to process (c + r) % PROCESSES; a barrier separates rounds), so each tur
 starts from a head another process wrote and, usually, from a history another
 process cached. The graph is a deterministic fake model, so the time goes to the
 checkpointer. Default size: 3 processes x 20 threads x 50 turns (3000 turns);
-``CHECKPOINT_GUARD_LOAD_TURNS`` / ``_THREADS`` / ``_PROCESSES`` change it.
+``CG_TEST_LOAD_TURNS`` / ``_THREADS`` / ``_PROCESSES`` change it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from checkpoint_guard.maintenance import verify
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-PROCESSES = int(os.environ.get("CHECKPOINT_GUARD_LOAD_PROCESSES", "3"))
-THREADS = int(os.environ.get("CHECKPOINT_GUARD_LOAD_THREADS", "20"))
-TURNS = int(os.environ.get("CHECKPOINT_GUARD_LOAD_TURNS", "50"))
+PROCESSES = int(os.environ.get("CG_TEST_LOAD_PROCESSES", "3"))
+THREADS = int(os.environ.get("CG_TEST_LOAD_THREADS", "20"))
+TURNS = int(os.environ.get("CG_TEST_LOAD_TURNS", "50"))
 FREQUENCY = 10
 
 

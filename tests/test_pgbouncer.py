@@ -65,9 +65,7 @@ def run_workers(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Start one worker process per spec, release them together, return their
     outputs (fails with a worker's stderr if one fails)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env = {k: v for k, v in env.items() if not k.startswith("CHECKPOINT_GUARD_") or k in (
-        "CHECKPOINT_GUARD_REQUIRE_SERVICES",
-    )}  # fmt: skip
+    env = {k: v for k, v in env.items() if not k.startswith("CHECKPOINT_GUARD_")}
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.scaleout_worker", json.dumps(spec)],

@@ -117,12 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--pg-url",
-        default=os.environ.get("CHECKPOINT_GUARD_PG_URL", DEFAULT_PG_URL),
+        default=os.environ.get("CG_TEST_PG_URL", DEFAULT_PG_URL),
         help="PostgreSQL server (a database is created for the run and dropped)",
     )
     run.add_argument(
         "--redis-url",
-        default=os.environ.get("CHECKPOINT_GUARD_REDIS_URL", DEFAULT_REDIS_URL),
+        default=os.environ.get("CG_TEST_REDIS_URL", DEFAULT_REDIS_URL),
         help="Redis server (keys under a per-run prefix, deleted per case)",
     )
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")

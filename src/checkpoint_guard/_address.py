@@ -1,32 +1,44 @@
-"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package.
-
-``Address.from_config`` reads ``configurable``'s ``thread_id`` (canonical: an
-``int`` as its text; possibly ``None``), ``checkpoint_ns`` (``""`` when absent or
-empty) and ``checkpoint_id`` (``None`` when absent); ``config`` / ``thread_config``
-build the configs a saver is called with; ``canonical`` makes a config's thread id
-canonical where a call enters the stack. ``mode_mismatch`` is the one builder of the
-mode gate's error.
-"""
+"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package,
+one canonical thread id (``canonical`` where a call enters the stack), and the one
+builder of the mode gate's error (``mode_mismatch``)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast, overload
 
 from langchain_core.runnables import RunnableConfig
 
 from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
-__all__ = ["Address", "canonical", "canonical_thread_id", "mode_mismatch", "thread_config"]
+__all__ = [
+    "Address",
+    "ThreadId",
+    "canonical",
+    "canonical_thread_id",
+    "mode_mismatch",
+    "thread_config",
+]
+
+ThreadId = str | int
+"""A thread id as callers give it (LangGraph's ``configurable["thread_id"]``)."""
 
 
-def canonical_thread_id(thread_id: Any) -> Any:
+@overload
+def canonical_thread_id(thread_id: ThreadId) -> str: ...
+@overload
+def canonical_thread_id(thread_id: None) -> None: ...
+def canonical_thread_id(thread_id: ThreadId | None) -> str | None:
     """A thread id as every layer, cache key and saver sees it: an ``int`` as its text
     (``7`` and ``"7"`` are one thread, as the SQL savers store them); others as given."""
-    return str(thread_id) if type(thread_id) is int else thread_id
+    return str(thread_id) if type(thread_id) is int else cast(str | None, thread_id)
 
 
-def canonical(config: Any) -> Any:
+@overload
+def canonical(config: RunnableConfig) -> RunnableConfig: ...
+@overload
+def canonical(config: None) -> None: ...
+def canonical(config: RunnableConfig | None) -> RunnableConfig | None:
     """``config`` with its thread id in canonical form (the same object when it is
     already): applied once where a call enters the stack, so the inner saver, every
     cache and the gate address one thread whatever the caller's Python type."""
@@ -43,7 +55,7 @@ class Address(NamedTuple):
     ``thread_id, checkpoint_ns, checkpoint_id``. A tuple, because the gate parses
     one per write: a frozen dataclass cost 1.5 µs to build, this 1.0."""
 
-    thread_id: Any
+    thread_id: Any  # canonical (an int as its text); None when the config names no thread
     checkpoint_ns: str = ""
     checkpoint_id: str | None = None
 
@@ -84,7 +96,7 @@ class Address(NamedTuple):
         return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns}}
 
 
-def thread_config(thread_id: Any) -> RunnableConfig:
+def thread_config(thread_id: ThreadId) -> RunnableConfig:
     """The config naming a whole thread, every namespace (``list`` over a thread)."""
     return {"configurable": {"thread_id": thread_id}}
 

@@ -40,17 +40,9 @@ __all__ = [
 
 # The methods whose behaviour the package's per-backend knowledge rests on.
 STORAGE_METHODS = (
-    "get_tuple",
-    "list",
-    "put",
-    "put_writes",
-    "delete_thread",
-    "aget_tuple",
-    "alist",
-    "aput",
-    "aput_writes",
-    "adelete_thread",
-)
+    "get_tuple", "list", "put", "put_writes", "delete_thread",
+    "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,27 +64,14 @@ class Backend:
     lists_like_get_tuple: bool
 
 
+_LG = "langgraph.checkpoint."
 _KNOWN = (
-    Backend("memory", "langgraph.checkpoint.memory", "InMemorySaver", False, "MemoryRows", False),
-    Backend("sqlite", "langgraph.checkpoint.sqlite", "SqliteSaver", False, "SqliteRows", True),
+    Backend("memory", _LG + "memory", "InMemorySaver", False, "MemoryRows", False),
+    Backend("sqlite", _LG + "sqlite", "SqliteSaver", False, "SqliteRows", True),
+    Backend("sqlite", _LG + "sqlite.aio", "AsyncSqliteSaver", True, "AsyncSqliteRows", True),
+    Backend("postgres", _LG + "postgres", "PostgresSaver", False, "PostgresRows", True),
     Backend(
-        "sqlite",
-        "langgraph.checkpoint.sqlite.aio",
-        "AsyncSqliteSaver",
-        True,
-        "AsyncSqliteRows",
-        True,
-    ),
-    Backend(
-        "postgres", "langgraph.checkpoint.postgres", "PostgresSaver", False, "PostgresRows", True
-    ),
-    Backend(
-        "postgres",
-        "langgraph.checkpoint.postgres.aio",
-        "AsyncPostgresSaver",
-        True,
-        "AsyncPostgresRows",
-        True,
+        "postgres", _LG + "postgres.aio", "AsyncPostgresSaver", True, "AsyncPostgresRows", True
     ),
 )
 

@@ -4,6 +4,10 @@ Sources, one precedence: **explicit argument > file > environment > defaults**,
 merged key by key (``history_cache`` keys too). Every invalid input raises
 ``ConfigError`` naming the key, the value and what is accepted; credentials are
 redacted from every message and repr.
+
+A key lives in one place, its field: the type (a ``Literal``, ``bool``, a range)
+says what it accepts, and an ``Annotated`` ``_Key`` adds its environment variable
+and, where the type cannot say it, the accepted text.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -27,6 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from ._errors import ConfigError, range_text, redact_url, require_extra
 from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
@@ -54,94 +60,50 @@ __all__ = [
 ]
 
 DEFAULT_SQLITE_PATH = "checkpoints.sqlite"
-# the history cache's defaults are the backends' own (cache/_base.py)
-DEFAULT_CACHE_MAX_BYTES = DEFAULT_MAX_BYTES
-DEFAULT_CACHE_TTL_SECONDS = DEFAULT_TTL_SECONDS
-DEFAULT_CACHE_TIMEOUT_SECONDS = DEFAULT_TIMEOUT_SECONDS
-
 ENV_PREFIX = "CHECKPOINT_GUARD_"
-# environment variable -> dotted config key
-ENV_KEYS: dict[str, str] = {
-    "CHECKPOINT_GUARD_BACKEND": "backend",
-    "CHECKPOINT_GUARD_URL": "url",
-    "CHECKPOINT_GUARD_CHANNEL_MODE": "channel_mode",
-    "CHECKPOINT_GUARD_SNAPSHOT_FREQUENCY": "snapshot_frequency",
-    "CHECKPOINT_GUARD_HISTORY_CACHE": "history_cache.backend",
-    "CHECKPOINT_GUARD_REDIS_URL": "history_cache.redis_url",
-    "CHECKPOINT_GUARD_POSTGRES_SCHEMA": "postgres_schema",
-    "CHECKPOINT_GUARD_ENCRYPT": "encrypt",
-    "CHECKPOINT_GUARD_FIX_OVERWRITE": "fix_overwrite",
-    "CHECKPOINT_GUARD_FIX_SERVER_ADAPTER": "fix_server_adapter",
-    "CHECKPOINT_GUARD_CACHE_KEY_PREFIX": "history_cache.key_prefix",
-    "CHECKPOINT_GUARD_RETENTION_OLDER_THAN": "retention.older_than",
-    "CHECKPOINT_GUARD_RETENTION_ACTION": "retention.action",
-    "CHECKPOINT_GUARD_RETENTION_INTERVAL": "retention.interval",
-    "CHECKPOINT_GUARD_REDIS_CLUSTER": "history_cache.redis_cluster",
-}
-#: nested sections: ``section.key`` in a mapping or the environment
-_SECTIONS = ("history_cache", "retention")
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
-# Read by the test suite and tools, never by the configuration: known, so they are
-# not reported as unknown (misspelled) configuration variables.
-TOOL_ENV_VARS: dict[str, str] = {
-    "CHECKPOINT_GUARD_PG_URL": "the test suite's PostgreSQL server",
-    "CHECKPOINT_GUARD_REQUIRE_SERVICES": "1: tests fail instead of skipping without services",
-    "CHECKPOINT_GUARD_THROUGH_PGBOUNCER": "1: the PostgreSQL tests connect through PgBouncer",
-    "CHECKPOINT_GUARD_LOAD_PROCESSES": "the load test's process count",
-    "CHECKPOINT_GUARD_LOAD_THREADS": "the load test's thread count",
-    "CHECKPOINT_GUARD_LOAD_TURNS": "the load test's turn count",
-}
-# environment values that are integers / booleans (strings there, typed in files)
-_ENV_INTS = {"snapshot_frequency"}
-_ENV_BOOLS = {"encrypt", "fix_overwrite", "fix_server_adapter", "history_cache.redis_cluster"}
+
+
+@dataclass(frozen=True)
+class _Key:
+    """What a field's type does not say about its key: the environment variable that
+    sets it, the accepted text where the type cannot give it, a note to the type's."""
+
+    env: str | None = None
+    accepted: str | None = None
+    note: str = ""
 
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
     """A number field's default and range, stated once on the field: pydantic checks
-    it (finite too), and the accepted text (``_ACCEPTED``) is read from it. Every
-    number is bounded by what still bounds something (an infinite timeout fails
-    every Redis call)."""
+    it (finite too), and the accepted text is read from it. Every number is bounded
+    by what still bounds something (an infinite timeout fails every Redis call)."""
     low, high = bounds
     if isinstance(default, int):
         return Field(default, ge=low, le=high)
     return Field(default, ge=low, le=high, allow_inf_nan=False)
 
 
-_ACCEPTED: dict[str, str] = {
-    "backend": "'memory', 'sqlite' or 'postgres'",
-    "url": "a SQLite file path or ':memory:' (sqlite); a postgresql:// DSN (postgres)",
-    "channel_mode": "'full' or 'delta'",
-    "postgres_schema": "a PostgreSQL identifier: letters, digits and _, not starting with a digit",
-    "encrypt": "true or false (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)",
-    "fix_overwrite": "true or false",
-    "fix_server_adapter": "true or false",
-    # "history_cache" (the mapping's keys) is filled in from HistoryCacheConfig below
-    "history_cache.backend": "'none', 'memory' or 'redis'",
-    "history_cache.redis_url": REDIS_ACCEPTED,
-    "history_cache.redis_cluster": "true (redis_url is a node of a Redis Cluster) or false",
-    "history_cache.key_prefix": "a non-empty string without whitespace",
-    "history_cache.isolate": "true or false",
-    "retention.older_than": "a duration > 0 and <= 100 years: 90s, 15m, 12h, 30d (or seconds)",
-    "retention.action": "'keep_latest' or 'delete'",
-    "retention.interval": "a duration >= 1s and <= 30d: 90s, 15m, 12h, 1d (or seconds)",
-}
-_SECRET_KEYS = {"url", "history_cache.redis_url"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
-
-
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
 _LIBPQ_KEYWORDS = re.compile(r"^\s*(host|hostaddr|port|dbname|user|service)\s*=")
+
+
+def normalize_postgres_url(url: str) -> str:
+    """Drop a SQLAlchemy-style ``+driver`` suffix: ``postgresql+psycopg://`` ->
+    ``postgresql://``."""
+    return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
 def _is_postgres_url(url: object) -> bool:
     """A ``postgresql://`` URL (``+driver`` too) or a libpq ``key=value`` string."""
     if not isinstance(url, str):
         return False
-    scheme = _DRIVER_SUFFIX.sub(r"\1://", url.strip())
-    return scheme.startswith(("postgresql://", "postgres://")) or bool(_LIBPQ_KEYWORDS.match(url))
+    normalized = normalize_postgres_url(url)
+    return normalized.startswith(("postgresql://", "postgres://")) or bool(
+        _LIBPQ_KEYWORDS.match(url)
+    )
 
 
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
@@ -160,12 +122,6 @@ class _FileRelative(str):
     """A ``url`` read from a YAML file: a relative SQLite path in it is the file's."""
 
     base: Path
-
-
-def normalize_postgres_url(url: str) -> str:
-    """Drop a SQLAlchemy-style ``+driver`` suffix: ``postgresql+psycopg://`` ->
-    ``postgresql://``."""
-    return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd])\s*$")
@@ -211,27 +167,43 @@ def _duration(value: object, key: str) -> timedelta:
     raise ConfigError(key, value, _ACCEPTED[key])
 
 
+_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
+# Each field's docstring is its entry in the generated configuration reference.
+
+
 class RetentionConfig(BaseModel):
     """``retention.*``: periodic sweeping by an opened async stack (see
     ``checkpoint_guard.maintenance.sweep``). Off while ``older_than`` is unset."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
-    )
+    model_config = _MODEL_CONFIG
 
-    older_than: timedelta | None = None
+    older_than: Annotated[
+        timedelta | None,
+        _Key(
+            "CHECKPOINT_GUARD_RETENTION_OLDER_THAN",
+            "a duration > 0 and <= 100 years: 90s, 15m, 12h, 30d (or seconds)",
+        ),
+    ] = None
     """Sweep threads whose newest checkpoint is older than this (by the checkpoint's
     own ``ts``); unset: no background sweeping. Env values are durations or seconds."""
-    action: Literal["keep_latest", "delete"] = "keep_latest"
+    action: Annotated[
+        Literal["keep_latest", "delete"], _Key("CHECKPOINT_GUARD_RETENTION_ACTION")
+    ] = "keep_latest"
     """``keep_latest``: trim a swept thread to its head (state, pending interrupt and
     message ids kept exactly); ``delete``: delete it. Only with ``older_than``."""
-    interval: timedelta = timedelta(hours=1)
+    interval: Annotated[
+        timedelta,
+        _Key(
+            "CHECKPOINT_GUARD_RETENTION_INTERVAL",
+            "a duration >= 1s and <= 30d: 90s, 15m, 12h, 1d (or seconds)",
+        ),
+    ] = timedelta(hours=1)
     """How often the opened async stack sweeps (one worker per database at a time).
     Only with ``older_than``."""
 
     @field_validator("older_than", "interval", mode="before")
     @classmethod
-    def _durations(cls, value: object, info: Any) -> object:
+    def _durations(cls, value: object, info: ValidationInfo) -> object:
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
@@ -269,33 +241,43 @@ class RetentionConfig(BaseModel):
 class HistoryCacheConfig(BaseModel):
     """``history_cache.*``: which history cache sits under the guard in delta mode."""
 
-    # Each field's docstring is its entry in the generated configuration reference.
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
-    )
+    model_config = _MODEL_CONFIG
 
-    backend: Literal["none", "memory", "redis"] = "memory"
+    backend: Annotated[
+        Literal["none", "memory", "redis"], _Key("CHECKPOINT_GUARD_HISTORY_CACHE")
+    ] = "memory"
     """The history cache under the guard in delta mode: ``memory`` (per process),
     ``redis`` (shared by every worker), ``none`` (no cache layer). Unset, a
     ``redis_url`` in the same source selects ``redis``."""
-    max_bytes: int = _within(DEFAULT_CACHE_MAX_BYTES, MAX_BYTES_RANGE)
+    max_bytes: int = _within(DEFAULT_MAX_BYTES, MAX_BYTES_RANGE)
     """The memory cache's bound, in estimated bytes (least recently used threads go)."""
-    ttl_seconds: int = _within(DEFAULT_CACHE_TTL_SECONDS, TTL_SECONDS_RANGE)
+    ttl_seconds: Annotated[int, _Key(note=" (0 = no expiry)")] = _within(
+        DEFAULT_TTL_SECONDS, TTL_SECONDS_RANGE
+    )
     """How long a thread's entries live without a write (0: no expiry)."""
-    redis_url: str | None = None
+    redis_url: Annotated[str | None, _Key("CHECKPOINT_GUARD_REDIS_URL", REDIS_ACCEPTED)] = None
     """The Redis server of the ``redis`` cache (required for it): ``redis://``,
     ``rediss://``, ``unix://``, or ``redis+sentinel://host:port[,host:port...]/service[/db]``
     for a Sentinel-managed primary."""
-    redis_cluster: bool = False
+    redis_cluster: Annotated[
+        bool,
+        _Key(
+            "CHECKPOINT_GUARD_REDIS_CLUSTER",
+            "true (redis_url is a node of a Redis Cluster) or false",
+        ),
+    ] = False
     """``true``: ``redis_url`` names one node of a Redis Cluster (the client finds the
     others)."""
-    key_prefix: str | None = None
+    key_prefix: Annotated[
+        str | None,
+        _Key("CHECKPOINT_GUARD_CACHE_KEY_PREFIX", "a non-empty string without whitespace"),
+    ] = None
     """The Redis key prefix; default ``cg:<backend>:<hash of the database's identity>``,
     read from the database when the stack opens (PostgreSQL: the server's system
     identifier, the database and the schema; SQLite: the file's real path; memory: the
     opened store), so every spelling of one database shares one cache and different
     databases never share entries."""
-    timeout_seconds: float = _within(DEFAULT_CACHE_TIMEOUT_SECONDS, TIMEOUT_SECONDS_RANGE)
+    timeout_seconds: float = _within(DEFAULT_TIMEOUT_SECONDS, TIMEOUT_SECONDS_RANGE)
     """The bound on each Redis call; a slower call is counted as an error and answered
     from the saver (the cache fails open)."""
     isolate: bool = DEFAULT_ISOLATE
@@ -343,10 +325,6 @@ class HistoryCacheConfig(BaseModel):
             yield key, (redact_url(value) if key == "redis_url" else value)
 
 
-_ACCEPTED["history_cache"] = "a mapping with keys " + ", ".join(HistoryCacheConfig.model_fields)
-_ACCEPTED["retention"] = "a mapping with keys " + ", ".join(RetentionConfig.model_fields)
-
-
 class CheckpointerConfig(BaseModel):
     """Validated checkpointer configuration (the documentation's configuration
     reference is generated from these fields).
@@ -355,46 +333,62 @@ class CheckpointerConfig(BaseModel):
     (all sources, with the documented precedence). Instances are immutable.
     """
 
-    # Each field's docstring is its entry in the generated configuration reference.
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
-    )
+    model_config = _MODEL_CONFIG
 
-    backend: Literal["memory", "sqlite", "postgres"] = "sqlite"
+    backend: Annotated[
+        Literal["memory", "sqlite", "postgres"], _Key("CHECKPOINT_GUARD_BACKEND")
+    ] = "sqlite"
     """Where checkpoints are stored: LangGraph's in-memory, SQLite or PostgreSQL saver.
     Unset, a PostgreSQL ``url`` in the same source selects ``postgres``."""
-    url: str | None = None
+    url: Annotated[
+        str | None,
+        _Key(
+            "CHECKPOINT_GUARD_URL",
+            "a SQLite file path or ':memory:' (sqlite); a postgresql:// DSN (postgres)",
+        ),
+    ] = None
     """SQLite: a file path (parent directories are created; relative to the YAML file's
     directory when it comes from one) or ``:memory:``, default ``checkpoints.sqlite``.
     PostgreSQL: a DSN (``postgresql://`` or key=value; a ``+driver`` suffix such as
     ``postgresql+psycopg://`` is dropped), required. None with ``memory``."""
-    channel_mode: ChannelMode = ChannelMode.FULL
+    channel_mode: Annotated[ChannelMode, _Key("CHECKPOINT_GUARD_CHANNEL_MODE")] = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
-    snapshot_frequency: int = _within(DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE)
+    snapshot_frequency: Annotated[int, _Key("CHECKPOINT_GUARD_SNAPSHOT_FREQUENCY")] = _within(
+        DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE
+    )
     """Delta mode: a ``_DeltaSnapshot`` every N updates of a channel (the graph's schema
     takes it from ``config.state_schema``). Frozen per process."""
     history_cache: HistoryCacheConfig = Field(default_factory=HistoryCacheConfig)
     """The history cache (the ``history_cache.*`` keys)."""
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     """Background retention sweeps by an opened async stack (the ``retention.*`` keys)."""
-    postgres_schema: str | None = None
+    postgres_schema: Annotated[
+        str | None,
+        _Key(
+            "CHECKPOINT_GUARD_POSTGRES_SCHEMA",
+            "a PostgreSQL identifier: letters, digits and _, not starting with a digit",
+        ),
+    ] = None
     """A PostgreSQL schema for the tables; created when missing and put on the search
     path. Only with ``backend: postgres``."""
     pool_min_size: int = _within(1, (0, 1000))
     """PostgreSQL connection pool: minimum size."""
-    pool_max_size: int = _within(10, (1, 1000))
+    pool_max_size: Annotated[int, _Key(note=" and >= pool_min_size")] = _within(10, (1, 1000))
     """PostgreSQL connection pool: maximum size."""
     connect_timeout_seconds: float = _within(10.0, (0.1, 600.0))
     """How long opening waits for the database before ``BackendUnavailableError``."""
-    encrypt: bool = False
+    encrypt: Annotated[
+        bool,
+        _Key("CHECKPOINT_GUARD_ENCRYPT", note=" (needs LANGGRAPH_AES_KEY of 16, 24 or 32 bytes)"),
+    ] = False
     """``true``: LangGraph's ``EncryptedSerializer`` (AES, key from ``LANGGRAPH_AES_KEY``,
     extra ``encryption``) for stored and cached values; cache entries are then
     authenticated."""
-    fix_overwrite: bool = True
+    fix_overwrite: Annotated[bool, _Key("CHECKPOINT_GUARD_FIX_OVERWRITE")] = True
     """Install ``checkpoint_guard.state``'s ``Overwrite`` first-write fix when opening
     (process-wide; it stands down by itself once LangGraph is fixed)."""
-    fix_server_adapter: bool = True
+    fix_server_adapter: Annotated[bool, _Key("CHECKPOINT_GUARD_FIX_SERVER_ADAPTER")] = True
     """Under the LangGraph server, make its checkpointer adapter hand delta history to
     this stack (stands down once upstream forwards it)."""
 
@@ -485,10 +479,9 @@ class CheckpointerConfig(BaseModel):
         ``DeltaChannel`` with this config's ``snapshot_frequency``."""
         from ._schema import state_schema_for_mode
 
-        derived: type = state_schema_for_mode(
+        return state_schema_for_mode(
             schema, self.channel_mode, snapshot_frequency=self.snapshot_frequency
         )
-        return derived
 
     # -- identity --------------------------------------------------------------------
 
@@ -523,7 +516,7 @@ class CheckpointerConfig(BaseModel):
     @classmethod
     def load(
         cls,
-        config: CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        config: ConfigSource = None,
         *,
         environ: Mapping[str, str] | None = None,
     ) -> CheckpointerConfig:
@@ -548,20 +541,58 @@ class CheckpointerConfig(BaseModel):
         return _build(merged)
 
 
-def _range_texts() -> None:
-    """Each bounded number's accepted text, read from its field's range."""
-    for model, section in ((CheckpointerConfig, ""), (HistoryCacheConfig, "history_cache.")):
-        for name, field in model.model_fields.items():
-            bounds = {type(m).__name__: m for m in field.metadata}
-            if "Ge" in bounds and "Le" in bounds:
-                integer = field.annotation is int
-                text = range_text(bounds["Ge"].ge, bounds["Le"].le, integer=integer)
-                _ACCEPTED[section + name] = text
-    _ACCEPTED["pool_max_size"] += " and >= pool_min_size"
-    _ACCEPTED["history_cache.ttl_seconds"] += " (0 = no expiry)"
+#: what ``CheckpointerConfig.load`` (and so every opener) takes
+ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+#: the nested sections (``section.key`` in a mapping or the environment)
+_SECTIONS: dict[str, type[BaseModel]] = {
+    name: field.annotation
+    for name, field in CheckpointerConfig.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+}
 
 
-_range_texts()
+def _keys() -> Iterator[tuple[str, FieldInfo]]:
+    """Every configuration key (a section's as ``section.key``) and its field."""
+    for name, field in CheckpointerConfig.model_fields.items():
+        yield name, field
+        if name in _SECTIONS:
+            for sub, nested in _SECTIONS[name].model_fields.items():
+                yield f"{name}.{sub}", nested
+
+
+def _key_of(field: FieldInfo) -> _Key:
+    return next((m for m in field.metadata if isinstance(m, _Key)), _Key())
+
+
+def _choices(values: Sequence[object]) -> str:
+    return ", ".join(repr(v) for v in values[:-1]) + f" or {values[-1]!r}"
+
+
+def _accepted(name: str, field: FieldInfo) -> str:
+    """What a key accepts, as ``ConfigError`` messages and the reference state it."""
+    key, kind = _key_of(field), field.annotation
+    bounds = {type(m).__name__: m for m in field.metadata}
+    if key.accepted is not None:
+        text = key.accepted
+    elif get_origin(kind) is Literal:
+        text = _choices(get_args(kind))
+    elif kind is ChannelMode:
+        text = _choices([mode.value for mode in ChannelMode])
+    elif kind is bool:
+        text = "true or false"
+    elif "Ge" in bounds and "Le" in bounds:
+        text = range_text(bounds["Ge"].ge, bounds["Le"].le, integer=kind is int)
+    else:  # a section
+        text = "a mapping with keys " + ", ".join(_SECTIONS[name].model_fields)
+    return text + key.note
+
+
+_KEYS = dict(_keys())
+# derived from the fields, once: the accepted text of each key, and which environment
+# variable sets which key
+_ACCEPTED = {name: _accepted(name, field) for name, field in _KEYS.items()}
+ENV_KEYS = {env: name for name, f in _KEYS.items() if (env := _key_of(f).env) is not None}
+_SECRET_KEYS = {"url", "history_cache.redis_url"}
 
 
 def _check_postgres_dsn(url: str) -> None:
@@ -580,24 +611,20 @@ def _check_postgres_dsn(url: str) -> None:
 
 def _nested(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     """One source's keys, sections nested, with the choices they imply."""
-    return _infer_backends(_sections(data, source=source))
-
-
-def _sections(data: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(source, type(data).__name__, "a mapping of configuration keys")
     out: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str):
             raise ConfigError("key", key, "string keys")
-        section = key.split(".", 1)[0]
+        section, dot, name = key.partition(".")
         if key in _SECTIONS and isinstance(value, Mapping):
             out[key] = {**out.get(key, {}), **value}
-        elif "." in key and section in _SECTIONS:
-            out.setdefault(section, {})[key.split(".", 1)[1]] = value
+        elif dot and section in _SECTIONS:
+            out.setdefault(section, {})[name] = value
         else:
             out[key] = value
-    return out
+    return _infer_backends(out)
 
 
 # A higher source that picks another store (or cache) replaces the lower source's
@@ -656,36 +683,37 @@ class UnknownEnvironmentVariableError(ConfigError):
 
 
 def known_env_vars() -> list[str]:
-    """Every ``CHECKPOINT_GUARD_*`` variable something reads (configuration and tools)."""
-    return sorted({*ENV_KEYS, ENV_CONFIG_FILE, *TOOL_ENV_VARS})
+    """Every ``CHECKPOINT_GUARD_*`` variable the configuration reads."""
+    return sorted({*ENV_KEYS, ENV_CONFIG_FILE})
 
 
-def _check_env_names(environ: Mapping[str, str]) -> None:
+def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     known = known_env_vars()
     for var in sorted(environ):
         if var.startswith(ENV_PREFIX) and var not in known:
             raise UnknownEnvironmentVariableError(var, known)
-
-
-def _from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
-    _check_env_names(environ)
-    flat: dict[str, Any] = {}
-    for var, key in ENV_KEYS.items():
-        raw = environ.get(var)
-        if raw is None or raw == "":
-            continue
-        value: Any = raw.strip()
-        if key in _ENV_INTS:
-            if not re.fullmatch(r"[+-]?\d+", value):
-                raise ConfigError(key, raw, _ACCEPTED[key], detail=f"from {var}")
-            value = int(value)
-        elif key in _ENV_BOOLS:
-            lowered = value.lower()
-            if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise ConfigError(key, raw, "true or false", detail=f"from {var}")
-            value = lowered in ("1", "true", "yes", "on")
-        flat[key] = value
+    flat = {
+        key: _env_value(var, key, environ[var].strip(), environ[var])
+        for var, key in ENV_KEYS.items()
+        if environ.get(var)
+    }
     return _nested(flat, source="environment")
+
+
+def _env_value(var: str, key: str, value: str, raw: str) -> Any:
+    """A variable's text as its field's type: integers and booleans are parsed here
+    (files and mappings give them typed), everything else is validated as text."""
+    kind = _KEYS[key].annotation
+    if kind is int:
+        if not re.fullmatch(r"[+-]?\d+", value):
+            raise ConfigError(key, raw, _ACCEPTED[key], detail=f"from {var}")
+        return int(value)
+    if kind is bool:
+        lowered = value.lower()
+        if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            raise ConfigError(key, raw, "true or false", detail=f"from {var}")
+        return lowered in ("1", "true", "yes", "on")
+    return value
 
 
 def _read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -214,14 +214,14 @@ def format_demo(result: DemoResult) -> str:
             f"{run.ms_per_turn:>8.2f} {run.head_read_ms:>13.2f}"
         )
     same = len({run.digest for run in result.runs}) == 1
+    head = round(_head_ratio(delta, full), 2)  # the verdict judges the ratio as printed
     lines += [
         "",
         f"measured in this run ({full.turns} turns, {full.messages} messages):",
         f"  delta storage = {delta.storage_bytes / max(full.storage_bytes, 1):.1%} of full",
         f"  per turn: delta without cache {_ratio(delta_raw, full)} of full, "
         f"delta with the default cache {_ratio(delta, full)}",
-        f"  head read: delta with the cache {_head_ratio(delta, full):.2f}x of full "
-        f"({_faster(_head_ratio(delta, full))})",
+        f"  head read: delta with the cache {head:.2f}x of full ({_faster(head)})",
         f"all runs hold {full.messages} messages, "
         + ("identical (digest " + full.digest + ")" if same else "DIFFERENT"),
         "",

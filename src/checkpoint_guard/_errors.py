@@ -168,6 +168,17 @@ class MaintenanceError(CheckpointGuardError):
     """A maintenance operation was refused (the message says why and what to do);
     the thread it names was left as stored."""
 
+    #: set when the refusal is a thread id with no checkpoints at all (a typo, or the
+    #: thread lives in another store): that id
+    missing_thread: str | None = None
+
+    @classmethod
+    def no_checkpoints(cls, thread_id: str) -> MaintenanceError:
+        """The refusal of a thread the store does not hold."""
+        error = cls(f"thread {thread_id!r} has no checkpoints")
+        error.missing_thread = thread_id
+        return error
+
 
 class CodecError(CheckpointGuardError, ValueError):
     """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value

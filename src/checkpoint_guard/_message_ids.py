@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import Callable, Mapping, MutableSequence, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
@@ -105,7 +105,9 @@ def _value_with_ids(value: Any) -> Any:
     return _with_id(value)
 
 
-def stamp_message_writes(channels: Any, writes: MutableSequence[tuple[str, Any]]) -> None:
+def stamp_message_writes(
+    channels: Mapping[str, Any], writes: MutableSequence[tuple[str, Any]]
+) -> None:
     """Give every message-like written to a message ``DeltaChannel`` an id, in place.
 
     ``writes`` holds ``(channel, value)`` pairs as Pregel makes them; a value that
@@ -122,7 +124,7 @@ def stamp_message_writes(channels: Any, writes: MutableSequence[tuple[str, Any]]
 
 
 def _wrap(original: Callable[..., None]) -> Callable[..., None]:
-    def ensure_message_ids(channels: Any, writes: Sequence[tuple[str, Any]]) -> None:
+    def ensure_message_ids(channels: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
         original(channels, writes)
         stamp_message_writes(channels, writes)  # type: ignore[arg-type]
 

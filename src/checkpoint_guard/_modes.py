@@ -75,13 +75,9 @@ def metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
     ``checkpoint_uses_delta``)."""
     if not metadata:
         return False
-    if _marker_says_delta(metadata.get(MODE_METADATA_KEY)):
-        return True
-    if _marker_says_delta(metadata.get(LEGACY_MODE_METADATA_KEY)):
-        return True
-    if metadata.get(_UPSTREAM_COUNTERS_KEY):
-        return True
-    return bool(metadata.get(_JS_DELTA_KEY))
+    markers = (metadata.get(MODE_METADATA_KEY), metadata.get(LEGACY_MODE_METADATA_KEY))
+    counters = (metadata.get(_UPSTREAM_COUNTERS_KEY), metadata.get(_JS_DELTA_KEY))
+    return any(map(_marker_says_delta, markers)) or any(counters)
 
 
 def _channel_values_use_delta(checkpoint: Mapping[str, Any] | None) -> bool:

@@ -9,8 +9,7 @@ saver (``stores``: one module per LangGraph saver), builds the cache and the lay
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -19,7 +18,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _message_ids, _upstream, stores
 from . import _server as _server  # registers the server adapter's check
-from ._config import CheckpointerConfig
+from ._config import CheckpointerConfig, ConfigSource
 from ._errors import ConfigError
 from ._modes import PROCESS_MODE, ChannelMode, ModeFreeze, check_schema_frequencies
 from .cache import HistoryCache
@@ -29,8 +28,6 @@ from .state._overwrite import apply_overwrite_fix
 from .stores import _memory, _postgres, _sqlite, aopen_inner, open_inner, require_extra  # noqa: F401  (register their checks)
 
 __all__ = ["ConfigSource", "aopen_checkpointer", "check_upstream", "open_checkpointer"]
-
-ConfigSource = CheckpointerConfig | Mapping[str, Any] | str | os.PathLike[str] | None
 
 
 def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:

@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from types import UnionType
 from typing import (
     Annotated,
@@ -38,7 +38,7 @@ from langchain_core.messages import (
 )
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, Messages, add_messages
 from pydantic import BaseModel, Field, create_model
 from typing_extensions import TypedDict, is_typeddict
 
@@ -91,7 +91,9 @@ def _null_argument_error(left_given: bool) -> ValueError:
     )
 
 
-def derived_message_id(previous_id: Any, message: BaseMessage, taken: Any = ()) -> str:
+def derived_message_id(
+    previous_id: str | None, message: BaseMessage, taken: Container[str] = ()
+) -> str:
     """The id ``merge_message_writes`` gives an id-less ``message`` written after the
     message whose id is ``previous_id`` (``None``: first in the list).
 
@@ -233,7 +235,7 @@ def _merge_one(state: Any, write: Any) -> list[Any] | None:
     return merged
 
 
-def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
+def merge_message_writes(state: Messages, writes: Sequence[Messages]) -> Messages:
     """Merge a batch of message writes into ``state`` exactly as folding
     ``add_messages`` over them would, in time linear in ``len(state)`` plus the writes.
 
@@ -262,7 +264,7 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> Any:
     merger.apply(right)
     index, items = merger.index, merger.items
     for write in itertools.islice(writes, 1, None):
-        m = write[0] if type(write) is list and len(write) == 1 else write
+        m: Any = write[0] if type(write) is list and len(write) == 1 else write
         if type(m) in _SINGLE_TYPES:
             # Nearly every write is one plain message (a chat turn): merge it here,
             # as apply() would, since per-write calls dominate replaying a thread.
@@ -312,7 +314,7 @@ def delta_messages_field(snapshot_frequency: int = 10) -> Any:
     ]
 
 
-_derived: dict[tuple[Any, int], Any] = {}
+_derived: dict[tuple[type, int], type] = {}
 _derived_lock = threading.Lock()
 
 
@@ -454,8 +456,8 @@ def _derive_dataclass(schema: type, field: Any) -> type:
 
 
 def state_schema_for_mode(
-    schema: Any, mode: ChannelMode | str, *, snapshot_frequency: int | None = None
-) -> Any:
+    schema: type, mode: ChannelMode | str, *, snapshot_frequency: int | None = None
+) -> type:
     """The state schema a graph should be compiled with in ``mode``.
 
     Full mode returns ``schema`` unchanged. Delta mode returns a schema of the same
@@ -483,7 +485,7 @@ def state_schema_for_mode(
     note_schema_frequency(frequency)  # warns when the process's saver uses another
     key = (schema, frequency)
     with _derived_lock:
-        derived = _derived.get(key)
+        derived: type | None = _derived.get(key)
         if derived is None:
             derived = _derived[key] = _derive(schema, frequency)
     return derived

@@ -84,11 +84,16 @@ class _ProbeSaver(InMemorySaver):
         return self.SENTINEL
 
 
-async def _adapter_forwards(adapter_cls: type, module: Any) -> bool:
-    """Behavioural probe: does ``adapter_cls`` hand delta history to the saver it wraps?"""
+def _probe_adapter(adapter_cls: type, module: Any) -> tuple[Any, _ProbeSaver]:
+    """``adapter_cls`` wrapping a fresh ``_ProbeSaver`` (as the server builds one), and it."""
     probe = _ProbeSaver()
     capabilities = module.CheckpointerCapabilities.from_type(type(probe))
-    adapter = adapter_cls(inner=probe, capabilities=capabilities)
+    return adapter_cls(inner=probe, capabilities=capabilities), probe
+
+
+async def _adapter_forwards(adapter_cls: type, module: Any) -> bool:
+    """Behavioural probe: does ``adapter_cls`` hand delta history to the saver it wraps?"""
+    adapter, _probe = _probe_adapter(adapter_cls, module)
     config: RunnableConfig = {
         "configurable": {"thread_id": "checkpoint-guard-probe", "checkpoint_ns": ""}
     }
@@ -124,9 +129,7 @@ def _check() -> str | None:
     adapter_cls = getattr(module, _ADAPTER_CLASS, None)
     if not isinstance(adapter_cls, type):
         return f"{ADAPTER_MODULE} has no class {_ADAPTER_CLASS}"
-    probe = _ProbeSaver()
-    capabilities = module.CheckpointerCapabilities.from_type(type(probe))
-    adapter = adapter_cls(inner=probe, capabilities=capabilities)
+    adapter, probe = _probe_adapter(adapter_cls, module)
     if adapter.__dict__.get("_inner") is not probe:
         return f"{_ADAPTER_CLASS} does not keep the wrapped saver in _inner"
     _run_async(_adapter_forwards(adapter_cls, module))  # answers, forwarding or not

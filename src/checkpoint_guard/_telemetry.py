@@ -68,54 +68,22 @@ DEGRADED = "checkpoint_guard.degraded"
 # The fixed sets attribute values are drawn from; anything else is "other".
 CACHE_TIERS = frozenset(("memory", "redis", "none"))
 RESULTS = frozenset(("hit", "miss", "error"))
-CACHE_OPERATIONS = frozenset(
-    (
-        "begin",
-        "read",
-        "contains",
-        "store",
-        "extend_read",
-        "fence",
-        "unfence",
-        "drop",
-        "drop_thread",
-        "clear",
-        "decode",
-    )
-)
-GATE_OPERATIONS = frozenset(
-    (
-        "read",
-        "write",
-        "write onto",
-        "overwrite",
-        "start a new root over the delta head of",
-        "maintain",
-        "delete runs of",
-        "schema",
-    )
-)
+CACHE_OPERATIONS = frozenset((
+    "begin", "read", "contains", "store", "extend_read", "fence", "unfence", "drop",
+    "drop_thread", "clear", "decode",
+))  # fmt: skip
+GATE_OPERATIONS = frozenset((
+    "read", "write", "write onto", "overwrite", "start a new root over the delta head of",
+    "maintain", "delete runs of", "schema",
+))  # fmt: skip
 
 # Seconds: a warm read takes tens of microseconds, a cold one over a long thread
 # up to seconds (the SDK's default buckets are for milliseconds). Given as advice
 # (opentelemetry-api 1.30+); a view the application configures takes precedence.
 _DURATION_BUCKETS = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)  # fmt: skip
 _WRITES_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
@@ -145,19 +113,19 @@ if _metrics is not None:
         except TypeError:  # an API older than 1.30 (installed without our extra's floor)
             return _meter.create_histogram(name, unit=unit, description=description)
 
-    _requests: Any = _meter.create_counter(
+    def _counter(name: str, unit: str, description: str) -> Any:
+        return _meter.create_counter(name, unit=unit, description=description)
+
+    _requests: Any = _counter(
         HISTORY_REQUESTS,
-        unit="{request}",
-        description="Delta-channel history requests answered by the history layer, by cache "
+        "{request}",
+        "Delta-channel history requests answered by the history layer, by cache "
         "tier and result (hit: from the cache, after extending it by the newest checkpoints "
         "it lacked; miss: the saver's own history read; error: a cache failure made the "
         "saver answer)",
     )
     _duration: Any = _histogram(
-        HISTORY_DURATION,
-        "s",
-        "Time to answer one delta-channel history request",
-        _DURATION_BUCKETS,
+        HISTORY_DURATION, "s", "Time to answer one delta-channel history request", _DURATION_BUCKETS
     )
     _writes: Any = _histogram(
         HISTORY_WRITES,
@@ -165,30 +133,26 @@ if _metrics is not None:
         "Writes returned (to be replayed) by one history request, all channels",
         _WRITES_BUCKETS,
     )
-    _refusals: Any = _meter.create_counter(
-        GATE_REFUSALS,
-        unit="{refusal}",
-        description="Operations the channel-mode gate refused, by operation",
+    _refusals: Any = _counter(
+        GATE_REFUSALS, "{refusal}", "Operations the channel-mode gate refused, by operation"
     )
-    _invalidations: Any = _meter.create_counter(
+    _invalidations: Any = _counter(
         CACHE_INVALIDATIONS,
-        unit="{invalidation}",
-        description="Threads whose cached histories a write onto an older checkpoint dropped",
+        "{invalidation}",
+        "Threads whose cached histories a write onto an older checkpoint dropped",
     )
-    _errors: Any = _meter.create_counter(
-        CACHE_ERRORS,
-        unit="{error}",
-        description="History cache failures (each cost speed only: the saver answered)",
+    _errors: Any = _counter(
+        CACHE_ERRORS, "{error}", "History cache failures (each cost speed only: the saver answered)"
     )
-    _evictions: Any = _meter.create_counter(
+    _evictions: Any = _counter(
         CACHE_EVICTIONS,
-        unit="{thread}",
-        description="Threads evicted from a process-local cache tier to stay within its bound",
+        "{thread}",
+        "Threads evicted from a process-local cache tier to stay within its bound",
     )
-    _maintenance: Any = _meter.create_counter(
+    _maintenance: Any = _counter(
         MAINTENANCE_OPERATIONS,
-        unit="{operation}",
-        description="Maintenance operations run, by operation and outcome",
+        "{operation}",
+        "Maintenance operations run, by operation and outcome",
     )
     _meter.create_observable_gauge(
         DEGRADED,

@@ -11,50 +11,12 @@ stack's ``stats()["degraded"]`` and on the ``checkpoint_guard.degraded`` gauge
 (attribute ``feature``: the check's name). This registry is the single source of that
 list.
 
-Inventory (module -> upstream name -> what breaks if it changes -> check). The
-private names several modules use are imported here only (``DeltaSnapshot``,
-``MISSING``, ``msgpack_allowlist``); besides this module, only ``stores/_postgres``,
-``_message_ids`` and ``_server`` name a private upstream name, each for the one
-component it owns (``tests/test_architecture.py`` keeps that list):
-
-* ``DeltaSnapshot`` (``langgraph.checkpoint.serde.types._DeltaSnapshot``, a
-  DeltaChannel's periodic snapshot, a seed of the history), used by ``_modes``,
-  ``savers/_guard``, ``cache/_base``, ``cache/_codec``, ``maintenance``, ``testing``:
-  the cache's segments start at it, the codec encodes it, the gate sees delta data by
-  it -> ``delta-snapshot`` (turns the history cache off in delta mode; the gate still
-  reads the marker).
-* ``MISSING`` (``langgraph._internal._typing.MISSING``: ``from_checkpoint(MISSING)``
-  gives a channel its empty value), used by ``state/_accessor``, ``state/_graphs``:
-  state replacement writes and the value maintenance gives a never-written channel ->
-  ``missing-sentinel`` (state replacement refused with ``StateUnavailableError``; if
-  the name moves, a stand-in makes that check fail instead of the import).
-* ``msgpack_allowlist`` (``JsonPlusSerializer._allowed_msgpack_modules``, the serde's
-  explicit msgpack allowlist), used by ``cache/_codec``: the history cache decodes the
-  classes the saver's serde allows -> ``msgpack-allowlist`` (the cache widens nothing:
-  values of those classes are read from the saver).
-* ``stores/_memory`` -> ``InMemorySaver.storage[thread][ns][id] = (checkpoint,
-  metadata, parent)``, ``writes[(thread, ns, id)][(task, idx)] = (task, channel, typed,
-  path)``, ``blobs[(thread, ns, channel, version)] = typed``: maintenance reads and
-  deletes those positions -> ``memory-storage-layout`` (maintenance on InMemorySaver
-  refuses).
-* ``stores/_sqlite`` -> ``SqliteSaver.conn`` / ``.lock``, tables ``checkpoints`` /
-  ``writes`` and their columns (raw SQL for sizes, copy, delete, orphans) ->
-  ``sqlite-tables`` (maintenance on SQLite refuses).
-* ``_backends`` (for ``savers/_history``) -> ``SqliteSaver.list(before=..., limit=k)`` returns each
-  checkpoint with ``get_tuple``'s pending writes in ``get_tuple``'s order (one query
-  replaces k ancestor reads) -> ``sqlite-list-like-get-tuple`` (ancestors read one
-  ``get_tuple`` at a time). PostgreSQL's equivalent is not checked (it needs a server).
-* ``stores/_postgres`` -> ``PostgresSaver._dump_blobs`` (blob rows of a rewrite),
-  ``_cursor`` (one transaction), tables ``checkpoints`` / ``checkpoint_blobs`` /
-  ``checkpoint_writes`` -> ``postgres-saver`` (maintenance on PostgreSQL refuses).
-* ``_message_ids`` -> ``langgraph.pregel._messages.ensure_message_ids`` called by name
-  from ``langgraph.pregel._loop`` and ``langgraph.pregel.main`` -> ``message-ids``
-  (write-time ids off: id-less messages get derived ids).
-* ``state/_overwrite`` -> ``BinaryOperatorAggregate.update`` / ``.value`` (the
-  Overwrite first-write fix) -> ``overwrite-fix`` (the fix is not installed).
-* ``_server`` -> ``langgraph_api._checkpointer._adapter._CustomCheckpointerAdapter``,
-  its ``_inner`` and ``CheckpointerCapabilities`` -> ``server-adapter`` (delta history
-  under the server is left to the server's walk).
+Each check's ``register`` call states its assumption and what a failure turns off
+(``checkpoint-guard doctor`` prints them all); the module that owns the assumption
+registers it. The private names several modules share (``DeltaSnapshot``, ``MISSING``,
+``msgpack_allowlist``) are imported here only; besides this module, only
+``stores/_postgres``, ``_message_ids`` and ``_server`` name a private upstream name,
+each for the one component it owns (``tests/test_architecture.py`` keeps that list).
 
 A check function returns ``None`` when the assumption holds, or a reason (a string)
 when it does not; raising counts as a failure with the exception as the reason. A
@@ -70,10 +32,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-# The private names several modules share are imported here only (the others take
-# these names from this module), so this file and the one module per upstream
-# component that owns a name (stores/_postgres, _message_ids, _server) are the
-# only ones that touch LangGraph's private names: tests/test_architecture.py keeps it so.
 from . import _telemetry
 
 try:
@@ -319,7 +277,7 @@ def _missing_sentinel() -> str | None:
     return None
 
 
-def msgpack_allowlist(serde: Any) -> frozenset[tuple[str, str]]:
+def msgpack_allowlist(serde: object) -> frozenset[tuple[str, str]]:
     """The explicit msgpack allowlist of ``serde`` (an ``EncryptedSerializer``'s
     inner one too) as ``(module, name)`` pairs, or nothing: a permissive serde (the
     default, which imports any name) widens nothing, and neither does a serde whose

@@ -8,19 +8,35 @@ opened (as ``bench``).
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
+import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import asdict, is_dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
-from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from . import _upstream, maintenance
+from ._config import CheckpointerConfig, parse_duration, redact_url
+from ._demo import format_demo, run_demo
+from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError, MaintenanceError
+from ._modes import ModeFreeze
+from ._open import open_checkpointer
+from ._server import ADAPTER_MODULE
+from .maintenance import ThreadFilter
+from .stores import require_extra
+from .stores._postgres import _pg_error
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+_Saver = BaseCheckpointSaver[Any]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,8 +114,12 @@ def _parser() -> argparse.ArgumentParser:
             "and skipped; re-run the same command to finish an interrupted run)",
         )
         cmd.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
-        cmd.add_argument("--min-bytes", type=_nonnegative, help="only threads storing >= N bytes")
-        cmd.add_argument("--max-bytes", type=_nonnegative, help="only threads storing <= N bytes")
+        cmd.add_argument(
+            "--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes"
+        )
+        cmd.add_argument(
+            "--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes"
+        )
 
     inspect = command("inspect", "one thread: mode, size, snapshot distance, problems")
     inspect.add_argument("thread_id", metavar="THREAD_ID")
@@ -137,7 +157,10 @@ def _parser() -> argparse.ArgumentParser:
     action = sweep.add_mutually_exclusive_group(required=True)
     action.add_argument("--keep-latest", action="store_true", help="keep each thread's head")
     action.add_argument(
-        "--keep-last", type=_positive, metavar="N", help="keep the head's newest N checkpoints"
+        "--keep-last",
+        type=_int_at_least(1),
+        metavar="N",
+        help="keep the head's newest N checkpoints",
     )
     action.add_argument("--delete", action="store_true", help="delete the threads")
     sweep.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
@@ -153,24 +176,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
-    return value
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``low``."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}")
+        return value
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
+    return parse
 
 
 @contextmanager
@@ -193,7 +211,7 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
     and each ``--subgraph PREFIX=PATH``."""
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
-    subgraphs: dict[str, Any] = {}
+    subgraphs: dict[str, _Graph] = {}
     for item in getattr(args, "subgraph", None) or ():
         prefix, sep, spec = item.partition("=")
         if not sep or not prefix.strip() or ":" in prefix:
@@ -207,14 +225,19 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     return {"graph": graph, "subgraphs": subgraphs or None}
 
 
-def load_graph(spec: str, *, key: str = "--graph") -> Any:
+class _Graph(Protocol):
+    """A compiled graph or a ``StateGraph`` builder: its channel table is what the
+    maintenance functions read of it."""
+
+    @property
+    def channels(self) -> Mapping[str, Any]: ...
+
+
+def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
     """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
     in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
     zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
     option it came from) says what was wrong."""
-    import importlib
-    import importlib.util
-
     accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
@@ -257,7 +280,8 @@ def load_graph(spec: str, *, key: str = "--graph") -> Any:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    return obj
+    graph: _Graph = obj
+    return graph
 
 
 def _why(exc: BaseException) -> str:
@@ -344,27 +368,22 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
         )
 
 
-def _thread_selection(args: argparse.Namespace) -> tuple[list[str] | None, Any]:
-    """``(explicit thread ids or None for all, ThreadFilter or None)``."""
-    from .maintenance import ThreadFilter
-
-    ids = list(getattr(args, "thread_ids", None) or [])
-    every = bool(getattr(args, "all", False))
-    if ids and every:
-        raise ConfigError("THREAD_ID/--all", ids, "thread ids or --all, not both")
-    if not ids and not every and args.command in ("migrate", "prune"):
+def _thread_ids(
+    args: argparse.Namespace, saver: _Saver, *, required: bool
+) -> tuple[list[str], ThreadFilter | None]:
+    """``(the THREAD_IDs given, else every thread; the ThreadFilter of the options or None)``."""
+    if args.thread_ids and args.all:
+        raise ConfigError("THREAD_ID/--all", args.thread_ids, "thread ids or --all, not both")
+    if required and not args.thread_ids and not args.all:
         raise ConfigError("THREAD_ID", None, "one or more thread ids, or --all")
-    mode, low, high = (getattr(args, k, None) for k in ("mode", "min_bytes", "max_bytes"))
     where = None
-    if mode is not None or low is not None or high is not None:
-        where = ThreadFilter(mode=mode, min_bytes=low, max_bytes=high)
-    return (ids or None), where
+    if (args.mode, args.min_bytes, args.max_bytes) != (None, None, None):
+        where = ThreadFilter(mode=args.mode, min_bytes=args.min_bytes, max_bytes=args.max_bytes)
+    return (list(args.thread_ids) or maintenance.list_threads(saver)), where
 
 
-def _store(config: Any) -> str:
+def _store(config: CheckpointerConfig) -> str:
     """The store a command works on, as the user can find it (no credentials)."""
-    from ._config import redact_url
-
     if config.backend == "sqlite":
         url = config.url or "checkpoints.sqlite"
         if url != ":memory:":
@@ -382,7 +401,7 @@ _POINT = (
 )
 
 
-def _require_store(config: Any) -> None:
+def _require_store(config: CheckpointerConfig) -> None:
     """Refuse, before anything is opened, a store that holds no checkpoint tables:
     opening would create the database (SQLite) or the tables (both backends), and
     every command would then report an empty fleet of the wrong store."""
@@ -395,8 +414,6 @@ def _require_store(config: Any) -> None:
             detail="an in-memory store holds nothing outside the process that wrote it",
         )
     if config.backend == "sqlite":
-        import sqlite3
-
         path = Path(config.url or "checkpoints.sqlite").expanduser()
         if not path.is_file():
             raise ConfigError(
@@ -406,13 +423,10 @@ def _require_store(config: Any) -> None:
                 detail=f"no file; {_POINT}",
             )
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
+            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
                 found = conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
                 ).fetchone()
-            finally:
-                conn.close()
         except sqlite3.Error as exc:
             raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
         if found is None:
@@ -426,10 +440,7 @@ def _require_store(config: Any) -> None:
         _require_postgres_tables(config, where)
 
 
-def _require_postgres_tables(config: Any, where: str) -> None:
-    from .stores import require_extra
-    from .stores._postgres import _pg_error
-
+def _require_postgres_tables(config: CheckpointerConfig, where: str) -> None:
     psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     table = f"{config.postgres_schema}.checkpoints" if config.postgres_schema else "checkpoints"
@@ -450,87 +461,89 @@ def _require_postgres_tables(config: Any, where: str) -> None:
         )
 
 
-def _missing(what: str, config: Any) -> CheckpointGuardError:
-    """A thread id the store does not hold (a typo, or another store): one line
-    naming the store looked in (exit 1, as every refusal)."""
-    from .maintenance import MaintenanceError
+def _status(ok: bool) -> int:
+    return EXIT_OK if ok else EXIT_PROBLEM
 
-    return MaintenanceError(
-        f"{what} in {_store(config)}; point --config (or CHECKPOINT_GUARD_URL / "
-        "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
-    )
+
+def _inspect(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    info = maintenance.inspect(saver, args.thread_id, **known)
+    if not info.checkpoints and not info.orphan_writes:
+        raise MaintenanceError.no_checkpoints(args.thread_id)
+    _print_infos(args, [info], problems=True)
+    return _status(info.ok)
+
+
+def _scan(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    ids = maintenance.list_threads(saver)
+    with _progress(args, len(ids), "scan") as (tick, _step):
+        infos = maintenance.scan(saver, ids, progress=tick)
+    _print_infos(args, infos, problems=False)
+    return _status(all(i.ok for i in infos))
+
+
+def _verify(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    ids, where = _thread_ids(args, saver, required=False)
+    with _progress(args, len(ids), "verify") as (tick, _step):
+        infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
+    _print_infos(args, infos, problems=True)
+    return _status(all(i.ok for i in infos))
+
+
+def _change(
+    args: argparse.Namespace, saver: _Saver, known: dict[str, Any], operation: Callable[..., Any]
+) -> int:
+    """``migrate`` / ``prune``: the changed threads' reports; exit 1 when one was refused."""
+    ids, where = _thread_ids(args, saver, required=True)
+    with _progress(args, len(ids), args.command) as (tick, step):
+        reports = operation(
+            saver,
+            ids,
+            dry_run=args.dry_run,
+            **known,
+            progress=tick,
+            step=step,
+            where=where,
+            keep_going=bool(args.all),
+        )
+    _print_changes(args, reports)
+    return _status(not any(r.refused for r in reports))
+
+
+def _migrate(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
+
+
+def _prune(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    return _change(args, saver, known, maintenance.prune)
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    from . import maintenance
-    from ._config import CheckpointerConfig
-    from ._modes import ModeFreeze
-    from ._open import open_checkpointer
-
+    """The commands that work on the configured store: print it, refuse one that holds
+    no checkpoint tables, open it and run the command."""
     config = CheckpointerConfig.load(args.config)
-    older_than = None
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
-        from ._config import parse_duration
-
-        older_than = parse_duration(args.older_than, key="--older-than")
-    print(f"checkpoint-guard: store {_store(config)}", file=sys.stderr)
+        args.older_than = parse_duration(args.older_than, key="--older-than")
+    where = _store(config)
+    print(f"checkpoint-guard: store {where}", file=sys.stderr)
     _require_store(config)
     known = _known_graphs(args)
     # A maintenance run reads threads of either mode; it must not freeze (or be
     # refused by) this process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
-        if older_than is not None:
-            return _sweep(args, saver, older_than, known)
-        if args.command == "inspect":
-            info = maintenance.inspect(saver, args.thread_id, **known)
-            if not info.checkpoints and not info.orphan_writes:
-                raise _missing(f"thread {args.thread_id!r} has no checkpoints", config)
-            _print_infos(args, [info], problems=True)
-            return EXIT_OK if info.ok else EXIT_PROBLEM
-        ids, where = (None, None) if args.command == "scan" else _thread_selection(args)
-        if ids is None:
-            ids = maintenance.list_threads(saver)
-        with _progress(args, len(ids), args.command) as (tick, step):
-            if args.command in ("scan", "verify"):
-                if args.command == "verify":
-                    infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
-                else:
-                    infos = maintenance.scan(saver, ids, progress=tick)
-            else:
-                common: dict[str, Any] = {
-                    "dry_run": args.dry_run,
-                    **known,
-                    "progress": tick,
-                    "step": step,
-                    "where": where,
-                    "keep_going": bool(args.all),
-                }
-                try:
-                    if args.command == "migrate":
-                        reports = maintenance.migrate(saver, ids, to=args.to, **common)
-                    else:
-                        reports = maintenance.prune(saver, ids, **common)
-                except maintenance.MaintenanceError as exc:
-                    if "has no checkpoints" in str(exc):
-                        raise _missing(str(exc), config) from exc
-                    raise
-        if args.command in ("scan", "verify"):
-            _print_infos(args, infos, problems=args.command == "verify")
-            return EXIT_OK if all(i.ok for i in infos) else EXIT_PROBLEM
-        _print_changes(args, reports)
-        return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
+        try:
+            return _STORE_COMMANDS[args.command](args, saver, known)
+        except MaintenanceError as exc:
+            if exc.missing_thread is None:
+                raise
+            raise MaintenanceError(  # a typo, or another store: name the store looked in
+                f"{exc} in {where}; point --config (or CHECKPOINT_GUARD_URL / "
+                "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
+            ) from exc
 
 
 def _doctor(args: argparse.Namespace) -> int:
     """``checkpoint-guard doctor``: run every upstream check now, one line each; exit 0
     when all hold (skipped ones included), 1 otherwise. Needs no configuration."""
-    import importlib
-    import importlib.util
-
-    from . import _upstream
-    from ._open import check_upstream  # noqa: F401  (imports every module registering a check)
-    from ._server import ADAPTER_MODULE
-
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
@@ -555,17 +568,15 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_PROBLEM
 
 
-def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[str, Any]) -> int:
+def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     """``sweep`` (the store is already printed): the report (``--json``: the
     report's data). Exit 1 when a selected thread was skipped (the reason is
     printed); re-running the same command finishes an interrupted sweep."""
-    from . import maintenance
-
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
             saver,
-            older_than=older_than,
+            older_than=args.older_than,
             keep_latest=not args.delete,
             keep_last=args.keep_last,
             dry_run=args.dry_run,
@@ -585,12 +596,18 @@ def _sweep(args: argparse.Namespace, saver: Any, older_than: Any, known: dict[st
     return EXIT_PROBLEM if report.skipped else EXIT_OK
 
 
+_STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]], int]] = {
+    "inspect": _inspect,
+    "scan": _scan,
+    "verify": _verify,
+    "migrate": _migrate,
+    "prune": _prune,
+    "sweep": _sweep,
+}
 DEMO_DIR = "checkpoint-guard-demo"
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ._demo import format_demo, run_demo
-
     if args.turns < 1 or args.payload_bytes < 1:
         raise ConfigError("--turns/--payload-bytes", (args.turns, args.payload_bytes), ">= 1")
     # The database stays where the user can find it, so that the fix the demo prints
@@ -643,8 +660,6 @@ def _harness_checkout() -> Path | None:
 def _bench(argv: Sequence[str]) -> int:
     """``checkpoint-guard bench``: delegate to the harness of a checkout; without one,
     exit 2 saying how to run the benchmarks."""
-    import importlib
-
     root = _harness_checkout()
     if root is None:
         print(f"checkpoint-guard bench: {BENCH_HOWTO}", file=sys.stderr)

@@ -27,9 +27,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -135,7 +135,18 @@ async def _on_reconfiguration(request: Any, exc: Exception) -> Any:
     return JSONResponse(body, status_code=503)
 
 
-def add_exception_handlers(target: Any) -> Any:
+class _App(Protocol):
+    """A Starlette (or FastAPI) app, as far as the handlers need one."""
+
+    def add_exception_handler(
+        self, exc_class_or_status_code: type[Exception], handler: Callable[..., Any], /
+    ) -> None: ...
+
+
+_AppT = TypeVar("_AppT", bound=_App)
+
+
+def add_exception_handlers(target: _AppT) -> _AppT:
     """Register checkpoint-guard's exception handlers on a Starlette/FastAPI app
     (``CheckpointModeMismatchError`` -> 409, ``CheckpointModeReconfigurationError``
     -> 503, JSON bodies with ``detail`` and ``fix``); returns ``target``."""

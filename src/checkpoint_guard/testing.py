@@ -19,9 +19,8 @@ The strategies and ``SaverParityMachine`` are public, for your own machines.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -47,14 +46,26 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
+    ChannelVersions,
     Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
+from ._address import Address
 from ._modes import MODE_METADATA_KEY
 from ._upstream import DeltaSnapshot
+from .maintenance import (
+    acopy_thread,
+    adelete_for_runs,
+    aprune,
+    copy_thread,
+    delete_for_runs,
+    prune,
+    supported,
+)
 
 __all__ = [
     "CHANNELS",
@@ -68,7 +79,11 @@ __all__ = [
     "write_values",
 ]
 
-MakeSaver = Callable[[], AbstractContextManager[Any] | AbstractAsyncContextManager[Any]]
+MakeSaver = Callable[
+    [],
+    AbstractContextManager[BaseCheckpointSaver[Any]]
+    | AbstractAsyncContextManager[BaseCheckpointSaver[Any]],
+]
 
 CHANNELS = ("messages", "notes")
 """Channels the machine writes: ``messages`` carries messages, ``notes`` plain values."""
@@ -106,24 +121,6 @@ channel_values = st.fixed_dictionaries(
 value, as a thread migrated from full mode holds."""
 
 
-@dataclass(frozen=True)
-class Ref:
-    """A checkpoint the machine stored: where it lives and its id."""
-
-    thread_id: str
-    ns: str
-    checkpoint_id: str
-
-    def config(self) -> RunnableConfig:
-        return {
-            "configurable": {
-                "thread_id": self.thread_id,
-                "checkpoint_ns": self.ns,
-                "checkpoint_id": self.checkpoint_id,
-            }
-        }
-
-
 def _cfg(thread_id: str, ns: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread_id}
     if ns is not None:
@@ -158,6 +155,15 @@ def _append(state: Any, writes: Any) -> Any:
 
 
 _REDUCERS = {ch: _append for ch in ("messages", "notes")}
+
+
+#: a call on a sync saver, and its twin on an async one
+Call = Callable[[BaseCheckpointSaver[Any]], Any]
+ACall = Callable[[BaseCheckpointSaver[Any]], Awaitable[Any]]
+
+
+async def _collect(items: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in items]
 
 
 def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
@@ -203,11 +209,10 @@ class SaverParityMachine(RuleBasedStateMachine):
             self.subject = self._loop.run_until_complete(self._cm.__aenter__())
         self._ids = 0
         self._versions = 0
-        self._refs: list[Ref] = []
+        self._refs: list[Address] = []
         self.maintained = self._maintenance_serves()
 
     def _maintenance_serves(self) -> bool:
-        from .maintenance import supported
         from .savers._layer import unwrap
 
         sync_ok, async_ok = supported(type(unwrap(self.subject)))
@@ -222,30 +227,20 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     # -- calling the subject through its own API -------------------------------------------
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, sync: Call, asynchronous: ACall) -> Any:
+        """``sync(subject)`` on a sync saver, ``asynchronous(subject)`` awaited on an async one."""
         if self._loop is None:
-            result = getattr(self.subject, name)(*args, **kwargs)
-            return list(result) if name == "list" else result
-        method = getattr(self.subject, "a" + name)
+            return sync(self.subject)
+        return self._loop.run_until_complete(asynchronous(self.subject))
 
-        async def run() -> Any:
-            if name == "list":
-                return [t async for t in method(*args, **kwargs)]
-            return await method(*args, **kwargs)
-
-        return self._loop.run_until_complete(run())
-
-    def _both(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        def model() -> Any:
-            result = getattr(self.model, name)(*args, **kwargs)
-            return list(result) if name == "list" else result
-
-        return _outcome(model), _outcome(lambda: self._call(name, *args, **kwargs))
+    def _both(self, sync: Call, asynchronous: ACall) -> tuple[Any, Any]:
+        """The model's and the subject's outcomes of the same call."""
+        return _outcome(lambda: sync(self.model)), _outcome(lambda: self._call(sync, asynchronous))
 
     # -- rules --------------------------------------------------------------------------
 
     @initialize(target=refs, thread_id=thread_ids, values=channel_values)
-    def first_checkpoint(self, thread_id: str, values: dict[str, Any]) -> Ref:
+    def first_checkpoint(self, thread_id: str, values: dict[str, Any]) -> Address:
         return self._put(thread_id, "", None, values, "input")
 
     @rule(
@@ -255,7 +250,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         values=channel_values,
         source=st.sampled_from(["input", "loop", "update", "fork"]),
     )
-    def put_root(self, thread_id: str, ns: str, values: dict[str, Any], source: str) -> Ref:
+    def put_root(self, thread_id: str, ns: str, values: dict[str, Any], source: str) -> Address:
         return self._put(thread_id, ns, None, values, source)
 
     @rule(
@@ -264,16 +259,16 @@ class SaverParityMachine(RuleBasedStateMachine):
         values=channel_values,
         source=st.sampled_from(["loop", "update", "fork"]),
     )
-    def put_child(self, parent: Ref, values: dict[str, Any], source: str) -> Ref:
-        return self._put(parent.thread_id, parent.ns, parent, values, source)
+    def put_child(self, parent: Address, values: dict[str, Any], source: str) -> Address:
+        return self._put(parent.thread_id, parent.checkpoint_ns, parent, values, source)
 
     def _put(
-        self, thread_id: str, ns: str, parent: Ref | None, values: dict[str, Any], source: str
-    ) -> Ref:
+        self, thread_id: str, ns: str, parent: Address | None, values: dict[str, Any], source: str
+    ) -> Address:
         self._ids += 1
         # time-ordered, unique ids, like uuid6 checkpoint ids
         checkpoint_id = f"1f000000-0000-6000-8000-{self._ids:012d}"
-        versions = {}
+        versions: ChannelVersions = {}
         for channel in values:
             self._versions += 1
             versions[channel] = f"{self._versions:032d}.0"
@@ -286,15 +281,22 @@ class SaverParityMachine(RuleBasedStateMachine):
             "versions_seen": {"node": dict(versions)},
             "updated_channels": None,
         }
-        metadata = {"source": source, "step": self._ids, "run_id": f"run-{self._ids % 3}"}
+        metadata: CheckpointMetadata = {
+            "source": source,  # type: ignore[typeddict-item]
+            "step": self._ids,
+            "run_id": f"run-{self._ids % 3}",
+        }
         config = (
             parent.config()
             if parent is not None
             else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
         )
-        model, subject = self._both("put", config, checkpoint, metadata, versions)
+        model, subject = self._both(
+            lambda s: s.put(config, checkpoint, metadata, versions),
+            lambda s: s.aput(config, checkpoint, metadata, versions),
+        )
         assert model[0] == subject[0] == "ok", (model, subject)
-        ref = Ref(thread_id, ns, checkpoint_id)
+        ref = Address(thread_id, ns, checkpoint_id)
         self._refs.append(ref)
         if self.delta_history and parent is not None:
             # every new child: its history is where lost or reordered writes show
@@ -314,15 +316,18 @@ class SaverParityMachine(RuleBasedStateMachine):
         ),
         task=st.sampled_from(sorted(TASK_PATHS)),
     )
-    def put_writes(self, ref: Ref, writes: list[tuple[str, Any]], task: str) -> None:
+    def put_writes(self, ref: Address, writes: list[tuple[str, Any]], task: str) -> None:
         path = TASK_PATHS[task]
-        model, subject = self._both("put_writes", ref.config(), writes, task, path)
+        model, subject = self._both(
+            lambda s: s.put_writes(ref.config(), writes, task, path),
+            lambda s: s.aput_writes(ref.config(), writes, task, path),
+        )
         assert model[0] == subject[0], (model, subject)
 
     @rule(ref=refs, latest=st.booleans())
-    def get_tuple(self, ref: Ref, latest: bool) -> None:
-        config = _cfg(ref.thread_id, ref.ns) if latest else ref.config()
-        model, subject = self._both("get_tuple", config)
+    def get_tuple(self, ref: Address, latest: bool) -> None:
+        config = _cfg(ref.thread_id, ref.checkpoint_ns) if latest else ref.config()
+        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             assert _view(subject[1]) == _view(model[1])
@@ -330,7 +335,8 @@ class SaverParityMachine(RuleBasedStateMachine):
     @rule(thread_id=thread_ids, ns=namespaces)
     def get_latest_anywhere(self, thread_id: str, ns: str) -> None:
         # also threads that never existed or were deleted
-        model, subject = self._both("get_tuple", _cfg(thread_id, ns))
+        config = _cfg(thread_id, ns)
+        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             assert _view(subject[1]) == _view(model[1])
@@ -347,7 +353,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         thread_id: str | None,
         ns: str | None,
         source: str | None,
-        before: Ref | None,
+        before: Address | None,
         limit: int | None,
     ) -> None:
         config = _cfg(thread_id, ns) if thread_id is not None else None
@@ -361,7 +367,9 @@ class SaverParityMachine(RuleBasedStateMachine):
         ordered = thread_id is not None and ns is not None
         if not ordered:
             kwargs["limit"] = None
-        model, subject = self._both("list", config, **kwargs)
+        model, subject = self._both(
+            lambda s: list(s.list(config, **kwargs)), lambda s: _collect(s.alist(config, **kwargs))
+        )
         assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             got, want = [_view(t) for t in subject[1]], [_view(t) for t in model[1]]
@@ -371,27 +379,28 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     @rule(thread_id=thread_ids)
     def delete_thread(self, thread_id: str) -> None:
-        model, subject = self._both("delete_thread", thread_id)
+        model, subject = self._both(
+            lambda s: s.delete_thread(thread_id), lambda s: s.adelete_thread(thread_id)
+        )
         assert model[0] == subject[0], (model, subject)
 
     # -- maintenance (checkpoint_guard.maintenance on both sides) ---------------------------
 
-    def _maintain(self, name: str, *args: Any, **kwargs: Any) -> None:
-        from . import maintenance
-
-        def model() -> Any:
-            return getattr(maintenance, name)(self.model, *args, **kwargs)
-
-        def subject() -> Any:
-            if self._loop is None:
-                return getattr(maintenance, name)(self.subject, *args, **kwargs)
-            coro = getattr(maintenance, "a" + name)(self.subject, *args, **kwargs)
-            return self._loop.run_until_complete(coro)
-
-        want, got = _outcome(model), _outcome(subject)
+    def _maintain(
+        self, sync: Callable[..., Any], asynchronous: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        """A ``checkpoint_guard.maintenance`` operation and its async twin, on both sides."""
+        want, got = self._both(
+            lambda s: sync(s, *args, **kwargs), lambda s: asynchronous(s, *args, **kwargs)
+        )
         # Reports carry byte counts, which are storage-specific: compare the rest.
         strip = _strip_bytes
-        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (name, args, want, got)
+        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (
+            sync.__name__,
+            args,
+            want,
+            got,
+        )
         if self.delta_history:
             # every surviving checkpoint's history must still agree
             for ref in self._refs:
@@ -401,33 +410,36 @@ class SaverParityMachine(RuleBasedStateMachine):
     @rule(thread_id=thread_ids, keep_latest=st.booleans())
     def prune(self, thread_id: str, keep_latest: bool) -> None:
         strategy = "keep_latest" if keep_latest else "delete"
-        self._maintain("prune", [thread_id], strategy=strategy, reducers=_REDUCERS)
+        self._maintain(prune, aprune, [thread_id], strategy=strategy, reducers=_REDUCERS)
 
     @precondition(lambda self: self.maintained)
     @rule(source=thread_ids, destination=thread_ids)
     def copy_thread(self, source: str, destination: str) -> None:
-        self._maintain("copy_thread", source, destination)
+        self._maintain(copy_thread, acopy_thread, source, destination)
         for ref in [r for r in self._refs if r.thread_id == source]:
-            self._refs.append(Ref(destination, ref.ns, ref.checkpoint_id))
+            self._refs.append(Address(destination, ref.checkpoint_ns, ref.checkpoint_id))
 
     @precondition(lambda self: self.maintained)
     @rule(run_id=st.sampled_from(["run-0", "run-1", "run-2"]))
     def delete_for_runs(self, run_id: str) -> None:
-        self._maintain("delete_for_runs", [run_id], reducers=_REDUCERS)
+        self._maintain(delete_for_runs, adelete_for_runs, [run_id], reducers=_REDUCERS)
 
     @precondition(lambda self: self.delta_history)
     @rule(ref=refs, channels=st.lists(st.sampled_from(CHANNELS), max_size=2, unique=True))
-    def compare_delta_history(self, ref: Ref, channels: list[str]) -> None:
+    def compare_delta_history(self, ref: Address, channels: list[str]) -> None:
         self._check_history(ref, channels)
 
-    def _check_history(self, ref: Ref, channels: list[str]) -> None:
+    def _check_history(self, ref: Address, channels: list[str]) -> None:
         expected = _outcome(
             lambda: BaseCheckpointSaver.get_delta_channel_history(
                 self.model, config=ref.config(), channels=channels
             )
         )
         got = _outcome(
-            lambda: self._call("get_delta_channel_history", config=ref.config(), channels=channels)
+            lambda: self._call(
+                lambda s: s.get_delta_channel_history(config=ref.config(), channels=channels),
+                lambda s: s.aget_delta_channel_history(config=ref.config(), channels=channels),
+            )
         )
         assert got == expected, (ref, channels)
 

@@ -19,11 +19,7 @@ class Workers:
     """One process per spec; ``go()`` releases them all at once."""
 
     def __init__(self, specs: list[dict[str, Any]]) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("CHECKPOINT_GUARD_") or k == "CHECKPOINT_GUARD_REQUIRE_SERVICES"
-        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHECKPOINT_GUARD_")}
         env["PYTHONPATH"] = str(ROOT)
         self.errs: list[IO[str]] = []
         self.procs: list[subprocess.Popen[str]] = []

@@ -787,7 +787,7 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
     # before anything changes, as migrate refuses it.
     missing = [t for t in thread_ids if t not in sizes] if run.refuse_missing else []
     if missing:
-        raise MaintenanceError(f"thread {missing[0]!r} has no checkpoints")
+        raise MaintenanceError.no_checkpoints(missing[0])
     ids = [t for t in thread_ids if run.where is None or run.where.size_ok(sizes.get(t, 0))]
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
@@ -1035,7 +1035,7 @@ def _runs_plan(
 def _to_mode(to: ChannelMode) -> _Planner:
     def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         if not view.count():
-            raise MaintenanceError(f"thread {view.thread_id!r} has no checkpoints")
+            raise MaintenanceError.no_checkpoints(view.thread_id)
         problems = _verified(view)
         if problems:
             raise MaintenanceError(
