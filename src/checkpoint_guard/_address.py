@@ -17,7 +17,17 @@ from langchain_core.runnables import RunnableConfig
 from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
-__all__ = ["Address", "canonical", "canonical_thread_id", "mode_mismatch", "thread_config"]
+__all__ = [
+    "Address",
+    "ThreadId",
+    "canonical",
+    "canonical_thread_id",
+    "mode_mismatch",
+    "thread_config",
+]
+
+ThreadId = str | int
+"""A thread id as callers give it (an ``int`` is one thread with its text)."""
 
 
 def canonical_thread_id(thread_id: Any) -> Any:

@@ -60,6 +60,8 @@ __all__ = [
     "keep_chunk",
     "keep_seed",
     "PlainChunk",
+    "Probes",
+    "Token",
 ]
 
 logger = logging.getLogger("checkpoint_guard.cache")
@@ -102,6 +104,14 @@ class Seed:
 NO_SEED = Seed(False)
 
 
+Token = int | tuple[str, str]
+"""A thread's generation as ``begin`` handed it out, for a store to present: opaque
+to callers (the memory cache's counter; the Redis cache's generation and epoch)."""
+
+Probes = Sequence[tuple[str, Sequence[str]]]
+"""``(channel, checkpoint ids)`` pairs whose entries ``begin`` looks up."""
+
+
 class Begin(NamedTuple):
     """What a reader learns from the cache before it reads the saver.
 
@@ -114,8 +124,8 @@ class Begin(NamedTuple):
     and namespace. ``found``: per probed channel, which of the probed checkpoint
     ids have an entry."""
 
-    token: Any
-    epoch: Any
+    token: Token
+    epoch: int | str
     known: bool
     found: dict[str, set[str]]
 
