@@ -107,7 +107,7 @@ The writer needs the makeup digest of the entry it extends: the parent's tag hol
 it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
 each channel, ``contains`` and reads return theirs), so a turn still costs the same
 commands, and the digests of positions a process verified are kept with its
-positions (``_chains``), so a warm read digests only its new chunks. The extend
+positions (``_Known``), so a warm read digests only its new chunks. The extend
 script refuses a step whose parent's tag is no longer the one the writer extended
 (``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
 
@@ -140,6 +140,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import importlib
 import re
 import threading
 import uuid
@@ -429,6 +430,20 @@ def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
     return known[: index.first - 1] + index.tail
 
 
+class _Known:
+    """What this process verified of one segment of a thread epoch: its seed field,
+    the chunk fields at its positions 1..len (a position never changes within an
+    epoch: a warm read asks only for those past them) and the makeup digest after
+    each (a warm read digests only its new positions)."""
+
+    __slots__ = ("digests", "fields", "seed_field")
+
+    def __init__(self, seed_field: str, fields: list[str], digests: list[bytes]) -> None:
+        self.seed_field = seed_field
+        self.fields = fields
+        self.digests = digests
+
+
 class _Wanted(NamedTuple):
     """A verified entry and what a read still needs of it: ``missing`` values, which
     ``values`` holds when the index reply carried them (else they are fetched)."""
@@ -513,19 +528,12 @@ class RedisHistoryCache:
         self._local = _LocalTier(local_max_bytes)
         # thread key -> the epoch of the values last decoded into the local tier
         self._held: LRUCache[str, str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, segment) -> its chunk fields at positions 1..len, which
-        # never change within an epoch: a warm read asks only for positions past them
-        self._segs: LRUCache[tuple[str, str, str], list[str]] = LRUCache(
-            maxsize=200_000, getsizeof=lambda fields: len(fields) + 1
+        # (thread key, epoch, segment) -> what this process verified of it
+        self._segments: LRUCache[tuple[str, str, str], _Known] = LRUCache(
+            maxsize=400_000, getsizeof=lambda known: len(known.fields) + len(known.digests) + 1
         )
         # (thread key, ns, channel) -> the segment its last entry was read from
         self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, segment) -> (its seed field, the makeup digests after
-        # positions 1..len): verified with ``_segs``' fields, so a warm read digests
-        # only its new positions
-        self._chains: LRUCache[tuple[str, str, str], tuple[str, list[bytes]]] = LRUCache(
-            maxsize=200_000, getsizeof=lambda held: len(held[1]) + 1
-        )
         # (thread key, epoch, pointer) -> (n, makeup digest, tag) of an entry this
         # process verified or made: what a miss needs to extend it (the child's tag)
         self._tags: LRUCache[tuple[str, str, str], tuple[int, bytes, bytes]] = LRUCache(
@@ -656,8 +664,8 @@ class RedisHistoryCache:
         with self._lock:
             held = self._held.get(key, "")
             seg = self._hints.get((key, ns, channel), "")
-            known = self._segs.get((key, held, seg)) if seg else None
-            return held, (seg if known else ""), len(known) if known else 0
+            known = self._segments.get((key, held, seg)) if seg else None
+            return held, (seg if known else ""), len(known.fields) if known else 0
 
     def _verified(
         self, key: str, ns: str, channel: str, pointer: str, epoch: str, index: _Index
@@ -667,13 +675,13 @@ class RedisHistoryCache:
         longer knows or fails verification (counted as ``rejected``)."""
         slot = (key, epoch, index.segment)
         with self._lock:
-            held = self._chains.get(slot)
-            fields = _positions(self._segs.get(slot), index)
+            known = self._segments.get(slot)
+            fields = _positions(known.fields if known else None, index)
         if fields is None:
             return None
         # Positions 1..first-1 came from what this process verified before, so their
         # digests are reused; the rest are new.
-        chain = held[1] if held is not None and held[0] == index.seed_field else []
+        chain = known.digests if known and known.seed_field == index.seed_field else []
         reuse = min(len(chain), index.first - 1)
         makeup = chain[reuse - 1] if reuse else _origin(index.seed_field)
         grown: list[bytes] = []
@@ -683,53 +691,45 @@ class RedisHistoryCache:
         if self._opened(key, epoch, pointer, index.n, index.tag) != makeup:
             self._stats.reject("an entry whose chunk list does not match its tag")
             with self._lock:  # re-read whole next time
-                self._segs.pop(slot, None)
-                self._chains.pop(slot, None)
+                self._segments.pop(slot, None)
             return None
         with self._lock:
             self._tags[(key, epoch, pointer)] = (index.n, makeup, index.tag)
-            self._keep_chain(slot, index.seed_field, chain, reuse, grown)
-            fields = self._keep_positions(slot, index)
+            fields = self._learnt(slot, index, chain, reuse, grown)
             if fields is None:
                 return None
             self._hints[(key, ns, channel)] = index.segment
         return index.seed_field, fields
 
-    def _keep_chain(
+    def _learnt(
         self,
         slot: tuple[str, str, str],
-        seed_field: str,
+        index: _Index,
         chain: list[bytes],
         reuse: int,
         grown: list[bytes],
-    ) -> None:
-        """(Under the lock.) Keep the segment's makeup digests, ``chain[:reuse]`` then
-        ``grown``, unless another read kept more meanwhile."""
-        held = self._chains.get(slot)
-        if held is not None and held[0] == seed_field and len(held[1]) == reuse:
-            held[1].extend(grown)
-            with contextlib.suppress(ValueError):
-                self._chains[slot] = held  # re-sized
-        elif held is None or len(held[1]) < reuse + len(grown):
-            with contextlib.suppress(ValueError):  # larger than the whole table
-                self._chains[slot] = (seed_field, chain[:reuse] + grown)
-
-    def _keep_positions(self, slot: tuple[str, str, str], index: _Index) -> list[str] | None:
-        """(Under the lock.) The entry's chunk fields, with this process's positions of
-        the segment lengthened to them. Built from the reply's own tail, never from
-        what the positions hold past first-1: another read may have lengthened them
-        meanwhile, by fewer positions than this entry has (a position's field never
-        changes within an epoch, so either source names the same chunk)."""
-        known = self._segs.get(slot)
-        fields = _positions(known, index)
+    ) -> list[str] | None:
+        """(Under the lock.) The verified entry's chunk fields, with what this process
+        knows of the segment lengthened to them and to their digests (``chain[:reuse]``
+        then ``grown``). Built from the reply's own tail, never from the positions
+        known past first-1: another read may have lengthened them meanwhile, by fewer
+        positions than this entry has (a position's field never changes within an
+        epoch, so either source names the same chunk)."""
+        known = self._segments.get(slot)
+        fields = _positions(known.fields if known else None, index)
         if fields is None:
             return None
-        if known is None or (index.first == 1 and len(known) < len(fields)):
-            with contextlib.suppress(ValueError):  # larger than the whole table
-                self._segs[slot] = list(fields)
-        elif len(fields) > len(known):
-            known.extend(fields[len(known) :])
-            self._segs[slot] = known  # re-sized
+        if known is None or known.seed_field != index.seed_field:
+            known = _Known(index.seed_field, list(fields), chain[:reuse] + grown)
+        else:
+            if len(known.fields) < len(fields):
+                known.fields.extend(fields[len(known.fields) :])
+            if len(known.digests) == reuse:
+                known.digests.extend(grown)
+            elif len(known.digests) < reuse + len(grown):
+                known.digests = chain[:reuse] + grown
+        with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
+            self._segments[slot] = known
         return fields
 
     def _wanted(
@@ -1259,17 +1259,10 @@ class RedisHistoryCache:
 def _connect(url: str, cluster: bool, is_async: bool, options: dict[str, Any]) -> Any:
     """A client for ``url``: one server, a cluster (``cluster``) or the primary a
     ``redis+sentinel://`` url's sentinels name (found again after a failover)."""
+    lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
     sentinel = parse_sentinel_url(url)
     if sentinel is not None:
-        if is_async:
-            from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-
-            factory: Any = AsyncSentinel
-        else:
-            from redis.sentinel import Sentinel
-
-            factory = Sentinel
-        manager = factory(list(sentinel.sentinels), sentinel_kwargs=dict(options))
+        manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
         return manager.master_for(
             sentinel.service,
             db=sentinel.db,
@@ -1279,20 +1272,8 @@ def _connect(url: str, cluster: bool, is_async: bool, options: dict[str, Any]) -
             **options,
         )
     if cluster:
-        if is_async:
-            from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-
-            return AsyncRedisCluster.from_url(url, **_cluster_options(options))
-        from redis.cluster import RedisCluster
-
-        return RedisCluster.from_url(url, **_cluster_options(options))
-    if is_async:
-        import redis.asyncio
-
-        return redis.asyncio.Redis.from_url(url, **options)
-    import redis
-
-    return redis.Redis.from_url(url, **options)
+        return lib.RedisCluster.from_url(url, **_cluster_options(options))
+    return lib.Redis.from_url(url, **options)
 
 
 def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
