@@ -112,26 +112,22 @@ script refuses a step whose parent's tag is no longer the one the writer extende
 (``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
 
 Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
-share prepended), so a reader sees a whole entry or none (cancellation or
-a crash between two commands never leaves half an entry that can be served); one
-script call applies every extension a miss computed (a turn's new checkpoints).
-The hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
-saver's serde; encryption carries through).
+share prepended), so a reader sees a whole entry or none (cancellation or a crash
+between two commands never leaves half an entry that can be served); one script
+call applies every extension a miss computed (a turn's new checkpoints). The
+hash's TTL is refreshed on every write.
 
-A read first fetches the entry's index (epoch, seed field, the chunk field names
-past those this process knows), then only the values this process does not hold
-yet (a process that holds nothing of the thread's current epoch gets them with
-the index, one round trip, when the entry has at most ``_INLINE_VALUES`` values;
-past that, and for a warm process's missing values, one plain ``HMGET`` that also
-names ``epoch``, so values of a later epoch are never assembled under an older
-index). Values are
-kept in a small local tier keyed by ``(thread, epoch, field)``: those this
-process decoded, and those it stored itself. A field's content never changes
-within an epoch, so a warm worker fetches and decodes nothing, and a worker that
-alternates turns with another decodes only the other worker's new chunks. A warm
-turn of a chat graph costs six commands: the generation and which ancestors are
-cached (``begin``), the new entries stored and the head's index read back (one
-``extend`` script), and a fence and an unfence around each of its two writes.
+A read fetches the entry's index (epoch, seed field, the chunk fields past those
+this process knows), then only the values this process does not hold: with the
+index when it holds nothing of the thread's epoch and the entry has at most
+``_INLINE_VALUES`` values, else one plain ``HMGET`` that also names ``epoch`` (so
+values of a later epoch are never assembled under an older index). The local tier
+keeps the values this process decoded or stored, by ``(thread, epoch, field)``; a
+field's content never changes within an epoch, so a warm worker fetches and
+decodes nothing, and workers alternating turns decode only each other's new
+chunks. A warm chat turn costs six commands: ``begin``, one ``extend`` script
+(the new entries stored and the head's index read back), and a fence and an
+unfence around each of its two writes.
 """
 
 from __future__ import annotations
@@ -145,10 +141,10 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import msgpack
 from cachetools import LRUCache
@@ -182,6 +178,10 @@ from ._base import (
 )
 from ._codec import CodecError, Misplaced, ValueCodec
 from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
+
+if TYPE_CHECKING:  # the 'redis' extra
+    import redis
+    import redis.asyncio
 
 __all__ = ["RedisHistoryCache"]
 
@@ -341,7 +341,7 @@ _SAMPLE = [
 ]
 
 
-def order_fingerprint(sort_key: Any = writes_sort_key) -> str:
+def order_fingerprint(sort_key: Callable[[str, str, int], Any] = writes_sort_key) -> str:
     """A digest of the order ``sort_key`` gives a fixed sample of writes (by behaviour)."""
     order = sorted(range(len(_SAMPLE)), key=lambda i: sort_key(*_SAMPLE[i]))
     return hashlib.sha256(repr(order).encode()).hexdigest()[:8]
@@ -462,16 +462,14 @@ class RedisHistoryCache:
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
     ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``). Every script touches two keys,
-    the thread's hash and its record, under one hash tag, so one thread lives in one
-    slot and each script runs on the shard that owns it (whose own run and
-    replication ids are the hash's boot); ``key_prefix`` isolates deployments
-    sharing one Redis; ``ttl_seconds`` (0: none) expires idle threads;
-    ``timeout_seconds`` bounds every Redis call, so a slow or stopped Redis costs at
-    most that much per call (the saver layer then answers from the database).
-    ``serde`` is the saver's serializer. ``local_max_bytes`` bounds the values this
-    process keeps decoded (``stats()["local_bytes"]``). Usable from sync and async
-    code (one async client per event loop).
+    those sentinels manage (``cache/_redis_url.py``); a thread's keys share one
+    cluster slot. ``key_prefix`` isolates deployments sharing one Redis;
+    ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
+    Redis call, so a slow or stopped Redis costs at most that much per call (the
+    saver layer then answers from the database). ``serde`` is the saver's
+    serializer. ``local_max_bytes`` bounds the values this process keeps decoded
+    (``stats()["local_bytes"]``). Usable from sync and async code (one async client
+    per event loop).
     """
 
     tier = "redis"  # the ``cache`` attribute of its telemetry
@@ -480,8 +478,8 @@ class RedisHistoryCache:
         self,
         url: str | None = None,
         *,
-        client: Any = None,
-        aclient: Any = None,
+        client: redis.Redis | redis.RedisCluster | None = None,
+        aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster | None = None,
         key_prefix: str = "cg",
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
@@ -545,13 +543,6 @@ class RedisHistoryCache:
 
     # -- clients ---------------------------------------------------------------------------
 
-    def _options(self) -> dict[str, Any]:
-        return {
-            "socket_timeout": self.timeout_seconds,
-            "socket_connect_timeout": self.timeout_seconds,
-            "retry_on_timeout": False,
-        }
-
     def _url(self) -> str:
         if self.url is None:
             raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
@@ -560,7 +551,7 @@ class RedisHistoryCache:
     def _sync(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _connect(self._url(), self.cluster, False, self._options())
+                self._client = _connect(self._url(), self.cluster, False, self.timeout_seconds)
             return self._client
 
     def _async(self) -> Any:
@@ -570,7 +561,7 @@ class RedisHistoryCache:
         with self._lock:
             aclient = self._aclients.get(loop)
             if aclient is None:
-                aclient = _connect(self._url(), self.cluster, True, self._options())
+                aclient = _connect(self._url(), self.cluster, True, self.timeout_seconds)
                 self._aclients[loop] = aclient
             return aclient
 
@@ -1256,30 +1247,29 @@ class RedisHistoryCache:
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
 
 
-def _connect(url: str, cluster: bool, is_async: bool, options: dict[str, Any]) -> Any:
+def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     """A client for ``url``: one server, a cluster (``cluster``) or the primary a
-    ``redis+sentinel://`` url's sentinels name (found again after a failover)."""
+    ``redis+sentinel://`` url's sentinels name (found again after a failover); every
+    call bounded by ``timeout`` seconds."""
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
-    sentinel = parse_sentinel_url(url)
-    if sentinel is not None:
-        manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
-        return manager.master_for(
-            sentinel.service,
-            db=sentinel.db,
-            username=sentinel.username,
-            password=sentinel.password,
-            ssl=sentinel.ssl,
-            **options,
-        )
+    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
-        return lib.RedisCluster.from_url(url, **_cluster_options(options))
-    return lib.Redis.from_url(url, **options)
-
-
-def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
-    # A cluster client retries a command after refreshing its slot map (a moved
-    # slot, a promoted replica); each attempt is still bounded by the timeouts.
-    return {k: v for k, v in options.items() if k != "retry_on_timeout"}
+        # A cluster client retries a command after refreshing its slot map (a moved
+        # slot, a promoted replica); each attempt is still bounded by the timeouts.
+        return lib.RedisCluster.from_url(url, **options)
+    options["retry_on_timeout"] = False
+    sentinel = parse_sentinel_url(url)
+    if sentinel is None:
+        return lib.Redis.from_url(url, **options)
+    manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
+    return manager.master_for(
+        sentinel.service,
+        db=sentinel.db,
+        username=sentinel.username,
+        password=sentinel.password,
+        ssl=sentinel.ssl,
+        **options,
+    )
 
 
 def _current(epoch: str, reply: Any) -> list[Any] | None:
