@@ -213,6 +213,7 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
     raw = InMemorySaver()
     writer = make_cache(redis_prefix)
     counted = _counting_client(redis_prefix[0])
+    plain = redis.Redis.from_url(redis_prefix[0])
     try:
         graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
         for i in range(5):
@@ -227,14 +228,13 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
         assert got == writer.read(thread, ns, CHANNELS[0], cid)
         assert got is not None and got["writes"]
         # the index only: every value is held, so values Redis holds now are not read
-        plain = redis.Redis.from_url(redis_prefix[0])
         with _values_replaced(plain, _only_hash(plain, redis_prefix[1]), b"junk"):
             counted.commands.clear()
             assert cold.read(thread, ns, CHANNELS[0], cid) == got
             assert len(counted.commands) == 1
         assert cold.stats()["errors"] == 0 and cold.stats()["hits"] == 2
-        plain.close()
     finally:
+        plain.close()
         counted.close()
         writer.close()
 

@@ -134,6 +134,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import importlib
@@ -191,14 +192,12 @@ _Held = tuple[int, Any, bytes]  # (encoded size, decoded value or _LENT, bytes i
 _Kept = list[tuple[str, int, Any]]  # values a script stored: (field, encoded size, value)
 
 
+@dataclass(slots=True)
 class _Group:
     """One thread epoch's values in the local tier and what they weigh encoded."""
 
-    __slots__ = ("fields", "size")
-
-    def __init__(self) -> None:
-        self.fields: dict[str, _Held] = {}
-        self.size = 64
+    fields: dict[str, _Held] = dataclasses.field(default_factory=dict)
+    size: int = 64
 
 
 class _LocalTier:
@@ -430,18 +429,16 @@ def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
     return known[: index.first - 1] + index.tail
 
 
+@dataclass(slots=True)
 class _Known:
     """What this process verified of one segment of a thread epoch: its seed field,
     the chunk fields at its positions 1..len (a position never changes within an
     epoch: a warm read asks only for those past them) and the makeup digest after
     each (a warm read digests only its new positions)."""
 
-    __slots__ = ("digests", "fields", "seed_field")
-
-    def __init__(self, seed_field: str, fields: list[str], digests: list[bytes]) -> None:
-        self.seed_field = seed_field
-        self.fields = fields
-        self.digests = digests
+    seed_field: str
+    fields: list[str]
+    digests: list[bytes]
 
 
 class _Wanted(NamedTuple):
@@ -738,28 +735,16 @@ class RedisHistoryCache:
             missing = list(dict.fromkeys(f for f in wanted if f not in held))
         return _Wanted(epoch, seed_field, fields, missing, None)
 
-    def _index_read(
-        self, key: str, ns: str, channel: str, pointer: str, reply: Any
-    ) -> _Wanted | None:
-        """What a read needs after the index script's reply, or None for a miss."""
+    def _indexed(
+        self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
+    ) -> tuple[str, list[tuple[str, list[str]]], int] | None:
+        """A script's reply of the entries ``reads`` names (channel, checkpoint id):
+        its epoch, each entry verified (see ``_verified``) and where the blocks end;
+        None when one is missing, malformed or rejected."""
         if not reply:
             return None
         epoch = _text(reply[0])
-        parsed = _parse_index(reply, 1)
-        if parsed is None:
-            return None
-        index, end = parsed
-        entry = self._verified(key, ns, channel, pointer, epoch, index)
-        if entry is None:
-            return None
-        return self._wanted(key, epoch, entry, reply[end:] if len(reply) > end else None)
-
-    def _read_back(
-        self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
-    ) -> list[_Wanted] | None:
-        """What the reads of the entries an extend script read back need, or None."""
-        epoch = _text(reply[0])
-        wanted: list[_Wanted] = []
+        entries: list[tuple[str, list[str]]] = []
         at = 1
         for channel, cid in reads:
             parsed = _parse_index(reply, at)
@@ -769,8 +754,8 @@ class RedisHistoryCache:
             entry = self._verified(key, ns, channel, self._pointer(ns, channel, cid), epoch, index)
             if entry is None:
                 return None
-            wanted.append(self._wanted(key, epoch, entry, None))
-        return wanted
+            entries.append(entry)
+        return epoch, entries, at
 
     def _decode(self, field: str, blob: bytes) -> Any:
         if field == _EMPTY:
@@ -1001,7 +986,11 @@ class RedisHistoryCache:
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         held, seg, known = self._hint(key, ns, channel)
         reply = yield _Eval(_INDEX, key, [pointer, held, seg, known, _INLINE_VALUES])
-        wanted = self._index_read(key, ns, channel, pointer, reply)
+        found = self._indexed(key, ns, reply, [(channel, checkpoint_id)])
+        wanted = None
+        if found is not None:  # the values follow the index when the script sent them
+            epoch, [entry], end = found
+            wanted = self._wanted(key, epoch, entry, reply[end:] if len(reply) > end else None)
         return self._hit_or_miss((yield from self._serve(key, wanted)))
 
     def _begin(self, thread_id: ThreadId, ns: str, probes: Probes) -> Plan[Any, Begin]:
@@ -1069,13 +1058,15 @@ class RedisHistoryCache:
         reply = yield request
         if self._extended(key, reply, kept) is None:
             return None
-        wanted = self._read_back(key, ns, reply, reads)
-        if wanted is None:  # stored, but the read-back entry is incomplete
+        found = self._indexed(key, ns, reply, reads)
+        if found is None:  # stored, but a read-back entry is incomplete
             self._hit_or_miss(None)
             return None
+        epoch, entries, _ = found
         out: dict[str, DeltaChannelHistory] = {}
-        for channel, entry in zip(channels, wanted, strict=True):
-            hit = self._hit_or_miss((yield from self._serve(key, entry)))
+        for channel, entry in zip(channels, entries, strict=True):
+            wanted = self._wanted(key, epoch, entry, None)
+            hit = self._hit_or_miss((yield from self._serve(key, wanted)))
             if hit is None:
                 return None
             out[channel] = hit
