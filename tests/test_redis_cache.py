@@ -353,19 +353,22 @@ def test_a_failed_extension_leaves_no_key_without_expiry(redis_prefix: Any) -> N
 
     cache = make_cache(redis_prefix, ttl_seconds=60)
     client = redis.Redis.from_url(redis_prefix[0])
+
+    def ttls() -> list[int]:  # of every key under the prefix: hashes and records
+        return [client.ttl(key) for key in client.scan_iter(match=redis_prefix[1] + ":*")]
+
     try:
-        key = cache._key("gone")
         token = cache.begin("gone", "").token
         assert (
             cache.extend_read("gone", "", [Step("messages", "p", "c", ())], token, "", []) is None
         )
-        assert 0 < client.ttl(key) <= 60 and cache.begin("gone", "").known is False
+        assert ttls() and all(0 < ttl <= 60 for ttl in ttls())
+        assert cache.begin("gone", "").known is False
         root = Step("messages", "r", "a", (), Seed(False))
         token = cache.begin("half", "").token
         half = [root, Step("messages", "x", "b", ())]
         assert cache.extend_read("half", "", half, token, "", []) is None
-        key = cache._key("half")
-        assert 0 < client.ttl(key) <= 60
+        assert len(ttls()) == 4 and all(0 < ttl <= 60 for ttl in ttls())
         assert cache.read("half", "", "messages", "a") == {"writes": []}
         assert cache.read("half", "", "messages", "b") is None
     finally:
@@ -394,11 +397,11 @@ def test_hostile_thread_ids_are_isolated(redis_prefix: Any) -> None:
         keys = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         assert len(keys) == len(HOSTILE)
         assert all(len(k) < 120 for k in keys)
+        heads = {tid: graph.get_state(cfg(tid)).config["configurable"] for tid in HOSTILE}
         cache.drop_thread("*")
-        dropped = cache._key("*").encode()
-        for key in client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"):
-            pointers = [f for f in client.hkeys(key) if f.startswith(b"p:")]
-            assert (not pointers) if key == dropped else pointers, key
+        for tid, head in heads.items():  # only the dropped thread lost its entries
+            cached = cache.contains(tid, "", "messages", head["checkpoint_id"])
+            assert cached == (tid != "*"), tid
         assert graph.get_state(cfg("t:*")).values["messages"][0].content == "t:*-0"
         client.close()
     finally:
@@ -942,7 +945,7 @@ def test_a_hash_of_another_boot_is_deleted_and_one_without_a_boot_keeps_only_its
         other.close()
 
 
-def test_an_entry_format_names_the_write_order_it_assumes() -> None:
+def test_an_entry_format_names_the_write_order_it_assumes(redis_prefix: Any) -> None:
     # The cache returns writes in the order the saver stored them, which follows
     # writes_sort_key; a LangGraph whose order changed must read none of the entries an
     # earlier one made, so the order (by behaviour) is part of every thread's key.
@@ -951,10 +954,24 @@ def test_an_entry_format_names_the_write_order_it_assumes() -> None:
     assert _redis.order_fingerprint() == _redis.order_fingerprint(lambda p, t="", i=0: (p, t, i))
     changed = _redis.order_fingerprint(lambda p, t="", i=0: (t, p, i))
     assert changed != _redis.order_fingerprint()
-    cache = RedisHistoryCache("redis://127.0.0.1:1", key_prefix="p")
-    key = cache._key("t")
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
     try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(2):
+            graph.invoke(human(i), cfg("t"))
+        graph.get_state(cfg("t"))
+        head = raw.get_tuple(cfg("t"))
+        assert head is not None
+        cid = head.config["configurable"]["checkpoint_id"]
+        cached = cache.read("t", "", CHANNELS[0], cid)
+        assert cached is not None
         _redis.ENTRY_FORMAT, saved = f"1.{changed}", _redis.ENTRY_FORMAT
-        assert cache._key("t") != key
+        try:
+            assert not cache.contains("t", "", CHANNELS[0], cid)
+            assert cache.read("t", "", CHANNELS[0], cid) is None
+        finally:
+            _redis.ENTRY_FORMAT = saved
+        assert cache.read("t", "", CHANNELS[0], cid) == cached
     finally:
-        _redis.ENTRY_FORMAT = saved
+        cache.close()
