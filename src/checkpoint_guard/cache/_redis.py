@@ -31,26 +31,19 @@ key. Inside the hash every field name is a hex digest as well:
   write ran, so a reader may have stored an entry that predates the write: that
   unfence drops the thread.
 * ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
-* ``boot`` -> the server's run id and replication id when the hash was made
-  (``INFO server, replication``: they change on a restart, a promotion, a resync).
-  Every script that creates a hash stamps it, and the scripts that read entries
-  first delete a hash of another boot: one restored from an RDB snapshot or the
-  AOF, or from a lagging replica, may hold entries and a generation that writes
-  since its save had dropped or changed. A hash without ``boot`` (an earlier
-  version's) keeps only its fences, under a new epoch and generation
-  (``lib_boot.lua``).
+* ``boot`` -> the server's run id and replication id when the hash was made. The
+  scripts that read entries delete a hash of another boot (a restart, a promotion or
+  a resync may have brought back an older copy, lacking writes since its save); one
+  without ``boot`` (an earlier version's) keeps only its fences (``lib_boot.lua``).
 
-The record (a plain key next to the hash) holds the hash's current generation;
-every script that replaces the generation writes both, and every script checks
-them (``booted`` in ``lib_boot.lua``). A hash whose generation is not its record's
-is an older copy brought back without a restart (``RESTORE ... REPLACE`` of one
-thread's key): its boot stamp matches, but writes since its save may have dropped
-its entries, so it is deleted like a hash of another boot. Only the generation is
-recorded because every drop and every write replaces it; an older copy that
-differs only by entries stored since (no generation change) holds nothing stale.
-An older copy of *both* keys (a whole dataset restored into a live server) is
-consistent and cannot be told from the present: docs/operations.md says what an
-operator does then (delete the prefix's keys or change ``key_prefix``).
+The record (a plain key next to the hash) holds the hash's current generation: a
+hash whose generation is not its record's is an older copy brought back without a
+restart (``RESTORE ... REPLACE`` of one thread's key), deleted the same way. Only
+the generation is recorded because every drop and every write replaces it; an
+older copy that differs only by entries stored since holds nothing stale. An older
+copy of *both* keys (a whole dataset restored into a live server) is consistent and
+cannot be told from the present: docs/operations.md says what an operator does then
+(delete the prefix's keys or change ``key_prefix``).
 
 **The index is authenticated.** Chunk and seed values go through the saver's serde
 (so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
