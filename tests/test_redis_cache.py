@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -150,42 +150,70 @@ async def test_second_worker_reads_what_the_first_cached(redis_prefix: Any) -> N
 
 
 def _counting_client(url: str) -> Any:
-    """A real Redis client that records the commands it sends."""
+    """A real Redis client that records the commands it sends (but ``SCRIPT LOAD``:
+    once per script and server), and runs each of its ``after_script`` callbacks
+    once, after the next script's reply arrives and before the cache sees it."""
     import redis
 
     class Counting(redis.Redis):  # type: ignore[type-arg]
         commands: ClassVar[list[str]] = []
+        after_script: ClassVar[list[Callable[[], None]]] = []
 
         def execute_command(self, *args: Any, **options: Any) -> Any:
-            self.commands.append(str(args[0]))
-            return super().execute_command(*args, **options)
+            if args[0] != "SCRIPT LOAD":
+                self.commands.append(str(args[0]))
+            reply = super().execute_command(*args, **options)
+            if args[0] == "EVALSHA" and self.after_script:
+                self.after_script.pop(0)()
+            return reply
 
-    Counting.commands = []
+    Counting.commands, Counting.after_script = [], []
     return Counting.from_url(url)
 
 
 def _counting_aclient(url: str) -> Any:
-    """``_counting_client`` for async callers."""
+    """``_counting_client`` for async callers (commands only)."""
     import redis.asyncio
 
     class Counting(redis.asyncio.Redis):  # type: ignore[type-arg]
         commands: ClassVar[list[str]] = []
 
         async def execute_command(self, *args: Any, **options: Any) -> Any:
-            self.commands.append(str(args[0]))
+            if args[0] != "SCRIPT LOAD":
+                self.commands.append(str(args[0]))
             return await super().execute_command(*args, **options)
 
     Counting.commands = []
     return Counting.from_url(url)
 
 
+@contextlib.contextmanager
+def _values_replaced(client: Any, key: bytes, junk: bytes) -> Iterator[None]:
+    """Every value field (chunks and seeds) of the thread's hash holds ``junk`` inside
+    the block: a reader that fetches them reads a miss (an error); one that holds
+    them already does not notice."""
+    saved = {f: v for f, v in client.hgetall(key).items() if f.startswith((b"c:", b"e:"))}
+    client.hset(key, mapping=dict.fromkeys(saved, junk))
+    try:
+        yield
+    finally:
+        client.hset(key, mapping=saved)
+
+
+def _only_hash(client: Any, prefix: str) -> bytes:
+    (key,) = list(client.scan_iter(match=prefix + ":*", _type="HASH"))
+    return bytes(key)
+
+
 def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
     redis_prefix: Any,
 ) -> None:
+    import redis
 
     raw = InMemorySaver()
     writer = make_cache(redis_prefix)
     counted = _counting_client(redis_prefix[0])
+    plain = redis.Redis.from_url(redis_prefix[0])
     try:
         graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
         for i in range(5):
@@ -196,14 +224,17 @@ def test_a_cold_read_is_one_round_trip_and_a_warm_one_fetches_no_values(
         thread, ns, cid = "rt", "", head.config["configurable"]["checkpoint_id"]
         cold = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
         got = cold.read(thread, ns, CHANNELS[0], cid)
-        # index and values together (a script's first use may add a SCRIPT LOAD)
-        assert [c for c in counted.commands if c != "SCRIPT LOAD"] == ["EVALSHA"]
+        assert len(counted.commands) == 1  # index and values together
         assert got == writer.read(thread, ns, CHANNELS[0], cid)
         assert got is not None and got["writes"]
-        counted.commands.clear()
-        assert cold.read(thread, ns, CHANNELS[0], cid) == got
-        assert counted.commands == ["EVALSHA"]  # the index only: every value is held
+        # the index only: every value is held, so values Redis holds now are not read
+        with _values_replaced(plain, _only_hash(plain, redis_prefix[1]), b"junk"):
+            counted.commands.clear()
+            assert cold.read(thread, ns, CHANNELS[0], cid) == got
+            assert len(counted.commands) == 1
+        assert cold.stats()["errors"] == 0 and cold.stats()["hits"] == 2
     finally:
+        plain.close()
         counted.close()
         writer.close()
 
@@ -212,9 +243,9 @@ def test_a_long_entry_s_values_come_with_one_hmget_after_its_index(
     redis_prefix: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past ``_INLINE_VALUES`` values a cold reader's index comes back alone (Lua would
-    copy every value twice) and the values follow in one plain ``HMGET`` that names the
-    epoch too: when the thread was dropped in between, the read is a miss, never values
-    of another epoch under the old index."""
+    copy every value twice) and the values follow in one more round trip that names
+    the epoch too: when the thread was dropped in between, the read is a miss, never
+    values of another epoch under the old index."""
     from checkpoint_guard.cache import _redis
 
     monkeypatch.setattr(_redis, "_INLINE_VALUES", 2)
@@ -231,24 +262,23 @@ def test_a_long_entry_s_values_come_with_one_hmget_after_its_index(
         cid = head.config["configurable"]["checkpoint_id"]
         cold = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
         got = cold.read("hm", "", CHANNELS[0], cid)
-        assert [c for c in counted.commands if c != "SCRIPT LOAD"] == ["EVALSHA", "HMGET"]
+        assert len(counted.commands) == 2
         assert got is not None and got == writer.read("hm", "", CHANNELS[0], cid)
-        # the index read, then the thread dropped, then the values fetched
+        # another cold reader's index read, then the thread dropped, then its values
+        # fetched: even with every value of the dropped epoch still there (written
+        # back), the read serves nothing of the dropped entry
+        key = _only_hash(counted, redis_prefix[1])
+        values = {f: v for f, v in counted.hgetall(key).items() if f[:2] in (b"c:", b"e:")}
+
+        def drop_meanwhile() -> None:
+            writer.drop_thread("hm")
+            counted.hset(key, mapping=values)
+
         other = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
-        key, pointer = other._key("hm"), other._pointer("", CHANNELS[0], cid)
-        index = other._run(*other._index_args(key, "", CHANNELS[0], cid))
-        plan = other._missing(key, "", CHANNELS[0], pointer, index)
-        assert plan is not None and plan[4] is None  # the values were not inline
-        saved = counted.hgetall(key)
-        writer.drop_thread("hm")
-        # the same field names hold other values under the new epoch (the chunks
-        # rotated): values fetched under the old index would assemble another history
-        chunks = sorted(f for f in saved if f.startswith(b"c:"))
-        rotated = {f: saved[chunks[(i + 1) % len(chunks)]] for i, f in enumerate(chunks)}
-        counted.hset(
-            key, mapping={**{f: v for f, v in saved.items() if f[:2] in (b"e:", b"s:")}, **rotated}
-        )
-        assert other._serve(key, plan) is None
+        counted.after_script.append(drop_meanwhile)
+        assert other.read("hm", "", CHANNELS[0], cid) is None
+        assert counted.after_script == []  # it ran, between the index and the values
+        assert other.stats()["misses"] == 1 and other.stats()["hits"] == 0
     finally:
         counted.close()
         writer.close()
@@ -307,8 +337,7 @@ async def test_a_warm_turn_costs_six_redis_commands(store: Store, redis_prefix: 
             await run_turns(drv, graph, "w3", range(3))
             counted.commands.clear()
             await run_turns(drv, graph, "w3", range(3, 8))
-            sent = [c for c in counted.commands if c != "SCRIPT LOAD"]
-            assert sent == ["EVALSHA"] * 6 * 5, sent
+            assert len(counted.commands) == 6 * 5, counted.commands
             await assert_every_checkpoint_matches(drv, raw, saver, "w3")
             assert cache.stats()["errors"] == 0
     finally:
@@ -324,19 +353,22 @@ def test_a_failed_extension_leaves_no_key_without_expiry(redis_prefix: Any) -> N
 
     cache = make_cache(redis_prefix, ttl_seconds=60)
     client = redis.Redis.from_url(redis_prefix[0])
+
+    def ttls() -> list[int]:  # of every key under the prefix: hashes and records
+        return [client.ttl(key) for key in client.scan_iter(match=redis_prefix[1] + ":*")]
+
     try:
-        key = cache._key("gone")
         token = cache.begin("gone", "").token
         assert (
             cache.extend_read("gone", "", [Step("messages", "p", "c", ())], token, "", []) is None
         )
-        assert 0 < client.ttl(key) <= 60 and cache.begin("gone", "").known is False
+        assert ttls() and all(0 < ttl <= 60 for ttl in ttls())
+        assert cache.begin("gone", "").known is False
         root = Step("messages", "r", "a", (), Seed(False))
         token = cache.begin("half", "").token
         half = [root, Step("messages", "x", "b", ())]
         assert cache.extend_read("half", "", half, token, "", []) is None
-        key = cache._key("half")
-        assert 0 < client.ttl(key) <= 60
+        assert len(ttls()) == 4 and all(0 < ttl <= 60 for ttl in ttls())
         assert cache.read("half", "", "messages", "a") == {"writes": []}
         assert cache.read("half", "", "messages", "b") is None
     finally:
@@ -365,11 +397,11 @@ def test_hostile_thread_ids_are_isolated(redis_prefix: Any) -> None:
         keys = list(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
         assert len(keys) == len(HOSTILE)
         assert all(len(k) < 120 for k in keys)
+        heads = {tid: graph.get_state(cfg(tid)).config["configurable"] for tid in HOSTILE}
         cache.drop_thread("*")
-        dropped = cache._key("*").encode()
-        for key in client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"):
-            pointers = [f for f in client.hkeys(key) if f.startswith(b"p:")]
-            assert (not pointers) if key == dropped else pointers, key
+        for tid, head in heads.items():  # only the dropped thread lost its entries
+            cached = cache.contains(tid, "", "messages", head["checkpoint_id"])
+            assert cached == (tid != "*"), tid
         assert graph.get_state(cfg("t:*")).values["messages"][0].content == "t:*-0"
         client.close()
     finally:
@@ -709,15 +741,21 @@ def test_the_local_tier_evicts_whole_threads_by_bytes_and_stays_exact(
     one thread keeps the one read last; a bound smaller than any thread holds
     nothing. Every answer is the saver's own walk, whatever was evicted, and
     nothing a reader does to an answer reaches the next one."""
+    import redis
+
     raw = InMemorySaver()
     writer = make_cache(redis_prefix)
+    client = redis.Redis.from_url(redis_prefix[0])
     try:
         graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
         heads: dict[str, Any] = {}
         expected: dict[str, Any] = {}
+        keys: dict[str, bytes] = {}  # each thread's hash
         for thread in ("a", "b"):
             for i in range(6):
                 graph.invoke(human(i), cfg(thread))
+            hashes = set(client.scan_iter(match=redis_prefix[1] + ":*", _type="HASH"))
+            (keys[thread],) = hashes - set(keys.values())
             graph.get_state(cfg(thread))
             head = raw.get_tuple(cfg(thread))
             assert head is not None
@@ -726,12 +764,21 @@ def test_the_local_tier_evicts_whole_threads_by_bytes_and_stays_exact(
                 raw, config=head.config, channels=CHANNELS
             )["messages"]
         sizes = {}
-        for thread in heads:  # what one thread's group weighs in the tier
+        for thread in heads:  # what one thread's values weigh in the tier
             probe = make_cache(redis_prefix)
             assert probe.read(thread, "", CHANNELS[0], heads[thread]) == expected[thread]
-            sizes[thread] = probe._local._lru.currsize
+            sizes[thread] = probe.stats()["local_bytes"]
             probe.close()
         assert min(sizes.values()) > 64
+
+        def held(reader: RedisHistoryCache, thread: str) -> bool:
+            """Whether ``reader`` serves the thread's head without fetching its values."""
+            errors = reader.stats()["errors"]
+            with _values_replaced(client, keys[thread], b"junk"):
+                got = reader.read(thread, "", CHANNELS[0], heads[thread])
+            assert (got is None) == (reader.stats()["errors"] > errors)
+            return got is not None
+
         for bound, fits in ((max(sizes.values()) + 32, True), (16, False)):
             reader = make_cache(redis_prefix, local_max_bytes=bound)
             try:
@@ -739,13 +786,12 @@ def test_the_local_tier_evicts_whole_threads_by_bytes_and_stays_exact(
                     got = reader.read(thread, "", CHANNELS[0], heads[thread])
                     assert got == expected[thread], (bound, thread)
                     tamper({"messages": got})
-                    tier = reader._local._lru
-                    assert tier.currsize <= bound
-                    held = {key for key, _ in tier}
-                    assert held == ({reader._key(thread)} if fits else set()), (bound, thread)
+                    assert reader.stats()["local_bytes"] <= bound
+                    assert {t for t in heads if held(reader, t)} == ({thread} if fits else set())
             finally:
                 reader.close()
     finally:
+        client.close()
         writer.close()
 
 
@@ -753,8 +799,8 @@ def test_threads_sharing_a_small_local_tier_read_exactly_while_another_worker_wr
     redis_prefix: Any,
 ) -> None:
     """Reader threads on one cache whose local tier fits about one thread read
-    old checkpoints of two threads (evicting each other's groups between ``_plan``
-    and ``_assemble``, decoding lent values twice at once) and mutate every
+    old checkpoints of two threads (evicting each other's groups between choosing
+    what to fetch and assembling, decoding lent values twice at once) and mutate every
     answer, while another worker (its own cache: another process) keeps
     appending turns to both threads: every answer is the saver's own walk."""
     import random
@@ -815,7 +861,7 @@ def test_threads_sharing_a_small_local_tier_read_exactly_while_another_worker_wr
             w.join()
         assert failures == []
         assert reader.stats()["hits"] > 0, reader.stats()
-        assert reader._local._lru.currsize <= 6_000
+        assert reader.stats()["local_bytes"] <= 6_000
     finally:
         reader.close()
         writer.close()
@@ -832,7 +878,8 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
     step by step on a real Redis, as two threads can run it."""
     raw = InMemorySaver()
     writer = make_cache(redis_prefix)
-    reader = make_cache(redis_prefix)
+    counted = _counting_client(redis_prefix[0])
+    reader = RedisHistoryCache(client=counted, key_prefix=redis_prefix[1])
     try:
         graph = chat_graph(wrap(raw, mode="delta", cache=writer), "delta", snapshot_frequency=1000)
         for i in range(6):
@@ -851,21 +898,21 @@ def test_two_reads_in_one_process_that_learn_a_segment_at_once_each_get_their_wh
                 raw, config=config, channels=CHANNELS
             )
 
-        key = reader._key("t")
         # the reader learns the segment's first positions
         assert reader.read("t", "", "messages", near) == walk(near)["messages"]
-        # read 1 sends its index request for the far entry (it knows k positions) ...
-        index = reader._run(*reader._index_args(key, "", "messages", far))
-        # ... read 2 runs whole meanwhile and teaches the process a few more ...
-        assert reader.read("t", "", "messages", middle) == walk(middle)["messages"]
-        # ... then read 1 parses its reply and assembles its entry
-        got = reader._serve(
-            key, reader._missing(key, "", "messages", reader._pointer("", "messages", far), index)
-        )
+
+        def meanwhile() -> None:  # read 2 runs whole and teaches the process a few more
+            assert reader.read("t", "", "messages", middle) == walk(middle)["messages"]
+
+        # read 1 sends its index request for the far entry (it knows k positions); its
+        # reply arrives, read 2 runs, then read 1 parses the reply and assembles
+        counted.after_script.append(meanwhile)
+        got = reader.read("t", "", "messages", far)
+        assert counted.after_script == []
         assert got == walk(far)["messages"]
     finally:
         writer.close()
-        reader.close()
+        counted.close()
 
 
 def test_a_hash_of_another_boot_is_deleted_and_one_without_a_boot_keeps_only_its_fences(
@@ -898,7 +945,7 @@ def test_a_hash_of_another_boot_is_deleted_and_one_without_a_boot_keeps_only_its
         other.close()
 
 
-def test_an_entry_format_names_the_write_order_it_assumes() -> None:
+def test_an_entry_format_names_the_write_order_it_assumes(redis_prefix: Any) -> None:
     # The cache returns writes in the order the saver stored them, which follows
     # writes_sort_key; a LangGraph whose order changed must read none of the entries an
     # earlier one made, so the order (by behaviour) is part of every thread's key.
@@ -907,10 +954,24 @@ def test_an_entry_format_names_the_write_order_it_assumes() -> None:
     assert _redis.order_fingerprint() == _redis.order_fingerprint(lambda p, t="", i=0: (p, t, i))
     changed = _redis.order_fingerprint(lambda p, t="", i=0: (t, p, i))
     assert changed != _redis.order_fingerprint()
-    cache = RedisHistoryCache("redis://127.0.0.1:1", key_prefix="p")
-    key = cache._key("t")
+    raw = InMemorySaver()
+    cache = make_cache(redis_prefix)
     try:
+        graph = chat_graph(wrap(raw, mode="delta", cache=cache), "delta", snapshot_frequency=1000)
+        for i in range(2):
+            graph.invoke(human(i), cfg("t"))
+        graph.get_state(cfg("t"))
+        head = raw.get_tuple(cfg("t"))
+        assert head is not None
+        cid = head.config["configurable"]["checkpoint_id"]
+        cached = cache.read("t", "", CHANNELS[0], cid)
+        assert cached is not None
         _redis.ENTRY_FORMAT, saved = f"1.{changed}", _redis.ENTRY_FORMAT
-        assert cache._key("t") != key
+        try:
+            assert not cache.contains("t", "", CHANNELS[0], cid)
+            assert cache.read("t", "", CHANNELS[0], cid) is None
+        finally:
+            _redis.ENTRY_FORMAT = saved
+        assert cache.read("t", "", CHANNELS[0], cid) == cached
     finally:
-        _redis.ENTRY_FORMAT = saved
+        cache.close()

@@ -60,6 +60,8 @@ __all__ = [
     "keep_chunk",
     "keep_seed",
     "PlainChunk",
+    "Probes",
+    "Token",
 ]
 
 logger = logging.getLogger("checkpoint_guard.cache")
@@ -102,6 +104,14 @@ class Seed:
 NO_SEED = Seed(False)
 
 
+Token = int | tuple[str, str]
+"""A thread's generation as ``begin`` handed it out, for a store to present: opaque
+to callers (the memory cache's counter; the Redis cache's generation and epoch)."""
+
+Probes = Sequence[tuple[str, Sequence[str]]]
+"""``(channel, checkpoint ids)`` pairs whose entries ``begin`` looks up."""
+
+
 class Begin(NamedTuple):
     """What a reader learns from the cache before it reads the saver.
 
@@ -114,8 +124,8 @@ class Begin(NamedTuple):
     and namespace. ``found``: per probed channel, which of the probed checkpoint
     ids have an entry."""
 
-    token: Any
-    epoch: Any
+    token: Token
+    epoch: int | str
     known: bool
     found: dict[str, set[str]]
 
@@ -382,6 +392,22 @@ def identical(a: Any, b: Any, _depth: int = 0) -> bool:
     return False
 
 
+def _unwrapped(value: Any) -> Any:
+    """The value a snapshot holds; any other value as it is."""
+    return value.value if type(value) is DeltaSnapshot else value
+
+
+def _by_id(pools: Sequence[Any]) -> dict[str, Any]:
+    """The messages with a string id in ``pools`` (each a list of them, or one), by id:
+    a later one wins."""
+    held: dict[str, Any] = {}
+    for pool in pools:
+        for message in pool if type(pool) is list else (pool,):
+            if isinstance(message, BaseMessage) and type(message.id) is str:
+                held[message.id] = message
+    return held
+
+
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
     """``seed`` with each message of its list value (or snapshot of one) replaced
     by an ``identical`` message the cache already holds, in ``known``'s writes or
@@ -393,18 +419,12 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     value = seed.value
     if not seed.present:
         return seed, 0
-    items = value.value if type(value) is DeltaSnapshot else value
+    items = _unwrapped(value)
     if type(items) is not list or not items:
         return seed, approx_size(value)
-    held: dict[str, Any] = {}
-    pools: list[Any] = []
-    if also is not None and also.present:  # older than the chunks: theirs win an id
-        pools.append(also.value.value if type(also.value) is DeltaSnapshot else also.value)
-    pools += [v for chunk in known for _, _, v in chunk]
-    for pool in pools:
-        for message in pool if type(pool) is list else (pool,):
-            if isinstance(message, BaseMessage) and type(message.id) is str:
-                held[message.id] = message
+    # older than the chunks: theirs win an id
+    pools = [_unwrapped(also.value)] if also is not None and also.present else []
+    held = _by_id(pools + [v for chunk in known for _, _, v in chunk])
     out: list[Any] = []
     # approx_size's own arithmetic: a list, inside a snapshot or not
     wrapped = items is not value
@@ -439,45 +459,55 @@ def approx_size(value: Any, _depth: int = 0) -> int:
     if _depth > 12:
         return 32
     if cls is list or cls is tuple:
-        size = 56 + 8 * len(value)
-        for item in value:
-            size += approx_size(item, _depth + 1)
-        return size
+        return _items_size(value, _depth)
     if cls not in _MESSAGE_TYPES and isinstance(value, BaseMessage):
         _MESSAGE_TYPES.add(cls)
     if cls in _MESSAGE_TYPES:
-        # Every field and extra that holds something: a subclass's own fields, a
-        # large extra or name count as much as the content (the constant covers
-        # the object, its dicts and the empty fields).
-        size = 512
-        for field in value.__dict__.values():
-            # None, empty strings and containers are in the constant (no truth test:
-            # an arbitrary object may refuse one)
-            if field is None or (type(field) in _SIZED and not field):
-                continue
-            size += approx_size(field, _depth + 1)
-        extra = value.__pydantic_extra__
-        if extra:
-            size += approx_size(extra, _depth + 1)
-        return size
+        return _message_size(value, _depth)
+    return _other_size(value, _depth)
+
+
+def _items_size(value: Any, depth: int) -> int:
+    size = 56 + 8 * len(value)
+    for item in value:
+        size += approx_size(item, depth + 1)
+    return size
+
+
+def _message_size(message: Any, depth: int) -> int:
+    # Every field and extra that holds something: a subclass's own fields, a large
+    # extra or name count as much as the content (the constant covers the object,
+    # its dicts and the empty fields).
+    size = 512
+    for value in message.__dict__.values():
+        # None, empty strings and containers are in the constant (no truth test: an
+        # arbitrary object may refuse one)
+        if value is None or (type(value) in _SIZED and not value):
+            continue
+        size += approx_size(value, depth + 1)
+    extra = message.__pydantic_extra__
+    if extra:
+        size += approx_size(extra, depth + 1)
+    return size
+
+
+def _other_size(value: Any, depth: int) -> int:
+    # ``approx_size`` of what is not an exact str, bytes, list, tuple or message.
     if isinstance(value, (str, bytes)):
         return sys.getsizeof(value)
     if isinstance(value, _IMMUTABLE):
         return 32
     if isinstance(value, DeltaSnapshot):
-        return 32 + approx_size(value.value, _depth + 1)
+        return 32 + approx_size(value.value, depth + 1)
     if isinstance(value, Mapping):
         size = 64
         for k, v in value.items():
-            size += approx_size(k, _depth + 1) + approx_size(v, _depth + 1)
+            size += approx_size(k, depth + 1) + approx_size(v, depth + 1)
         return size
     if isinstance(value, (list, tuple, set, frozenset)):
-        size = 56 + 8 * len(value)
-        for item in value:
-            size += approx_size(item, _depth + 1)
-        return size
+        return _items_size(value, depth)
     if hasattr(value, "__dict__"):
-        return 64 + approx_size(vars(value), _depth + 1)
+        return 64 + approx_size(vars(value), depth + 1)
     return sys.getsizeof(value)
 
 
@@ -619,7 +649,7 @@ def keep_seed(seed: Seed) -> Seed:
     list), with each item's copier chosen once (plain messages copied without a
     look at their fields). Only for values the cache owns and never hands out."""
     value = seed.value
-    items = value.value if type(value) is DeltaSnapshot else value
+    items = _unwrapped(value)
     if not seed.present or type(items) is not list or not items:
         return seed
     return Seed(True, value, tuple(map(_item_copier, items)))
@@ -628,7 +658,7 @@ def keep_seed(seed: Seed) -> Seed:
 def fresh_seed(seed: Seed) -> Any:
     """A copy of ``seed.value``, as ``fresh`` makes it (by the kept copiers)."""
     value, copiers = seed.value, seed.copiers
-    items = value.value if type(value) is DeltaSnapshot else value
+    items = _unwrapped(value)
     if copiers is None or type(items) is not list or len(items) != len(copiers):
         return fresh(value)
     copied = list(map(call, copiers, items))

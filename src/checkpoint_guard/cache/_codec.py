@@ -279,15 +279,6 @@ def _messages(items: list[Any]) -> list[Any]:
     return out
 
 
-def _message(name: Any, fields: Any, fields_set: Any, extra: Any) -> Any:
-    """The message ``_message_fields`` describes, rebuilt without re-validation
-    once its shape is checked."""
-    build = _BUILDERS.get(name) if type(name) is str else None
-    if build is None:
-        raise CodecError(f"unknown cached message class {name!r}")
-    return build(fields, fields_set, extra)
-
-
 def _write(row: Any) -> tuple[str, str, Any]:
     # One row of a chunk (see ``ValueCodec.dumps_chunk``) as its write.
     if type(row) is not list:
@@ -438,10 +429,7 @@ class ValueCodec:
                 raise CodecError("cached message list is malformed")
             return _messages(items)
         if code == _MESSAGE:
-            item = self._unpack(data)
-            if type(item) is not list:
-                raise CodecError("cached message is malformed")
-            return _message(*item)
+            return _messages([self._unpack(data)])[0]
         if code == _TUPLE:
             items = self._unpack(data)
             if type(items) is not list:

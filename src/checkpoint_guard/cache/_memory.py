@@ -10,6 +10,7 @@ from typing import Any
 from cachetools import LRUCache, TTLCache
 from langgraph.checkpoint.base import DeltaChannelHistory
 
+from .._address import ThreadId
 from .._errors import check_range
 from ._base import (
     DEFAULT_ISOLATE,
@@ -20,8 +21,10 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Probes,
     Seed,
     Step,
+    Token,
     approx_size,
     assemble,
     keep_chunk,
@@ -157,15 +160,15 @@ class MemoryHistoryCache:
             self._threads = _Lru(maxsize=max_bytes, getsizeof=sizeof)
         # thread -> [generation, epoch]; an evicted mark is drawn anew (so no
         # stored-before token can match it again)
-        self._marks: LRUCache[Any, list[int]] = LRUCache(maxsize=_MARKS_MAX)
-        self._fences: dict[Any, set[str]] = {}  # thread -> writers in flight
+        self._marks: LRUCache[ThreadId, list[int]] = LRUCache(maxsize=_MARKS_MAX)
+        self._fences: dict[ThreadId, set[str]] = {}  # thread -> writers in flight
 
     def __repr__(self) -> str:
         return f"MemoryHistoryCache(max_bytes={self.max_bytes})"
 
     # -- bookkeeping -----------------------------------------------------------------
 
-    def _commit(self, thread_id: str, entry: _Thread) -> None:
+    def _commit(self, thread_id: ThreadId, entry: _Thread) -> None:
         # Re-inserting makes cachetools re-measure the entry and evict to fit.
         try:
             self._threads[thread_id] = entry
@@ -173,19 +176,19 @@ class MemoryHistoryCache:
             self._threads.pop(thread_id, None)
             self._stats.add("evictions")
 
-    def _entry(self, thread_id: str) -> _Thread:
+    def _entry(self, thread_id: ThreadId) -> _Thread:
         entry = self._threads.get(thread_id)
         return entry if entry is not None else _Thread()
 
     # -- operations ------------------------------------------------------------------
 
-    def _mark(self, thread_id: Any) -> list[int]:
+    def _mark(self, thread_id: ThreadId) -> list[int]:
         mark = self._marks.get(thread_id)
         if mark is None:
             mark = self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
         return mark
 
-    def _may_store(self, thread_id: Any, token: Any) -> bool:
+    def _may_store(self, thread_id: ThreadId, token: Token) -> bool:
         return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
 
     def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int | None]:
@@ -204,9 +207,7 @@ class MemoryHistoryCache:
         # Copying readers' seeds carry their items' copiers, chosen once.
         return keep_seed(seed) if self.isolate else seed
 
-    def begin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin:
+    def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
         """The reader's token and epoch, whether ``ns`` of the thread has entries,
         and which probed ``(channel, checkpoint ids)`` have one (no copy, no stats)."""
         with self._lock:
@@ -220,7 +221,7 @@ class MemoryHistoryCache:
             return Begin(gen, epoch, bool(entry and ns in entry.top), found)
 
     def read(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         """The cached history of one checkpoint and channel (copies), or ``None``."""
         with self._lock:
@@ -235,7 +236,7 @@ class MemoryHistoryCache:
         self._stats.add("hits")
         return assemble(seed, chunks, copy_values=self.isolate)
 
-    def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
+    def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
         """Whether a history is cached (no copy, no stats)."""
         with self._lock:
             entry = self._threads.get(thread_id)
@@ -243,12 +244,12 @@ class MemoryHistoryCache:
 
     def store(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-        token: Any,
+        token: Token,
     ) -> bool:
         """Cache a history read whole from the saver (a new segment of one chunk),
         if ``token`` is still the thread's generation and no write is fenced."""
@@ -305,10 +306,10 @@ class MemoryHistoryCache:
 
     def extend_read(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[Step],
-        token: Any,
+        token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
@@ -335,7 +336,7 @@ class MemoryHistoryCache:
             out[channel] = hit
         return out
 
-    def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+    def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
         """Before ``writer``'s write onto ``checkpoint_id``: refuse every store until
         ``unfence``, and drop the thread's entries if one may include the
         checkpoint's writes (an entry of a newer checkpoint). True when dropped.
@@ -349,7 +350,7 @@ class MemoryHistoryCache:
                 return True
             return False
 
-    def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+    def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
         """After the write (also when it failed): lift ``writer``'s fence (if it
         has one) and start a new generation, so no reader whose saver reads may
         predate the write stores anything."""
@@ -361,11 +362,11 @@ class MemoryHistoryCache:
                     del self._fences[thread_id]
             self._mark(thread_id)[0] = next(_COUNTER)
 
-    def _drop(self, thread_id: Any) -> None:
+    def _drop(self, thread_id: ThreadId) -> None:
         self._threads.pop(thread_id, None)
         self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
 
-    def drop_thread(self, thread_id: Any) -> None:
+    def drop_thread(self, thread_id: ThreadId) -> None:
         """Forget everything cached for ``thread_id`` (every namespace); a new
         generation and epoch start."""
         with self._lock:
@@ -402,48 +403,48 @@ class MemoryHistoryCache:
 
     # -- async twins (nothing here waits) ----------------------------------------------
 
-    async def abegin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin:
+    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
         return self.begin(thread_id, ns, probes)
 
     async def aread(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
         return self.read(thread_id, ns, channel, checkpoint_id)
 
-    async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
+    async def acontains(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> bool:
         return self.contains(thread_id, ns, channel, checkpoint_id)
 
     async def astore(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-        token: Any,
+        token: Token,
     ) -> bool:
         return self.store(thread_id, ns, channel, checkpoint_id, history, token)
 
     async def aextend_read(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[Step],
-        token: Any,
+        token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
         return self.extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
 
-    async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
         return self.fence(thread_id, ns, checkpoint_id, writer)
 
-    async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
         self.unfence(thread_id, ns, checkpoint_id, writer)
 
-    async def adrop_thread(self, thread_id: Any) -> None:
+    async def adrop_thread(self, thread_id: ThreadId) -> None:
         self.drop_thread(thread_id)
 
     async def aclear(self) -> None:

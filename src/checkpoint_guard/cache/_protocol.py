@@ -9,11 +9,12 @@ needs nothing else. The invalidation protocol the methods serve is described in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from ._base import Begin, Step
+from .._address import ThreadId
+from ._base import Begin, Probes, Step, Token
 
 __all__ = ["HistoryCache"]
 
@@ -45,69 +46,69 @@ class HistoryCache(Protocol):
 
     isolate: bool
 
-    def begin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin: ...
+    def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin: ...
     def read(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None: ...
-    def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool: ...
+    def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool: ...
     def store(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-        token: Any,
+        token: Token,
     ) -> bool: ...
     def extend_read(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[Step],
-        token: Any,
+        token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None: ...
-    def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool: ...
-    def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None: ...
-    def drop_thread(self, thread_id: Any) -> None: ...
+    def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool: ...
+    def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None: ...
+    def drop_thread(self, thread_id: ThreadId) -> None: ...
     def clear(self) -> None: ...
     def stats(self) -> dict[str, int]: ...
     def count_error(self, where: str, exc: BaseException) -> None: ...
     def count_request(self, result: str, seconds: float, writes: int) -> None: ...
     def close(self) -> None: ...
 
-    async def abegin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin: ...
+    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin: ...
     async def aread(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None: ...
     async def acontains(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> bool: ...
     async def astore(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-        token: Any,
+        token: Token,
     ) -> bool: ...
     async def aextend_read(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[Step],
-        token: Any,
+        token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None: ...
-    async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool: ...
-    async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None: ...
-    async def adrop_thread(self, thread_id: Any) -> None: ...
+    async def afence(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
+    ) -> bool: ...
+    async def aunfence(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
+    ) -> None: ...
+    async def adrop_thread(self, thread_id: ThreadId) -> None: ...
     async def aclear(self) -> None: ...
     async def aclose(self) -> None: ...

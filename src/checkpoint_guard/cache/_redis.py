@@ -31,26 +31,19 @@ key. Inside the hash every field name is a hex digest as well:
   write ran, so a reader may have stored an entry that predates the write: that
   unfence drops the thread.
 * ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
-* ``boot`` -> the server's run id and replication id when the hash was made
-  (``INFO server, replication``: they change on a restart, a promotion, a resync).
-  Every script that creates a hash stamps it, and the scripts that read entries
-  first delete a hash of another boot: one restored from an RDB snapshot or the
-  AOF, or from a lagging replica, may hold entries and a generation that writes
-  since its save had dropped or changed. A hash without ``boot`` (an earlier
-  version's) keeps only its fences, under a new epoch and generation
-  (``lib_boot.lua``).
+* ``boot`` -> the server's run id and replication id when the hash was made. The
+  scripts that read entries delete a hash of another boot (a restart, a promotion or
+  a resync may have brought back an older copy, lacking writes since its save); one
+  without ``boot`` (an earlier version's) keeps only its fences (``lib_boot.lua``).
 
-The record (a plain key next to the hash) holds the hash's current generation;
-every script that replaces the generation writes both, and every script checks
-them (``booted`` in ``lib_boot.lua``). A hash whose generation is not its record's
-is an older copy brought back without a restart (``RESTORE ... REPLACE`` of one
-thread's key): its boot stamp matches, but writes since its save may have dropped
-its entries, so it is deleted like a hash of another boot. Only the generation is
-recorded because every drop and every write replaces it; an older copy that
-differs only by entries stored since (no generation change) holds nothing stale.
-An older copy of *both* keys (a whole dataset restored into a live server) is
-consistent and cannot be told from the present: docs/operations.md says what an
-operator does then (delete the prefix's keys or change ``key_prefix``).
+The record (a plain key next to the hash) holds the hash's current generation: a
+hash whose generation is not its record's is an older copy brought back without a
+restart (``RESTORE ... REPLACE`` of one thread's key), deleted the same way. Only
+the generation is recorded because every drop and every write replaces it; an
+older copy that differs only by entries stored since holds nothing stale. An older
+copy of *both* keys (a whole dataset restored into a live server) is consistent and
+cannot be told from the present: docs/operations.md says what an operator does then
+(delete the prefix's keys or change ``key_prefix``).
 
 **The index is authenticated.** Chunk and seed values go through the saver's serde
 (so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
@@ -107,53 +100,54 @@ The writer needs the makeup digest of the entry it extends: the parent's tag hol
 it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
 each channel, ``contains`` and reads return theirs), so a turn still costs the same
 commands, and the digests of positions a process verified are kept with its
-positions (``_chains``), so a warm read digests only its new chunks. The extend
+positions (``_Known``), so a warm read digests only its new chunks. The extend
 script refuses a step whose parent's tag is no longer the one the writer extended
 (``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
 
 Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
-share prepended), so a reader sees a whole entry or none (cancellation or
-a crash between two commands never leaves half an entry that can be served); one
-script call applies every extension a miss computed (a turn's new checkpoints).
-The hash's TTL is refreshed on every write. Values go through ``ValueCodec`` (the
-saver's serde; encryption carries through).
+share prepended), so a reader sees a whole entry or none (cancellation or a crash
+between two commands never leaves half an entry that can be served); one script
+call applies every extension a miss computed (a turn's new checkpoints). The
+hash's TTL is refreshed on every write.
 
-A read first fetches the entry's index (epoch, seed field, the chunk field names
-past those this process knows), then only the values this process does not hold
-yet (a process that holds nothing of the thread's current epoch gets them with
-the index, one round trip, when the entry has at most ``_INLINE_VALUES`` values;
-past that, and for a warm process's missing values, one plain ``HMGET`` that also
-names ``epoch``, so values of a later epoch are never assembled under an older
-index). Values are
-kept in a small local tier keyed by ``(thread, epoch, field)``: those this
-process decoded, and those it stored itself. A field's content never changes
-within an epoch, so a warm worker fetches and decodes nothing, and a worker that
-alternates turns with another decodes only the other worker's new chunks. A warm
-turn of a chat graph costs six commands: the generation and which ancestors are
-cached (``begin``), the new entries stored and the head's index read back (one
-``extend`` script), and a fence and an unfence around each of its two writes.
+A read fetches the entry's index (epoch, seed field, the chunk fields past those
+this process knows), then only the values this process does not hold: with the
+index when it holds nothing of the thread's epoch and the entry has at most
+``_INLINE_VALUES`` values, else one plain ``HMGET`` that also names ``epoch`` (so
+values of a later epoch are never assembled under an older index). The local tier
+keeps the values this process decoded or stored, by ``(thread, epoch, field)``; a
+field's content never changes within an epoch, so a warm worker fetches and
+decodes nothing, and workers alternating turns decode only each other's new
+chunks. A warm chat turn costs six commands: ``begin``, one ``extend`` script
+(the new entries stored and the head's index read back), and a fence and an
+unfence around each of its two writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
+import importlib
 import re
 import threading
 import uuid
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import msgpack
 from cachetools import LRUCache
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .._address import ThreadId
 from .._errors import ConfigError, check_range, redact_url
+from .._io import Plan, Request, adrive, drive
 from ._base import (
     DEFAULT_ISOLATE,
     DEFAULT_LOCAL_MAX_BYTES,
@@ -165,8 +159,10 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Probes,
     Seed,
     Step,
+    Token,
     assemble,
     fresh,
     fresh_seed,
@@ -177,21 +173,24 @@ from ._base import (
 from ._codec import CodecError, Misplaced, ValueCodec
 from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
 
+if TYPE_CHECKING:  # the 'redis' extra
+    import redis
+    import redis.asyncio
+
 __all__ = ["RedisHistoryCache"]
 
 _LENT: Any = object()  # the decoded objects went to a reader; the tier holds the bytes
 
 _Held = tuple[int, Any, bytes]  # (encoded size, decoded value or _LENT, bytes if _LENT)
+_Kept = list[tuple[str, int, Any]]  # values a script stored: (field, encoded size, value)
 
 
+@dataclass(slots=True)
 class _Group:
     """One thread epoch's values in the local tier and what they weigh encoded."""
 
-    __slots__ = ("fields", "size")
-
-    def __init__(self) -> None:
-        self.fields: dict[str, _Held] = {}
-        self.size = 64
+    fields: dict[str, _Held] = dataclasses.field(default_factory=dict)
+    size: int = 64
 
 
 class _LocalTier:
@@ -205,6 +204,11 @@ class _LocalTier:
         self._lru: LRUCache[tuple[str, str], _Group] = LRUCache(
             maxsize=max_bytes, getsizeof=lambda group: group.size
         )
+
+    @property
+    def size(self) -> int:
+        """The encoded bytes of the groups held."""
+        return int(self._lru.currsize)
 
     def fields(self, key: str, epoch: str) -> dict[str, _Held]:
         """The group's values by field (empty when none are held); marks it used."""
@@ -226,16 +230,18 @@ class _LocalTier:
             self._lru.pop((key, epoch), None)
 
 
-# (epoch, seed field, chunk fields, fields to fetch, their values if already fetched)
-_ReadPlan = tuple[str, str, list[str], list[str], list[Any] | None]
+class _Script(NamedTuple):
+    text: str
+    sha: str  # what EVALSHA names it by
 
 
-def _lua(name: str, *libs: str) -> str:
+def _lua(name: str, *libs: str) -> _Script:
     """The script ``lua/{name}.lua``, preceded by the ``lua/lib_{lib}.lua`` functions it
     calls (Redis scripts cannot include one another)."""
     folder = resources.files(__package__).joinpath("lua")
     parts = [folder.joinpath(f"lib_{lib}.lua").read_text() for lib in libs]
-    return "".join([*parts, folder.joinpath(f"{name}.lua").read_text()])
+    text = "".join([*parts, folder.joinpath(f"{name}.lua").read_text()])
+    return _Script(text, hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest())
 
 
 _INDEX = _lua("index", "boot", "values", "live", "index")
@@ -245,6 +251,71 @@ _UNFENCE = _lua("unfence", "boot")
 _DROP = _lua("drop", "boot")
 _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
+
+# -- the requests a plan yields (``checkpoint_guard._io``); the target is a client ------
+
+
+@dataclass(frozen=True, slots=True)
+class _Eval(Request[Any, Any]):
+    """One script call on a thread's two keys: its hash and its record
+    (``lua/lib_boot.lua``), under one hash tag. A server that does not know the
+    script yet (a restart, another shard) is sent it once."""
+
+    script: _Script
+    key: str
+    args: list[Any]
+
+    def run(self, target: Any) -> Any:
+        from redis.exceptions import NoScriptError
+
+        try:
+            return target.evalsha(self.script.sha, 2, self.key, self.key + ":r", *self.args)
+        except NoScriptError:
+            target.script_load(self.script.text)
+            return target.evalsha(self.script.sha, 2, self.key, self.key + ":r", *self.args)
+
+    async def arun(self, target: Any) -> Any:
+        from redis.exceptions import NoScriptError
+
+        try:
+            return await target.evalsha(self.script.sha, 2, self.key, self.key + ":r", *self.args)
+        except NoScriptError:
+            await target.script_load(self.script.text)
+            return await target.evalsha(self.script.sha, 2, self.key, self.key + ":r", *self.args)
+
+
+@dataclass(frozen=True, slots=True)
+class _Get(Request[Any, Any]):
+    """``HMGET key fields...``: values read outside a script."""
+
+    key: str
+    fields: list[str]
+
+    def run(self, target: Any) -> Any:
+        return target.hmget(self.key, self.fields)
+
+    async def arun(self, target: Any) -> Any:
+        return await target.hmget(self.key, self.fields)
+
+
+@dataclass(frozen=True, slots=True)
+class _DeleteMatching(Request[Any, None]):
+    """Delete every key matching ``pattern`` (``SCAN``, then ``DEL`` in batches)."""
+
+    pattern: str
+
+    def run(self, target: Any) -> None:
+        keys = list(target.scan_iter(match=self.pattern, count=500))
+        for i in range(0, len(keys), 500):
+            target.delete(*keys[i : i + 500])
+
+    async def arun(self, target: Any) -> None:
+        keys = [k async for k in target.scan_iter(match=self.pattern, count=500)]
+        for i in range(0, len(keys), 500):
+            await target.delete(*keys[i : i + 500])
+
+
+# -- the wire format --------------------------------------------------------------------
 
 # What an entry's layout assumes: our own layout (bumped when it changes) and the order
 # LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
@@ -262,7 +333,7 @@ _SAMPLE = [
 ]
 
 
-def order_fingerprint(sort_key: Any = writes_sort_key) -> str:
+def order_fingerprint(sort_key: Callable[[str, str, int], Any] = writes_sort_key) -> str:
     """A digest of the order ``sort_key`` gives a fixed sample of writes (by behaviour)."""
     order = sorted(range(len(_SAMPLE)), key=lambda i: sort_key(*_SAMPLE[i]))
     return hashlib.sha256(repr(order).encode()).hexdigest()[:8]
@@ -314,6 +385,66 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(packed).hexdigest()[:40]
 
 
+class _Index(NamedTuple):
+    """One entry's index block in a script's reply (``lua/lib_index.lua``)."""
+
+    seed_field: str  # or "-"
+    segment: str
+    n: int  # the entry is the segment's seed and its first n chunks
+    first: int  # the first position sent: the reader knew 1..first-1 of the segment
+    tag: bytes  # the pointer's tag
+    tail: list[str]  # the chunk fields at positions first..n
+
+
+def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
+    """The index block at ``reply[at:]`` and where the next one starts, or None
+    when it is malformed."""
+    try:
+        seed_field, segment = _text(reply[at]), _text(reply[at + 1])
+        n, first, tag = int(reply[at + 2]), int(reply[at + 3]), reply[at + 4]
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return None
+    end = at + 5 + n - first + 1
+    if n < 0 or first < 1 or end < at + 5 or len(reply) < end or not isinstance(tag, bytes):
+        return None
+    tail = [_text(f) for f in reply[at + 5 : end]]
+    return _Index(seed_field, segment, n, first, tag, tail), end
+
+
+def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
+    """The entry's chunk fields: positions before ``index.first`` from ``known`` (what
+    this process learnt of the segment), the rest from the reply; None when it knows
+    fewer."""
+    if index.first == 1:
+        return index.tail
+    if known is None or len(known) < index.first - 1:
+        return None
+    return known[: index.first - 1] + index.tail
+
+
+@dataclass(slots=True)
+class _Known:
+    """What this process verified of one segment of a thread epoch: its seed field,
+    the chunk fields at its positions 1..len (a position never changes within an
+    epoch: a warm read asks only for those past them) and the makeup digest after
+    each (a warm read digests only its new positions)."""
+
+    seed_field: str
+    fields: list[str]
+    digests: list[bytes]
+
+
+class _Wanted(NamedTuple):
+    """A verified entry and what a read still needs of it: ``missing`` values, which
+    ``values`` holds when the index reply carried them (else they are fetched)."""
+
+    epoch: str
+    seed_field: str
+    fields: list[str]
+    missing: list[str]
+    values: list[Any] | None
+
+
 class RedisHistoryCache:
     """History cache shared by every worker through Redis.
 
@@ -321,16 +452,14 @@ class RedisHistoryCache:
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
     ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``). Every script touches two keys,
-    the thread's hash and its record, under one hash tag, so one thread lives in one
-    slot and each script runs on the
-    shard that owns it (whose own run and replication ids are the hash's boot);
-    ``key_prefix`` isolates deployments sharing one
-    Redis; ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds``
-    bounds every Redis call, so a slow or stopped Redis costs at most that much
-    per call (the saver layer then answers from the database). ``serde`` is the
-    saver's serializer. Usable from sync and async code (one async client per
-    event loop).
+    those sentinels manage (``cache/_redis_url.py``); a thread's keys share one
+    cluster slot. ``key_prefix`` isolates deployments sharing one Redis;
+    ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
+    Redis call, so a slow or stopped Redis costs at most that much per call (the
+    saver layer then answers from the database). ``serde`` is the saver's
+    serializer. ``local_max_bytes`` bounds the values this process keeps decoded
+    (``stats()["local_bytes"]``). Usable from sync and async code (one async client
+    per event loop).
     """
 
     tier = "redis"  # the ``cache`` attribute of its telemetry
@@ -339,8 +468,8 @@ class RedisHistoryCache:
         self,
         url: str | None = None,
         *,
-        client: Any = None,
-        aclient: Any = None,
+        client: redis.Redis | redis.RedisCluster | None = None,
+        aclient: redis.asyncio.Redis | redis.asyncio.RedisCluster | None = None,
         key_prefix: str = "cg",
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
@@ -383,41 +512,26 @@ class RedisHistoryCache:
         self._given_aclient = aclient
         self._lock = threading.Lock()
         self._stats = CacheStats(tier=self.tier)
-        self._scripts: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self._stats.counts["rejected"] = 0
         self._local = _LocalTier(local_max_bytes)
         # thread key -> the epoch of the values last decoded into the local tier
         self._held: LRUCache[str, str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, segment) -> its chunk fields at positions 1..len, which
-        # never change within an epoch: a warm read asks only for positions past them
-        self._segs: LRUCache[tuple[str, str, str], list[str]] = LRUCache(
-            maxsize=200_000, getsizeof=lambda fields: len(fields) + 1
+        # (thread key, epoch, segment) -> what this process verified of it
+        self._segments: LRUCache[tuple[str, str, str], _Known] = LRUCache(
+            maxsize=400_000, getsizeof=lambda known: len(known.fields) + len(known.digests) + 1
         )
         # (thread key, ns, channel) -> the segment its last entry was read from
         self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, segment) -> (its seed field, the makeup digests after
-        # positions 1..len): verified with ``_segs``' fields, so a warm read digests
-        # only its new positions
-        self._chains: LRUCache[tuple[str, str, str], tuple[str, list[bytes]]] = LRUCache(
-            maxsize=200_000, getsizeof=lambda held: len(held[1]) + 1
-        )
         # (thread key, epoch, pointer) -> (n, makeup digest, tag) of an entry this
         # process verified or made: what a miss needs to extend it (the child's tag)
         self._tags: LRUCache[tuple[str, str, str], tuple[int, bytes, bytes]] = LRUCache(
             maxsize=100_000
         )
-        self._stats.counts["rejected"] = 0
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
 
-    # -- clients -----------------------------------------------------------------------
-
-    def _options(self) -> dict[str, Any]:
-        return {
-            "socket_timeout": self.timeout_seconds,
-            "socket_connect_timeout": self.timeout_seconds,
-            "retry_on_timeout": False,
-        }
+    # -- clients ---------------------------------------------------------------------------
 
     def _url(self) -> str:
         if self.url is None:
@@ -427,7 +541,7 @@ class RedisHistoryCache:
     def _sync(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _connect(self._url(), self.cluster, False, self._options())
+                self._client = _connect(self._url(), self.cluster, False, self.timeout_seconds)
             return self._client
 
     def _async(self) -> Any:
@@ -437,13 +551,28 @@ class RedisHistoryCache:
         with self._lock:
             aclient = self._aclients.get(loop)
             if aclient is None:
-                aclient = _connect(self._url(), self.cluster, True, self._options())
+                aclient = _connect(self._url(), self.cluster, True, self.timeout_seconds)
                 self._aclients[loop] = aclient
             return aclient
 
+    def _created(self) -> list[Any]:
+        """The sync client this cache made (if any), forgotten: to close."""
+        with self._lock:
+            client, self._client = self._client, None
+        return [client] if client is not None and self.url is not None else []
+
+    def _acreated(self) -> list[Any]:
+        """The async clients this cache made (one per event loop), forgotten: to
+        close. ``aclose`` closes every client, so the sync one is closed here."""
+        self.close()
+        with self._lock:
+            clients = list(self._aclients.values())
+            self._aclients.clear()
+        return clients
+
     # -- keys ------------------------------------------------------------------------------
 
-    def _key(self, thread_id: Any) -> str:
+    def _key(self, thread_id: ThreadId) -> str:
         # the digest is the key's hash tag: the thread's record shares its slot
         return f"{self.key_prefix}:t:{{{_digest('thread', ENTRY_FORMAT, thread_id)}}}"
 
@@ -455,39 +584,15 @@ class RedisHistoryCache:
     def _top(ns: str) -> str:
         return "m:" + _digest("top", ns)
 
-    def _begin_args(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]]
-    ) -> tuple[Any, ...]:
-        # one group of g probes per channel (padded with a field that never exists):
-        # the script returns the first live pointer of each group whole
-        g = max((len(ids) for _, ids in probes), default=0)
-        fields: list[str] = []
-        for channel, ids in probes:
-            fields += [self._pointer(ns, channel, c) for c in ids]
-            fields += ["-"] * (g - len(ids))
-        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), g, *fields]
-        return (_BEGIN, _keys(self._key(thread_id)), argv)
+    def _pattern(self) -> str:
+        """Every thread key under this cache's prefix, as a ``SCAN`` pattern."""
+        return _glob_escape(self.key_prefix) + ":t:*"
 
-    def _began(
-        self, thread_id: Any, ns: str, reply: Any, probes: Sequence[tuple[str, Sequence[str]]]
-    ) -> Begin:
-        gen, epoch, known, *flags = reply
-        key, epoch = self._key(thread_id), _text(epoch)
-        g = max((len(ids) for _, ids in probes), default=0)
-        found: dict[str, set[str]] = {}
-        for group, (channel, ids) in enumerate(probes):
-            hits = found.setdefault(channel, set())
-            for i, c in enumerate(ids):
-                flag = flags[group * g + i]
-                # bytes: the entry a miss would extend, whose tag it needs
-                if isinstance(flag, bytes) and not self._learn(
-                    key, epoch, self._pointer(ns, channel, c), flag
-                ):
-                    continue
-                if flag:
-                    hits.add(c)
-        # the token names the epoch too: the tags a store makes are bound to it
-        return Begin((_text(gen), epoch), epoch, bool(known), found)
+    def _fresh(self, script: _Script, thread_id: ThreadId, *args: Any) -> _Eval:
+        """A call of a script that may start a generation (a fresh id, the TTL, ``args``)."""
+        return _Eval(script, self._key(thread_id), [uuid.uuid4().hex, self.ttl_ms, *args])
+
+    # -- tags ------------------------------------------------------------------------------
 
     def _learn(self, key: str, epoch: str, pointer: str, value: Any) -> bool:
         """Remember the makeup of an entry from its pointer's value ``segment,n,tag``;
@@ -505,16 +610,6 @@ class RedisHistoryCache:
         with self._lock:
             self._tags[(key, epoch, pointer)] = (n, makeup, tag)
         return True
-
-    def _known(self, key: str, pointer: str, reply: Any) -> bool:
-        """Whether an ``HMGET key epoch pointer`` reply shows an entry whose tag was
-        made for it (``contains``)."""
-        epoch, value = reply
-        return (
-            epoch is not None
-            and value is not None
-            and self._learn(key, _text(epoch), pointer, value)
-        )
 
     def _tag(self, key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
         """The tag of the entry ``pointer`` of ``epoch`` whose first ``n`` chunks have
@@ -543,146 +638,117 @@ class RedisHistoryCache:
             return None
         return makeup
 
-    def _fence_args(
-        self, thread_id: Any, ns: str, checkpoint_id: str, writer: str
-    ) -> tuple[Any, ...]:
-        argv = [uuid.uuid4().hex, self.ttl_ms, self._top(ns), checkpoint_id, "f:" + writer]
-        return (_FENCE, _keys(self._key(thread_id)), argv)
-
-    def _unfence_args(self, thread_id: Any, writer: str) -> tuple[Any, ...]:
-        argv = [uuid.uuid4().hex, self.ttl_ms, "f:" + writer]
-        return (_UNFENCE, _keys(self._key(thread_id)), argv)
-
-    def _fenced(self, dropped: Any) -> bool:
-        if dropped:
-            self._stats.add("invalidations")
-        return bool(dropped)
-
-    def _fresh_args(self, script: str, thread_id: Any) -> tuple[Any, ...]:
-        return (script, _keys(self._key(thread_id)), [uuid.uuid4().hex, self.ttl_ms])
-
-    # -- request building (shared by sync and async) ---------------------------------------
+    # -- reading ---------------------------------------------------------------------------
 
     def _hint(self, key: str, ns: str, channel: str) -> tuple[str, str, int]:
         """(held epoch, segment, positions of it this process knows) for a read."""
         with self._lock:
             held = self._held.get(key, "")
             seg = self._hints.get((key, ns, channel), "")
-            known = self._segs.get((key, held, seg)) if seg else None
-            return held, (seg if known else ""), len(known) if known else 0
+            known = self._segments.get((key, held, seg)) if seg else None
+            return held, (seg if known else ""), len(known.fields) if known else 0
 
-    def _index_args(self, key: str, ns: str, channel: str, cid: str) -> tuple[Any, ...]:
-        held, seg, known = self._hint(key, ns, channel)
-        argv = [self._pointer(ns, channel, cid), held, seg, known, _INLINE_VALUES]
-        return (_INDEX, _keys(key), argv)
-
-    def _block(
-        self,
-        key: str,
-        ns: str,
-        channel: str,
-        pointer: str,
-        epoch: str,
-        reply: Sequence[Any],
-        at: int,
-    ) -> tuple[tuple[str, list[str]] | None, int]:
-        """Parse one index block (see ``lib_index.lua``) at ``reply[at:]``: ((seed
-        field, chunk fields), where the next block starts), or (None, _) when the
-        reply is malformed, refers to positions this process no longer knows, or
-        fails verification against the pointer's tag (counted as ``rejected``)."""
-        try:
-            seed_field, seg = _text(reply[at]), _text(reply[at + 1])
-            n, first, tag = int(reply[at + 2]), int(reply[at + 3]), reply[at + 4]
-        except (IndexError, ValueError, UnicodeDecodeError):
-            return None, len(reply)
-        count = n - first + 1
-        if (
-            n < 0
-            or first < 1
-            or count < 0
-            or len(reply) < at + 5 + count
-            or not isinstance(tag, bytes)
-        ):
-            return None, len(reply)
-        tail = [_text(f) for f in reply[at + 5 : at + 5 + count]]
-        slot = (key, epoch, seg)
+    def _verified(
+        self, key: str, ns: str, channel: str, pointer: str, epoch: str, index: _Index
+    ) -> tuple[str, list[str]] | None:
+        """The entry ``index`` describes, as (seed field, chunk fields), once its makeup
+        matches the pointer's tag; None when it refers to positions this process no
+        longer knows or fails verification (counted as ``rejected``)."""
+        slot = (key, epoch, index.segment)
         with self._lock:
-            known = self._segs.get(slot)
-            held = self._chains.get(slot)
-        if first > 1 and (known is None or len(known) < first - 1):
-            return None, len(reply)
-        fields = known[: first - 1] + tail if first > 1 and known is not None else tail
-        # The makeup digest of the entry: positions 1..first-1 came from what this
-        # process verified before, so their digests are reused; the rest are new.
-        chain = held[1] if held is not None and held[0] == seed_field else []
-        reuse = min(len(chain), first - 1)
-        makeup = chain[reuse - 1] if reuse else _origin(seed_field)
+            known = self._segments.get(slot)
+            fields = _positions(known.fields if known else None, index)
+        if fields is None:
+            return None
+        # Positions 1..first-1 came from what this process verified before, so their
+        # digests are reused; the rest are new.
+        chain = known.digests if known and known.seed_field == index.seed_field else []
+        reuse = min(len(chain), index.first - 1)
+        makeup = chain[reuse - 1] if reuse else _origin(index.seed_field)
         grown: list[bytes] = []
         for field in fields[reuse:]:
             makeup = _link(makeup, field)
             grown.append(makeup)
-        if self._opened(key, epoch, pointer, n, tag) != makeup:
+        if self._opened(key, epoch, pointer, index.n, index.tag) != makeup:
             self._stats.reject("an entry whose chunk list does not match its tag")
             with self._lock:  # re-read whole next time
-                self._segs.pop(slot, None)
-                self._chains.pop(slot, None)
-            return None, len(reply)
+                self._segments.pop(slot, None)
+            return None
         with self._lock:
-            self._tags[(key, epoch, pointer)] = (n, makeup, tag)
-            held = self._chains.get(slot)
-            if held is not None and held[0] == seed_field and len(held[1]) == reuse:
-                held[1].extend(grown)
-                with contextlib.suppress(ValueError):
-                    self._chains[slot] = held  # re-sized
-            elif held is None or len(held[1]) < reuse + len(grown):
-                with contextlib.suppress(ValueError):  # larger than the whole table
-                    self._chains[slot] = (seed_field, chain[:reuse] + grown)
-            known = self._segs.get(slot)
-            if first > 1:  # positions 1..first-1 came from what this process knows
-                if known is None or len(known) < first - 1:
-                    return None, len(reply)
-                # Built from this reply's own tail, never from what ``known`` holds
-                # past first-1: another read may have lengthened it meanwhile, by
-                # fewer positions than this entry has (a position's field never
-                # changes within an epoch, so either source names the same chunk).
-                fields = known[: first - 1] + tail
-                if len(fields) > len(known):
-                    known.extend(fields[len(known) :])
-                    self._segs[slot] = known  # re-sized
-            else:
-                fields = tail
-                if known is None or len(known) < len(tail):
-                    with contextlib.suppress(ValueError):  # larger than the whole table
-                        self._segs[slot] = list(tail)
-            self._hints[(key, ns, channel)] = seg
-        return (seed_field, fields), at + 5 + count
+            self._tags[(key, epoch, pointer)] = (index.n, makeup, index.tag)
+            fields = self._learnt(slot, index, chain, reuse, grown)
+            if fields is None:
+                return None
+            self._hints[(key, ns, channel)] = index.segment
+        return index.seed_field, fields
 
-    def _plan(
+    def _learnt(
+        self,
+        slot: tuple[str, str, str],
+        index: _Index,
+        chain: list[bytes],
+        reuse: int,
+        grown: list[bytes],
+    ) -> list[str] | None:
+        """(Under the lock.) The verified entry's chunk fields, with what this process
+        knows of the segment lengthened to them and to their digests (``chain[:reuse]``
+        then ``grown``). Built from the reply's own tail, never from the positions
+        known past first-1: another read may have lengthened them meanwhile, by fewer
+        positions than this entry has (a position's field never changes within an
+        epoch, so either source names the same chunk)."""
+        known = self._segments.get(slot)
+        fields = _positions(known.fields if known else None, index)
+        if fields is None:
+            return None
+        if known is None or known.seed_field != index.seed_field:
+            known = _Known(index.seed_field, list(fields), chain[:reuse] + grown)
+        else:
+            if len(known.fields) < len(fields):
+                known.fields.extend(fields[len(known.fields) :])
+            if len(known.digests) == reuse:
+                known.digests.extend(grown)
+            elif len(known.digests) < reuse + len(grown):
+                known.digests = chain[:reuse] + grown
+        with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
+            self._segments[slot] = known
+        return fields
+
+    def _wanted(
         self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
-    ) -> _ReadPlan:
+    ) -> _Wanted:
         """What to fetch for one entry: every value when the reply carried them (this
         process held none of the epoch's), else those not in the local tier."""
         seed_field, fields = entry
         wanted = ([seed_field] if seed_field != "-" else []) + fields
         if values is not None:
-            return epoch, seed_field, fields, wanted, list(values)
+            return _Wanted(epoch, seed_field, fields, wanted, list(values))
         with self._lock:
             held = self._local.fields(key, epoch)
             # once each: equal chunks share a field (every empty one, without encryption)
             missing = list(dict.fromkeys(f for f in wanted if f not in held))
-        return epoch, seed_field, fields, missing, None
+        return _Wanted(epoch, seed_field, fields, missing, None)
 
-    def _missing(
-        self, key: str, ns: str, channel: str, pointer: str, index: Any
-    ) -> _ReadPlan | None:
-        """The read plan of an index reply, or None for a miss."""
-        if not index:
+    def _indexed(
+        self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
+    ) -> tuple[str, list[tuple[str, list[str]]], int] | None:
+        """A script's reply of the entries ``reads`` names (channel, checkpoint id):
+        its epoch, each entry verified (see ``_verified``) and where the blocks end;
+        None when one is missing, malformed or rejected."""
+        if not reply:
             return None
-        epoch = _text(index[0])
-        entry, end = self._block(key, ns, channel, pointer, epoch, index, 1)
-        if entry is None:
-            return None
-        return self._plan(key, epoch, entry, index[end:] if len(index) > end else None)
+        epoch = _text(reply[0])
+        entries: list[tuple[str, list[str]]] = []
+        at = 1
+        for channel, cid in reads:
+            parsed = _parse_index(reply, at)
+            if parsed is None:
+                return None
+            index, at = parsed
+            entry = self._verified(key, ns, channel, self._pointer(ns, channel, cid), epoch, index)
+            if entry is None:
+                return None
+            entries.append(entry)
+        return epoch, entries, at
 
     def _decode(self, field: str, blob: bytes) -> Any:
         if field == _EMPTY:
@@ -795,72 +861,89 @@ class RedisHistoryCache:
         self._stats.add("hits" if result is not None else "misses")
         return result
 
-    def _steps_args(
+    # -- writing ---------------------------------------------------------------------------
+
+    def _extension(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[tuple[Step, str | None]],
-        token: Any,
+        token: Token,
         reads: Sequence[tuple[str, str]] = (),
-    ) -> tuple[tuple[Any, ...], list[tuple[str, int, Any]]]:
-        """The script call for ``steps`` (each with the node whose writes its chunk
-        is, or None for the step's parent) under the reader's ``token`` (its generation
-        and epoch, from ``begin``), reading back the entries ``reads`` names (channel,
-        checkpoint id), and the values it stores, for the local tier: ``(field,
-        encoded size, value)``."""
+    ) -> tuple[_Eval, _Kept]:
+        """The extend script call for ``steps`` (each with the node whose writes its
+        chunk is, or None for the step's parent) under the reader's ``token`` (its
+        generation and epoch, from ``begin``), reading back the entries ``reads``
+        names (channel, checkpoint id), and the values it stores, for the local tier."""
         key = self._key(thread_id)
-        gen, epoch = token
+        gen, epoch = cast("tuple[str, str]", token)
         newest = max((step.child_id for step, _ in steps), default="")
         argv: list[Any] = [self.ttl_ms, gen, self._top(ns), newest, len(reads)]
         for channel, cid in reads:
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
-        kept: list[tuple[str, int, Any]] = []
+        kept: _Kept = []
         made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
-            seed_field, seed_bytes = "", b""
-            if step.seed is not None and step.seed.present:
-                seed_field = "e:" + _digest(key, epoch, ns, step.channel, "seed", node)
-                seed_bytes = self.codec.dumps(step.seed.value, _bound(seed_field))
-                kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
-            if step.chunk:
-                chunk_field = "c:" + _digest(key, epoch, ns, step.channel, node)
-                chunk_bytes = self.codec.dumps_chunk(step.chunk, _bound(chunk_field))
-            else:
-                chunk_field, chunk_bytes = _EMPTY, self._empty
-            kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
-            child = self._pointer(ns, step.channel, step.child_id)
-            parent, check = "", ""
-            if step.seed is not None:
-                n, makeup = 1, _link(_origin(seed_field or "-"), chunk_field)
-            else:
-                parent = self._pointer(ns, step.channel, step.parent_id)
-                base = made.get(parent)
-                if base is None:
-                    with self._lock:
-                        base = self._tags.get((key, epoch, parent))
-                if base is None:  # never verified here: the script refuses the step
-                    base, check = (0, b"", b""), "-"
-                n, makeup = base[0] + 1, _link(base[1], chunk_field)
-                check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
-            tag = self._tag(key, epoch, child, n, makeup)
-            made[child] = (n, makeup, tag)
-            argv += [
-                child,
-                parent,
-                chunk_field,
-                chunk_bytes,
-                seed_field,
-                seed_bytes,
-                uuid.uuid4().hex[:16],
-                "z:" + _digest(ns, step.channel) if seed_field else "",
-                tag,
-                check,
-            ]
-        return (_EXTEND, _keys(key), argv), kept
+            argv += self._step_args(key, epoch, ns, step, node, made, kept)
+        return _Eval(_EXTEND, key, argv), kept
 
-    def _extended(self, key: str, reply: Any, kept: list[tuple[str, int, Any]]) -> str | None:
+    def _step_args(
+        self,
+        key: str,
+        epoch: str,
+        ns: str,
+        step: Step,
+        node: str,
+        made: dict[str, tuple[int, bytes, bytes]],
+        kept: _Kept,
+    ) -> list[Any]:
+        """One step's ten arguments of ``extend.lua``; the child's (n, makeup, tag) go
+        to ``made``, the values it stores to ``kept``."""
+        seed_field, seed_bytes = "", b""
+        if step.seed is not None and step.seed.present:
+            seed_field = "e:" + _digest(key, epoch, ns, step.channel, "seed", node)
+            seed_bytes = self.codec.dumps(step.seed.value, _bound(seed_field))
+            kept.append((seed_field, len(seed_bytes), self._kept(seed_field, step.seed.value)))
+        if step.chunk:
+            chunk_field = "c:" + _digest(key, epoch, ns, step.channel, node)
+            chunk_bytes = self.codec.dumps_chunk(step.chunk, _bound(chunk_field))
+        else:
+            chunk_field, chunk_bytes = _EMPTY, self._empty
+        kept.append((chunk_field, len(chunk_bytes), self._kept(chunk_field, step.chunk)))
+        child = self._pointer(ns, step.channel, step.child_id)
+        parent, check = "", ""
+        if step.seed is not None:
+            n, makeup = 1, _link(_origin(seed_field or "-"), chunk_field)
+        else:
+            parent = self._pointer(ns, step.channel, step.parent_id)
+            base = made.get(parent)
+            if base is None:
+                with self._lock:
+                    base = self._tags.get((key, epoch, parent))
+            if base is None:  # never verified here: the script refuses the step
+                base, check = (0, b"", b""), "-"
+            n, makeup = base[0] + 1, _link(base[1], chunk_field)
+            check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
+        tag = self._tag(key, epoch, child, n, makeup)
+        made[child] = (n, makeup, tag)
+        segment = uuid.uuid4().hex[:16]
+        seeds = "z:" + _digest(ns, step.channel) if seed_field else ""
+        return [
+            child,
+            parent,
+            chunk_field,
+            chunk_bytes,
+            seed_field,
+            seed_bytes,
+            segment,
+            seeds,
+            tag,
+            check,
+        ]
+
+    def _extended(self, key: str, reply: Any, kept: _Kept) -> str | None:
         """After the extend script: its epoch when every step was applied, and keep
         what it stored in the local tier (this process holds those values already:
         no fetch, no decode on the next read)."""
@@ -873,154 +956,261 @@ class RedisHistoryCache:
             self._held[key] = epoch
         return epoch
 
-    def _read_back(
-        self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
-    ) -> list[_ReadPlan] | None:
-        """The read plans of the entries an extend script read back, or None."""
-        epoch = _text(reply[0])
-        plans: list[_ReadPlan] = []
-        at = 1
-        for channel, cid in reads:
-            pointer = self._pointer(ns, channel, cid)
-            entry, at = self._block(key, ns, channel, pointer, epoch, reply, at)
-            if entry is None:
-                return None
-            plans.append(self._plan(key, epoch, entry, None))
-        return plans
+    # -- plans: each operation once, for both drivers ------------------------------------
 
-    @staticmethod
-    def _store_step(
-        checkpoint_id: str, channel: str, history: DeltaChannelHistory
-    ) -> tuple[Step, str]:
-        # a history read whole: one chunk of every write, after its seed (if any)
-        seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
-        step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
-        return (step, "\0whole:" + checkpoint_id)
-
-    # -- sync API ------------------------------------------------------------------------
-
-    def _script(self, client: Any, script: str) -> Any:
-        """The client's Script object for ``script`` (its SHA computed once, not per call)."""
-        with self._lock:
-            found = self._scripts.get((id(client), script))
-            if found is None or found[0] is not client:
-                found = (client, client.register_script(script))
-                self._scripts[(id(client), script)] = found
-            return found[1]
-
-    def _run(self, script: str, keys: list[str], argv: list[Any]) -> Any:
-        return self._script(self._sync(), script)(keys=keys, args=argv)
-
-    def read(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        """The cached history of one checkpoint and channel, or ``None``."""
-        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        index = self._run(*self._index_args(key, ns, channel, checkpoint_id))
-        plan = self._missing(key, ns, channel, pointer, index)
-        return self._hit_or_miss(self._serve(key, plan))
-
-    def _serve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
-        if plan is None:
+    def _serve(self, key: str, wanted: _Wanted | None) -> Plan[Any, DeltaChannelHistory | None]:
+        if wanted is None:
             return None
-        epoch, seed_field, fields, missing, blobs = plan
         own: dict[str, Any] = {}
-        if missing:
+        if wanted.missing:
+            blobs = wanted.values
             if blobs is None:
-                blobs = _current(epoch, self._sync().hmget(key, ["epoch", *missing]))
-            decoded = self._remember(key, epoch, missing, blobs)
+                reply = yield _Get(key, ["epoch", *wanted.missing])
+                blobs = _current(wanted.epoch, reply)
+            decoded = self._remember(key, wanted.epoch, wanted.missing, blobs)
             if decoded is None:
                 return None
             own = decoded
-        return self._assemble(key, epoch, seed_field, fields, own)
+        return self._assemble(key, wanted.epoch, wanted.seed_field, wanted.fields, own)
 
-    def begin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin:
-        """As ``MemoryHistoryCache.begin``, in one script call."""
-        reply = self._run(*self._begin_args(thread_id, ns, probes))
-        return self._began(thread_id, ns, reply, probes)
-
-    def contains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
+    def _read(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> Plan[Any, DeltaChannelHistory | None]:
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        return self._known(key, pointer, self._sync().hmget(key, ["epoch", pointer]))
+        held, seg, known = self._hint(key, ns, channel)
+        reply = yield _Eval(_INDEX, key, [pointer, held, seg, known, _INLINE_VALUES])
+        found = self._indexed(key, ns, reply, [(channel, checkpoint_id)])
+        wanted = None
+        if found is not None:  # the values follow the index when the script sent them
+            epoch, [entry], end = found
+            wanted = self._wanted(key, epoch, entry, reply[end:] if len(reply) > end else None)
+        return self._hit_or_miss((yield from self._serve(key, wanted)))
 
-    def store(
+    def _begin(self, thread_id: ThreadId, ns: str, probes: Probes) -> Plan[Any, Begin]:
+        # one group of g probes per channel (padded with a field that never exists):
+        # the script returns the first live pointer of each group whole
+        g = max((len(ids) for _, ids in probes), default=0)
+        fields: list[str] = []
+        for channel, ids in probes:
+            fields += [self._pointer(ns, channel, c) for c in ids]
+            fields += ["-"] * (g - len(ids))
+        gen, epoch, known, *flags = yield self._fresh(_BEGIN, thread_id, self._top(ns), g, *fields)
+        key, epoch = self._key(thread_id), _text(epoch)
+        found: dict[str, set[str]] = {}
+        for group, (channel, ids) in enumerate(probes):
+            hits = found.setdefault(channel, set())
+            for i, c in enumerate(ids):
+                flag = flags[group * g + i]
+                # bytes: the entry a miss would extend, whose tag it needs
+                if isinstance(flag, bytes) and not self._learn(
+                    key, epoch, self._pointer(ns, channel, c), flag
+                ):
+                    continue
+                if flag:
+                    hits.add(c)
+        # the token names the epoch too: the tags a store makes are bound to it
+        return Begin((_text(gen), epoch), epoch, bool(known), found)
+
+    def _contains(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> Plan[Any, bool]:
+        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
+        epoch, value = yield _Get(key, ["epoch", pointer])
+        return (
+            epoch is not None
+            and value is not None
+            and self._learn(key, _text(epoch), pointer, value)
+        )
+
+    def _store(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         channel: str,
         checkpoint_id: str,
         history: DeltaChannelHistory,
-        token: Any,
+        token: Token,
+    ) -> Plan[Any, bool]:
+        # a history read whole: one chunk of every write, after its seed (if any)
+        seed = Seed(True, history["seed"]) if "seed" in history else Seed(False)
+        step = Step(channel, checkpoint_id, checkpoint_id, tuple(history["writes"]), seed)
+        request, kept = self._extension(thread_id, ns, [(step, "\0whole:" + checkpoint_id)], token)
+        return self._extended(self._key(thread_id), (yield request), kept) is not None
+
+    def _extend_read(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        steps: Sequence[Step],
+        token: Token,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> Plan[Any, dict[str, DeltaChannelHistory] | None]:
+        key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
+        request, kept = self._extension(thread_id, ns, [(s, None) for s in steps], token, reads)
+        reply = yield request
+        if self._extended(key, reply, kept) is None:
+            return None
+        found = self._indexed(key, ns, reply, reads)
+        if found is None:  # stored, but a read-back entry is incomplete
+            self._hit_or_miss(None)
+            return None
+        epoch, entries, _ = found
+        out: dict[str, DeltaChannelHistory] = {}
+        for channel, entry in zip(channels, entries, strict=True):
+            wanted = self._wanted(key, epoch, entry, None)
+            hit = self._hit_or_miss((yield from self._serve(key, wanted)))
+            if hit is None:
+                return None
+            out[channel] = hit
+        return out
+
+    def _fence(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
+    ) -> Plan[Any, bool]:
+        request = self._fresh(_FENCE, thread_id, self._top(ns), checkpoint_id, "f:" + writer)
+        dropped = bool((yield request))
+        if dropped:
+            self._stats.add("invalidations")
+        return dropped
+
+    # -- the API, sync then async: each drives the plan (or runs the one request) of the
+    # same name, so the sync and async operations are one code ----------------------------
+
+    def read(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> DeltaChannelHistory | None:
+        """The cached history of one checkpoint and channel, or ``None``."""
+        return drive(self._read(thread_id, ns, channel, checkpoint_id), self._sync())
+
+    def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
+        """As ``MemoryHistoryCache.begin``, in one script call."""
+        return drive(self._begin(thread_id, ns, probes), self._sync())
+
+    def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
+        """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
+        return drive(self._contains(thread_id, ns, channel, checkpoint_id), self._sync())
+
+    def store(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        channel: str,
+        checkpoint_id: str,
+        history: DeltaChannelHistory,
+        token: Token,
     ) -> bool:
         """Cache a history read whole from the saver (as ``MemoryHistoryCache.store``)."""
-        args, kept = self._steps_args(
-            thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
-        )
-        return self._extended(self._key(thread_id), self._run(*args), kept) is not None
+        plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
+        return drive(plan, self._sync())
 
     def extend_read(
         self,
-        thread_id: Any,
+        thread_id: ThreadId,
         ns: str,
         steps: Sequence[Step],
-        token: Any,
+        token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
         """As ``MemoryHistoryCache.extend_read``: the script that stores the steps
         also returns the target's index (one round trip, plus one for values this
         process lacks)."""
-        key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
-        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
-        reply = self._run(*args)
-        if self._extended(key, reply, kept) is None:
-            return None
-        plans = self._read_back(key, ns, reply, reads)
-        if plans is None:  # stored, but the read-back entry is incomplete
-            self._hit_or_miss(None)
-            return None
-        out: dict[str, DeltaChannelHistory] = {}
-        for channel, plan in zip(channels, plans, strict=True):
-            hit = self._hit_or_miss(self._serve(key, plan))
-            if hit is None:
-                return None
-            out[channel] = hit
-        return out
+        plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
+        return drive(plan, self._sync())
 
-    def fence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
+    def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
         """As ``MemoryHistoryCache.fence``, in one script call. A writer that dies
         before ``unfence`` leaves the thread uncached (answered by the saver) until
         its hash expires: speed, never correctness."""
-        return self._fenced(self._run(*self._fence_args(thread_id, ns, checkpoint_id, writer)))
+        return drive(self._fence(thread_id, ns, checkpoint_id, writer), self._sync())
 
-    def unfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
+    def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
         """As ``MemoryHistoryCache.unfence``, in one script call."""
-        self._run(*self._unfence_args(thread_id, writer))
+        self._fresh(_UNFENCE, thread_id, "f:" + writer).run(self._sync())
 
-    def drop_thread(self, thread_id: Any) -> None:
+    def drop_thread(self, thread_id: ThreadId) -> None:
         """Delete every entry of ``thread_id`` (one script: a new epoch and
         generation; a fence in place stays)."""
-        self._run(*self._fresh_args(_DROP, thread_id))
+        self._fresh(_DROP, thread_id).run(self._sync())
 
     def clear(self) -> None:
         """Delete every entry under this cache's key prefix (fences of writes in
         flight included: their threads' generations are gone with them, so no
         reader that took one can store)."""
-        client = self._sync()
-        pattern = _glob_escape(self.key_prefix) + ":t:*"
-        batch = list(client.scan_iter(match=pattern, count=500))
-        while batch:
-            client.delete(*batch[:500])
-            batch = batch[500:]
+        _DeleteMatching(self._pattern()).run(self._sync())
+
+    def close(self) -> None:
+        """Close the sync client this cache created."""
+        for client in self._created():
+            client.close()
+
+    async def aread(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> DeltaChannelHistory | None:
+        return await adrive(self._read(thread_id, ns, channel, checkpoint_id), self._async())
+
+    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
+        return await adrive(self._begin(thread_id, ns, probes), self._async())
+
+    async def acontains(
+        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
+    ) -> bool:
+        return await adrive(self._contains(thread_id, ns, channel, checkpoint_id), self._async())
+
+    async def astore(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        channel: str,
+        checkpoint_id: str,
+        history: DeltaChannelHistory,
+        token: Token,
+    ) -> bool:
+        plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
+        return await adrive(plan, self._async())
+
+    async def aextend_read(
+        self,
+        thread_id: ThreadId,
+        ns: str,
+        steps: Sequence[Step],
+        token: Token,
+        checkpoint_id: str,
+        channels: Sequence[str],
+    ) -> dict[str, DeltaChannelHistory] | None:
+        plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
+        return await adrive(plan, self._async())
+
+    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
+        return await adrive(self._fence(thread_id, ns, checkpoint_id, writer), self._async())
+
+    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
+        await self._fresh(_UNFENCE, thread_id, "f:" + writer).arun(self._async())
+
+    async def adrop_thread(self, thread_id: ThreadId) -> None:
+        await self._fresh(_DROP, thread_id).arun(self._async())
+
+    async def aclear(self) -> None:
+        await _DeleteMatching(self._pattern()).arun(self._async())
+
+    async def aclose(self) -> None:
+        """Close the clients this cache created (every event loop's, and the sync one)."""
+        for aclient in self._acreated():
+            await aclient.aclose()
+
+    # -- sync only ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
         """``hits``, ``misses`` (entry lookups), ``evictions`` (always 0: Redis
         evicts), ``errors``, ``invalidations``, ``requests_hit`` / ``requests_miss``
-        / ``requests_error`` (history requests by result; see ``CacheStats``)."""
-        return self._stats.snapshot()
+        / ``requests_error`` (history requests by result; see ``CacheStats``),
+        ``rejected`` (entries that failed verification), and ``local_bytes``: what
+        the values this process holds decoded weigh encoded (at most
+        ``local_max_bytes``)."""
+        with self._lock:
+            local = self._local.size
+        return {**self._stats.snapshot(), "local_bytes": local}
 
     def count_error(self, where: str, exc: BaseException) -> None:
         """Record a failure the saver layer met while using this cache."""
@@ -1036,165 +1226,34 @@ class RedisHistoryCache:
         """Connect (if needed) and check that Redis answers."""
         return bool(self._sync().ping())
 
-    def thread_bytes(self, thread_id: Any) -> int:
+    def thread_bytes(self, thread_id: ThreadId) -> int:
         """Bytes Redis uses for one thread's entries (``MEMORY USAGE``)."""
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
 
-    def close(self) -> None:
-        """Close the sync client this cache created."""
-        with self._lock:
-            client, self._client = self._client, None
-            self._scripts.clear()
-        if client is not None and self.url is not None:
-            client.close()
 
-    # -- async API ------------------------------------------------------------------------
-
-    async def _arun(self, script: str, keys: list[str], argv: list[Any]) -> Any:
-        return await self._script(self._async(), script)(keys=keys, args=argv)
-
-    async def aread(
-        self, thread_id: Any, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        index = await self._arun(*self._index_args(key, ns, channel, checkpoint_id))
-        plan = self._missing(key, ns, channel, pointer, index)
-        return self._hit_or_miss(await self._aserve(key, plan))
-
-    async def _aserve(self, key: str, plan: _ReadPlan | None) -> DeltaChannelHistory | None:
-        if plan is None:
-            return None
-        epoch, seed_field, fields, missing, blobs = plan
-        own: dict[str, Any] = {}
-        if missing:
-            if blobs is None:
-                blobs = _current(epoch, await self._async().hmget(key, ["epoch", *missing]))
-            decoded = self._remember(key, epoch, missing, blobs)
-            if decoded is None:
-                return None
-            own = decoded
-        return self._assemble(key, epoch, seed_field, fields, own)
-
-    async def abegin(
-        self, thread_id: Any, ns: str, probes: Sequence[tuple[str, Sequence[str]]] = ()
-    ) -> Begin:
-        reply = await self._arun(*self._begin_args(thread_id, ns, probes))
-        return self._began(thread_id, ns, reply, probes)
-
-    async def acontains(self, thread_id: Any, ns: str, channel: str, checkpoint_id: str) -> bool:
-        key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
-        return self._known(key, pointer, await self._async().hmget(key, ["epoch", pointer]))
-
-    async def astore(
-        self,
-        thread_id: Any,
-        ns: str,
-        channel: str,
-        checkpoint_id: str,
-        history: DeltaChannelHistory,
-        token: Any,
-    ) -> bool:
-        args, kept = self._steps_args(
-            thread_id, ns, [self._store_step(checkpoint_id, channel, history)], token
-        )
-        return self._extended(self._key(thread_id), await self._arun(*args), kept) is not None
-
-    async def aextend_read(
-        self,
-        thread_id: Any,
-        ns: str,
-        steps: Sequence[Step],
-        token: Any,
-        checkpoint_id: str,
-        channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None:
-        key, reads = self._key(thread_id), [(c, checkpoint_id) for c in channels]
-        args, kept = self._steps_args(thread_id, ns, [(s, None) for s in steps], token, reads)
-        reply = await self._arun(*args)
-        if self._extended(key, reply, kept) is None:
-            return None
-        plans = self._read_back(key, ns, reply, reads)
-        if plans is None:  # stored, but the read-back entry is incomplete
-            self._hit_or_miss(None)
-            return None
-        out: dict[str, DeltaChannelHistory] = {}
-        for channel, plan in zip(channels, plans, strict=True):
-            hit = self._hit_or_miss(await self._aserve(key, plan))
-            if hit is None:
-                return None
-            out[channel] = hit
-        return out
-
-    async def afence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> bool:
-        return self._fenced(
-            await self._arun(*self._fence_args(thread_id, ns, checkpoint_id, writer))
-        )
-
-    async def aunfence(self, thread_id: Any, ns: str, checkpoint_id: str, writer: str) -> None:
-        await self._arun(*self._unfence_args(thread_id, writer))
-
-    async def adrop_thread(self, thread_id: Any) -> None:
-        await self._arun(*self._fresh_args(_DROP, thread_id))
-
-    async def aclear(self) -> None:
-        aclient = self._async()
-        pattern = _glob_escape(self.key_prefix) + ":t:*"
-        keys = [k async for k in aclient.scan_iter(match=pattern, count=500)]
-        for i in range(0, len(keys), 500):
-            await aclient.delete(*keys[i : i + 500])
-
-    async def aclose(self) -> None:
-        """Close the clients this cache created."""
-        clients = list(self._aclients.values())
-        self._aclients.clear()
-        for aclient in clients:
-            await aclient.aclose()
-        self.close()
-
-
-def _connect(url: str, cluster: bool, is_async: bool, options: dict[str, Any]) -> Any:
+def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     """A client for ``url``: one server, a cluster (``cluster``) or the primary a
-    ``redis+sentinel://`` url's sentinels name (found again after a failover)."""
-    sentinel = parse_sentinel_url(url)
-    if sentinel is not None:
-        if is_async:
-            from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-
-            factory: Any = AsyncSentinel
-        else:
-            from redis.sentinel import Sentinel
-
-            factory = Sentinel
-        manager = factory(list(sentinel.sentinels), sentinel_kwargs=dict(options))
-        return manager.master_for(
-            sentinel.service,
-            db=sentinel.db,
-            username=sentinel.username,
-            password=sentinel.password,
-            ssl=sentinel.ssl,
-            **options,
-        )
+    ``redis+sentinel://`` url's sentinels name (found again after a failover); every
+    call bounded by ``timeout`` seconds."""
+    lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
+    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
-        if is_async:
-            from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-
-            return AsyncRedisCluster.from_url(url, **_cluster_options(options))
-        from redis.cluster import RedisCluster
-
-        return RedisCluster.from_url(url, **_cluster_options(options))
-    if is_async:
-        import redis.asyncio
-
-        return redis.asyncio.Redis.from_url(url, **options)
-    import redis
-
-    return redis.Redis.from_url(url, **options)
-
-
-def _cluster_options(options: dict[str, Any]) -> dict[str, Any]:
-    # A cluster client retries a command after refreshing its slot map (a moved
-    # slot, a promoted replica); each attempt is still bounded by the timeouts.
-    return {k: v for k, v in options.items() if k != "retry_on_timeout"}
+        # A cluster client retries a command after refreshing its slot map (a moved
+        # slot, a promoted replica); each attempt is still bounded by the timeouts.
+        return lib.RedisCluster.from_url(url, **options)
+    options["retry_on_timeout"] = False
+    sentinel = parse_sentinel_url(url)
+    if sentinel is None:
+        return lib.Redis.from_url(url, **options)
+    manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
+    return manager.master_for(
+        sentinel.service,
+        db=sentinel.db,
+        username=sentinel.username,
+        password=sentinel.password,
+        ssl=sentinel.ssl,
+        **options,
+    )
 
 
 def _current(epoch: str, reply: Any) -> list[Any] | None:
@@ -1206,11 +1265,6 @@ def _current(epoch: str, reply: Any) -> list[Any] | None:
         return None
     values = list(reply[1:])
     return None if any(v is None for v in values) else values
-
-
-def _keys(key: str) -> list[str]:
-    """A script's keys: the thread's hash and its record (``lua/lib_boot.lua``)."""
-    return [key, key + ":r"]
 
 
 def _text(value: Any) -> str:
