@@ -64,16 +64,10 @@ ALLOWED: dict[str, str] = {
     "savers/_history.py:CachedHistorySaver._unfence": "unfences again when cancelled",
     "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
     "savers/_history.py:_CacheBracket._seal": "unfences when cancelled mid-seal",
-    # the drivers of the sans-io plans: each executes requests on its own side
-    "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
-    "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
-    "stores/_postgres.py:PostgresRows._run": (
-        "a rewrite's put runs on a saver bound to the transaction's connection: "
-        "PostgresSaver vs AsyncPostgresSaver"
-    ),
-    "stores/_sqlite.py:SqliteRows._run": (
-        "sqlite3's connection executes directly; aiosqlite's setup is awaited outside its "
-        "asyncio lock and statements go through a cursor"
+    "stores/_sqlite.py:SqliteRows._locked": (
+        "SqliteSaver.setup must run under the saver's thread lock; AsyncSqliteSaver.setup "
+        "takes its (not reentrant) asyncio lock itself, so it runs before; a sqlite3 cursor "
+        "is closed with closing(), an aiosqlite one is an async context manager"
     ),
     # Redis: the async client's API differs from the sync one
     "cache/_redis.py:RedisHistoryCache.clear": "scan_iter is an async iterator",
@@ -95,8 +89,12 @@ EXPECTED = {
     "stores/_memory.py:<module>.open_saver",
     # retention: the sweep and the row operations it drives, sync class vs async class
     "maintenance/_sweep.py:<module>.sweep",
-    "maintenance/_rows.py:SqlRows.change",
-    "stores/_postgres.py:PostgresRows._run",
+    "maintenance/_ops.py:_RowRequest.run",
+    "maintenance/_ops.py:Pause.run",
+    "maintenance/_ops.py:Seal.run",
+    "stores/_rows.py:Sql.run",
+    "stores/_sqlite.py:SqliteRows.transact",
+    "stores/_postgres.py:PostgresRows.transact",
 }
 
 

@@ -17,7 +17,17 @@ from langchain_core.runnables import RunnableConfig
 from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
-__all__ = ["Address", "canonical", "canonical_thread_id", "mode_mismatch", "thread_config"]
+__all__ = [
+    "Address",
+    "ThreadId",
+    "canonical",
+    "canonical_thread_id",
+    "mode_mismatch",
+    "thread_config",
+]
+
+#: A thread id as callers pass it: an ``int`` is the thread named by its text.
+ThreadId = str | int
 
 
 def canonical_thread_id(thread_id: Any) -> Any:

@@ -34,24 +34,29 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from .._address import ThreadId
 from .._config import MAX_DURATION
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
+    Graph,
+    Head,
+    MaintenancePlan,
+    Pause,
     Progress,
+    Sizes,
     StepProgress,
+    ThreadIds,
+    Unanalyzed,
     _adrive,
     _apply,
     _delete_all,
     _drive,
     _estimate_of,
-    _Head,
     _keep_last,
     _Knowledge,
     _knowledge,
-    _Plan,
     _Planner,
-    _Rows,
     _thread_ids,
     _view,
 )
@@ -186,16 +191,16 @@ def _sweep_plan(
     now: datetime | None,
     progress: Progress | None,
     step: StepProgress | None,
-) -> _Plan:
+) -> MaintenancePlan[SweepReport]:
     action, planner = _action(keep_latest, keep_last)
     cutoff = (now or datetime.now(UTC)) - older_than
     report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), dry_run)
-    sizes: dict[str, int] = yield _Rows("sizes", ())
-    unanalyzed: list[str] = yield _Rows("unanalyzed", ())
+    sizes: dict[str, int] = yield Sizes()
+    unanalyzed: list[str] = yield Unanalyzed()
     if unanalyzed:
         logger.warning(unanalyzed_warning(unanalyzed))
     if thread_ids is None:
-        thread_ids = yield _Rows("thread_ids", ())
+        thread_ids = yield ThreadIds()
     swept: list[ChangeReport] = []
     for thread_id in thread_ids:
         report.seen += 1
@@ -213,7 +218,7 @@ def _sweep_plan(
         if progress is not None:
             progress(thread_id)
     if swept and not dry_run:
-        after: dict[str, int] = yield _Rows("sizes", ())
+        after: dict[str, int] = yield Sizes()
         for change in swept:
             change.bytes_after = after.get(change.thread_id, 0)
     for change in swept:
@@ -237,10 +242,11 @@ def _sweep_thread(
     dry_run: bool,
     sizes: Mapping[str, int],
     step: StepProgress | None,
-) -> Any:
+) -> MaintenancePlan[ChangeReport | SkippedThread | None]:
     """``None`` (newer than the cutoff), a ``SkippedThread``, or the thread's
     ``ChangeReport``."""
-    head: list[CheckpointTuple] = yield _Head(thread_id)
+    yield Pause(0)  # once per thread: on an event loop, let its other tasks (turns) run
+    head: list[CheckpointTuple] = yield Head(thread_id)
     newest = newest_ts(head)
     if newest is not None and newest >= cutoff:
         return None
@@ -262,12 +268,12 @@ def _sweep_thread(
         return SkippedThread(thread_id, str(exc))
     removed = sum(len(ids) for ids in deletes.values())
     change = ChangeReport(
-        thread_id,
-        f"sweep:{action}",
-        view.count(),
-        view.count() - removed,
-        len(rewrites),
-        removed,
+        thread_id=thread_id,
+        action=f"sweep:{action}",
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count() - removed,
+        rewritten=len(rewrites),
+        deleted=removed,
         bytes_before=sizes.get(thread_id, 0),
         dry_run=dry_run,
         detail=detail,
@@ -297,12 +303,12 @@ def sweep(
     older_than: timedelta,
     keep_latest: bool = True,
     keep_last: int | None = None,
-    graph: Any = None,
+    graph: Graph | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -337,7 +343,7 @@ def sweep(
         progress,
         step,
     )
-    report: SweepReport = _drive(saver, plan)
+    report = _drive(saver, "sweep", plan)
     logger.info(report.summary())
     return report
 
@@ -348,12 +354,12 @@ async def asweep(
     older_than: timedelta,
     keep_latest: bool = True,
     keep_last: int | None = None,
-    graph: Any = None,
+    graph: Graph | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -370,6 +376,6 @@ async def asweep(
         progress,
         step,
     )
-    report: SweepReport = await _adrive(saver, plan)
+    report = await _adrive(saver, "sweep", plan)
     logger.info(report.summary())
     return report
