@@ -41,11 +41,6 @@ ALLOWED: dict[str, str] = {
     "maintenance/_retention.py:<module>.retention": (
         "background sweeping runs on the stack's event loop; a sync stack has none"
     ),
-    "stores/_sqlite.py:<module>.open_saver": "sqlite3 vs aiosqlite connections and savers",
-    "stores/_postgres.py:<module>.open_saver": "sync vs async pools and savers",
-    "stores/_postgres.py:<module>._setup_serialized": (
-        "the pause between lock attempts: time.sleep vs asyncio.sleep"
-    ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",

@@ -828,20 +828,30 @@ class _Run:
     #: read the stored bytes for the reports (a saver's own ``prune`` drops them)
     measure: bool = True
 
+    def selected(self, thread_ids: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
+        """The threads whose stored bytes pass the filter. A thread with no row at all
+        (no checkpoint, no write) is a mistyped id: with ``refuse_missing``, refused
+        before anything changes, as migrate refuses it."""
+        missing = [t for t in thread_ids if t not in sizes] if self.refuse_missing else []
+        if missing:
+            raise MaintenanceError(f"thread {missing[0]!r} has no checkpoints")
+        return [t for t in thread_ids if self.where is None or self.where.size_ok(sizes.get(t, 0))]
+
+    def wants(self, view: ThreadView) -> bool:
+        """Whether the filter (``where``) and ``skip_empty`` leave the thread in."""
+        if self.skip_empty and not view.count():
+            return False
+        return self.where is None or self.where.mode_ok(view)
+
 
 def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[ChangeReport]]:
     sizes: dict[str, int] = (yield Sizes()) if run.measure else {}
-    # A thread with no row at all (no checkpoint, no write) is a mistyped id: refused
-    # before anything changes, as migrate refuses it.
-    missing = [t for t in thread_ids if t not in sizes] if run.refuse_missing else []
-    if missing:
-        raise MaintenanceError(f"thread {missing[0]!r} has no checkpoints")
-    ids = [t for t in thread_ids if run.where is None or run.where.size_ok(sizes.get(t, 0))]
+    ids = run.selected(thread_ids, sizes)
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
         for thread_id in ids:
             view = yield from _view(thread_id, run.known)
-            if run.where is None or run.where.mode_ok(view):
+            if run.wants(view):
                 run.planner(view)
     reports: list[ChangeReport] = []
     for thread_id in ids:
@@ -870,9 +880,7 @@ def _change_thread(
     attempt = 1
     while True:
         view = yield from _view(thread_id, run.known)
-        if run.where is not None and not run.where.mode_ok(view):
-            return None
-        if run.skip_empty and not view.count():
+        if not run.wants(view):
             return None
         report = ChangeReport(
             thread_id=thread_id,

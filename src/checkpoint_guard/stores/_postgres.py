@@ -100,27 +100,55 @@ def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
     }
 
 
-def _pg_prepare(config: CheckpointerConfig) -> None:
+_WHAT = "backend 'postgres'"
+
+
+@dataclass(frozen=True)
+class _Driver:
+    """One side's classes: the saver, psycopg_pool's pool and psycopg's connection."""
+
+    saver: Any
+    pool: Any
+    connection: Any
+
+
+def _driver() -> _Driver:
+    """``PostgresSaver`` over psycopg's sync pool and connections."""
+    return _Driver(
+        require_extra("langgraph.checkpoint.postgres", "postgres", _WHAT).PostgresSaver,
+        require_extra("psycopg_pool", "postgres", _WHAT).ConnectionPool,
+        require_extra("psycopg", "postgres", _WHAT).Connection,
+    )
+
+
+def _adriver() -> _Driver:
+    """``AsyncPostgresSaver`` over psycopg's async pool and connections."""
+    return _Driver(
+        require_extra("langgraph.checkpoint.postgres.aio", "postgres", _WHAT).AsyncPostgresSaver,
+        require_extra("psycopg_pool", "postgres", _WHAT).AsyncConnectionPool,
+        require_extra("psycopg", "postgres", _WHAT).AsyncConnection,
+    )
+
+
+def _pg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
     """Fail fast with a clear, credential-free error; create the schema if asked
     and check that connections really land in it."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.Connection.connect(url, **_pg_kwargs(config))
+        conn = driver.connection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         if config.postgres_schema:
-            _check_schema(config, conn.execute(_SEARCH_PATH).fetchone())
+            _check_schema(config, (conn.execute(_SEARCH_PATH)).fetchone())
             conn.execute(_create_schema(config.postgres_schema))
 
 
-async def _apg_prepare(config: CheckpointerConfig) -> None:
+async def _apg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
     """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = await psycopg.AsyncConnection.connect(url, **_pg_kwargs(config))
+        conn = await driver.connection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     async with conn:
@@ -163,8 +191,12 @@ def _setup_pause(pause: float) -> float:
     return min(pause * 2, _SETUP_POLL_S[1])
 
 
+_sleep = time.sleep
+_asleep = asyncio.sleep
+
+
 @contextmanager
-def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
+def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
     """Hold the setup lock (on a connection of its own) while the body runs.
 
     LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
@@ -177,20 +209,19 @@ def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
     waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
     index build are two connections). A process that gets the lock after another
     one set the tables up finds the migrations applied and does nothing."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.Connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
+        conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         pause = _SETUP_POLL_S[0]
         while True:
-            row = conn.execute(_SETUP_LOCK).fetchone()
+            row = (conn.execute(_SETUP_LOCK)).fetchone()
             if row and row["held"]:
                 break
             conn.rollback()  # no snapshot kept while waiting
-            time.sleep(pause)
+            _sleep(pause)
             pause = _setup_pause(pause)
         try:
             yield
@@ -199,14 +230,11 @@ def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
+async def _asetup_serialized(config: CheckpointerConfig, driver: _Driver) -> AsyncIterator[None]:
     """Async ``_setup_serialized``."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = await psycopg.AsyncConnection.connect(
-            url, **{**_pg_kwargs(config), "autocommit": False}
-        )
+        conn = await driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
     except Exception as exc:
         raise _pg_error(url, exc) from None
     async with conn:
@@ -215,8 +243,8 @@ async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
             row = await (await conn.execute(_SETUP_LOCK)).fetchone()
             if row and row["held"]:
                 break
-            await conn.rollback()
-            await asyncio.sleep(pause)
+            await conn.rollback()  # no snapshot kept while waiting
+            await _asleep(pause)
             pause = _setup_pause(pause)
         try:
             yield
@@ -236,20 +264,17 @@ def open_saver(
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
     up once across processes; the pool is closed on exit."""
-    require_extra("langgraph.checkpoint.postgres", "postgres", "backend 'postgres'")
-    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    _pg_prepare(config)
-    pool = pool_mod.ConnectionPool(**_pool_args(config, pool_mod.ConnectionPool.check_connection))
+    driver = _driver()
+    _pg_prepare(config, driver)
+    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
     try:
         pool.open(wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:
         pool.close()
         raise _pg_error(config.url or "", exc) from None
     try:
-        pg_saver = PostgresSaver(pool, serde=serde)
-        with _setup_serialized(config):
+        pg_saver = driver.saver(pool, serde=serde)
+        with _setup_serialized(config, driver):
             pg_saver.setup()
         yield pg_saver
     finally:
@@ -261,22 +286,17 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
-    require_extra("langgraph.checkpoint.postgres.aio", "postgres", "backend 'postgres'")
-    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    await _apg_prepare(config)
-    pool = pool_mod.AsyncConnectionPool(
-        **_pool_args(config, pool_mod.AsyncConnectionPool.check_connection)
-    )
+    driver = _adriver()
+    await _apg_prepare(config, driver)
+    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
     try:
         await pool.open(wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:
         await pool.close()
         raise _pg_error(config.url or "", exc) from None
     try:
-        pg_saver = AsyncPostgresSaver(pool, serde=serde)
-        async with _asetup_serialized(config):
+        pg_saver = driver.saver(pool, serde=serde)
+        async with _asetup_serialized(config, driver):
             await pg_saver.setup()
         yield pg_saver
     finally:

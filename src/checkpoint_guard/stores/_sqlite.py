@@ -13,12 +13,14 @@ listing of the thread and its end.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,22 +63,42 @@ def _sqlite_target(config: CheckpointerConfig) -> str:
     return str(path)
 
 
+@dataclass(frozen=True)
+class _Driver:
+    """One side's saver class and ``connect`` (awaited on the async side)."""
+
+    saver: Any
+    connect: Callable[[str], Any]
+
+
+def _driver() -> _Driver:
+    """``SqliteSaver`` over ``sqlite3``."""
+    saver = require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'").SqliteSaver
+    return _Driver(saver, functools.partial(sqlite3.connect, check_same_thread=False))
+
+
+def _adriver() -> _Driver:
+    """``AsyncSqliteSaver`` over ``aiosqlite``."""
+    what = "backend 'sqlite' (async)"
+    aiosqlite = require_extra("aiosqlite", "sqlite", what)
+    saver = require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", what).AsyncSqliteSaver
+    return _Driver(saver, aiosqlite.connect)
+
+
 @contextmanager
 def open_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
     ``:memory:``), set up; the connection is closed on exit."""
-    require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'")
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+    driver = _driver()
     target = _sqlite_target(config)
     try:
-        conn = sqlite3.connect(target, check_same_thread=False)
+        conn = driver.connect(target)
     except sqlite3.Error as exc:
         raise _sqlite_error(target, exc) from None
     try:
-        saver = SqliteSaver(conn, serde=serde)
+        saver = driver.saver(conn, serde=serde)
         try:
             saver.setup()
         except sqlite3.OperationalError as exc:
@@ -91,17 +113,14 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
-    aiosqlite = require_extra("aiosqlite", "sqlite", "backend 'sqlite' (async)")
-    require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", "backend 'sqlite' (async)")
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+    driver = _adriver()
     target = _sqlite_target(config)
     try:
-        conn = await aiosqlite.connect(target)
+        conn = await driver.connect(target)
     except sqlite3.Error as exc:
         raise _sqlite_error(target, exc) from None
     try:
-        saver = AsyncSqliteSaver(conn, serde=serde)
+        saver = driver.saver(conn, serde=serde)
         try:
             await saver.setup()
         except sqlite3.OperationalError as exc:
