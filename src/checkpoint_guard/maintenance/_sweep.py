@@ -56,7 +56,7 @@ from ._ops import (
     _keep_last,
     _Knowledge,
     _knowledge,
-    _Planner,
+    _Run,
     _thread_ids,
     _view,
 )
@@ -173,28 +173,26 @@ def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) ->
             )
 
 
-def _action(keep_latest: bool, keep_last: int | None) -> tuple[str, _Planner]:
+def _sweep_run(
+    keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any
+) -> tuple[str, _Run]:
+    """The sweep's action (``SweepReport.action``) and each swept thread's change."""
     if not keep_latest:
-        return "delete", _delete_all
-    if keep_last is None or keep_last == 1:
-        return "keep_latest", _keep_last(1)
-    return f"keep_last:{keep_last}", _keep_last(keep_last)
+        return "delete", _Run("sweep:delete", _delete_all, known, orphans="all", **options)
+    action = "keep_latest" if keep_last in (None, 1) else f"keep_last:{keep_last}"
+    planner = _keep_last(keep_last or 1)
+    return action, _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
 
 
 def _sweep_plan(
     thread_ids: Sequence[str] | None,
     older_than: timedelta,
-    keep_latest: bool,
-    keep_last: int | None,
-    known: _Knowledge,
-    dry_run: bool,
     now: datetime | None,
-    progress: Progress | None,
-    step: StepProgress | None,
+    action: str,
+    run: _Run,
 ) -> MaintenancePlan[SweepReport]:
-    action, planner = _action(keep_latest, keep_last)
     cutoff = (now or datetime.now(UTC)) - older_than
-    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), dry_run)
+    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), run.dry_run)
     sizes: dict[str, int] = yield Sizes()
     unanalyzed: list[str] = yield Unanalyzed()
     if unanalyzed:
@@ -204,9 +202,7 @@ def _sweep_plan(
     swept: list[ChangeReport] = []
     for thread_id in thread_ids:
         report.seen += 1
-        outcome = yield from _sweep_thread(
-            thread_id, cutoff, action, planner, known, dry_run, sizes, step
-        )
+        outcome = yield from _sweep_thread(run, thread_id, cutoff, sizes)
         if outcome is None:
             report.untouched += 1
         elif isinstance(outcome, SkippedThread):
@@ -215,9 +211,9 @@ def _sweep_plan(
             report.bytes_after += sizes.get(thread_id, 0)
         else:
             swept.append(outcome)
-        if progress is not None:
-            progress(thread_id)
-    if swept and not dry_run:
+        if run.progress is not None:
+            run.progress(thread_id)
+    if swept and not run.dry_run:
         after: dict[str, int] = yield Sizes()
         for change in swept:
             change.bytes_after = after.get(change.thread_id, 0)
@@ -229,19 +225,12 @@ def _sweep_plan(
             report.deleted += 1
         else:
             report.pruned += 1
-    report.estimated = dry_run and bool(swept)
+    report.estimated = run.dry_run and bool(swept)
     return report
 
 
 def _sweep_thread(
-    thread_id: str,
-    cutoff: datetime,
-    action: str,
-    planner: _Planner,
-    known: _Knowledge,
-    dry_run: bool,
-    sizes: Mapping[str, int],
-    step: StepProgress | None,
+    run: _Run, thread_id: str, cutoff: datetime, sizes: Mapping[str, int]
 ) -> MaintenancePlan[ChangeReport | SkippedThread | None]:
     """``None`` (newer than the cutoff), a ``SkippedThread``, or the thread's
     ``ChangeReport``."""
@@ -250,7 +239,7 @@ def _sweep_thread(
     newest = newest_ts(head)
     if newest is not None and newest >= cutoff:
         return None
-    view = yield from _view(thread_id, known)
+    view = yield from _view(thread_id, run.known)
     if not view.count():
         return SkippedThread(
             thread_id,
@@ -263,35 +252,32 @@ def _sweep_thread(
     if newest >= cutoff:
         return None
     try:
-        rewrites, deletes, detail = planner(view)
+        rewrites, deletes, detail = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
     removed = sum(len(ids) for ids in deletes.values())
     change = ChangeReport(
         thread_id=thread_id,
-        action=f"sweep:{action}",
+        action=run.action,
         checkpoints_before=view.count(),
         checkpoints_after=view.count() - removed,
         rewritten=len(rewrites),
         deleted=removed,
         bytes_before=sizes.get(thread_id, 0),
-        dry_run=dry_run,
+        dry_run=run.dry_run,
         detail=detail,
     )
-    if dry_run:
+    if run.dry_run:
         growth: int = yield _estimate_of(view, rewrites, deletes)
         # a delete leaves nothing (writes and stored values go with the thread)
-        change.bytes_after = (
-            0 if action == "delete" else max(0, (change.bytes_before or 0) + growth)
-        )
+        deleted = run.planner is _delete_all
+        change.bytes_after = 0 if deleted else max(0, (change.bytes_before or 0) + growth)
         change.estimated = True
         return change
     if not rewrites and not removed:
         return change
     # all or nothing, in one transaction that lists the thread again first
-    why = yield from _apply(
-        view, rewrites, deletes, step, "all" if action == "delete" else "garbage"
-    )
+    why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
     if why is not None:
         return SkippedThread(thread_id, f"{why}; left for a later sweep")
     return change
@@ -332,18 +318,12 @@ def sweep(
     See the module docstring for what a turn written during the sweep sees on
     each backend."""
     _checked(older_than, keep_latest, keep_last)
-    plan = _sweep_plan(
-        None if thread_ids is None else _thread_ids(thread_ids),
-        older_than,
-        keep_latest,
-        keep_last,
-        _knowledge(graph, reducers, subgraphs),
-        dry_run,
-        now,
-        progress,
-        step,
+    ids = None if thread_ids is None else _thread_ids(thread_ids)
+    known = _knowledge(graph, reducers, subgraphs)
+    action, run = _sweep_run(
+        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
     )
-    report = _drive(saver, "sweep", plan)
+    report = _drive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
     logger.info(report.summary())
     return report
 
@@ -365,17 +345,11 @@ async def asweep(
 ) -> SweepReport:
     """Async ``sweep``."""
     _checked(older_than, keep_latest, keep_last)
-    plan = _sweep_plan(
-        None if thread_ids is None else _thread_ids(thread_ids),
-        older_than,
-        keep_latest,
-        keep_last,
-        _knowledge(graph, reducers, subgraphs),
-        dry_run,
-        now,
-        progress,
-        step,
+    ids = None if thread_ids is None else _thread_ids(thread_ids)
+    known = _knowledge(graph, reducers, subgraphs)
+    action, run = _sweep_run(
+        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
     )
-    report = await _adrive(saver, "sweep", plan)
+    report = await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
     logger.info(report.summary())
     return report

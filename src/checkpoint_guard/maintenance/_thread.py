@@ -229,10 +229,6 @@ class ThreadView:
         ``subgraphs=``) rather than assumed (a default)."""
         return ch in (self._given_of(subgraph_path(ns)) or {})
 
-    def has_reducer(self, ch: str, ns: str = "") -> bool:
-        """Whether ``ns``'s graph has a reducer for ``ch`` (given or default)."""
-        return self._missing_reducer(ch, subgraph_path(ns)) is None
-
     def _missing_reducer(self, ch: str, path: str) -> str | None:
         table = self._table(path)
         where = f" in namespace {self._example(path)!r}" if path else ""
