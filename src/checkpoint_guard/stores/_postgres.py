@@ -13,7 +13,7 @@ checkpoint at that version then already sees the rewritten, equal state), then
 lets ``put`` store the checkpoint and metadata (a saver of the same class bound
 to the change's own connection, so it joins its transaction), then sets the
 parent. A thread's change is one transaction that lists the thread first
-(``FOR UPDATE``) and once more before commit (``_rows.change_statements``).
+(``FOR UPDATE``) and once more before commit (``SqlRows.change``).
 """
 
 from __future__ import annotations
