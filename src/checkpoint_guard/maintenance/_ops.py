@@ -501,7 +501,7 @@ class _Knowledge:
     complete: bool = False
 
 
-def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
+def reducers_from_graph(graph: Graph) -> tuple[dict[str, Reducer], set[str]]:
     """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
     LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
     reducer; other channels need none (their values are stored whole)."""
@@ -509,7 +509,7 @@ def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
     return {ch: channel.reducer for ch, channel in table.items()}, set(table)
 
 
-def _delta_table(graph: Any) -> dict[str, DeltaChannel[Any]]:
+def _delta_table(graph: object) -> dict[str, DeltaChannel[Any]]:
     channels = getattr(graph, "channels", None)
     if not isinstance(channels, Mapping):
         raise TypeError(
@@ -531,7 +531,9 @@ def _subgraph_tables(graph: Any, prefix: str = "") -> dict[str, dict[str, DeltaC
 
 
 def _knowledge(
-    graph: Any, reducers: Mapping[str, Reducer] | None, subgraphs: Mapping[str, Any] | None = None
+    graph: Graph | None,
+    reducers: Mapping[str, Reducer] | None,
+    subgraphs: Mapping[str, Graph] | None = None,
 ) -> _Knowledge:
     if subgraphs is not None and not isinstance(subgraphs, Mapping):
         raise ConfigError(
@@ -589,15 +591,13 @@ def _view(thread_id: str, known: _Knowledge | None) -> MaintenancePlan[ThreadVie
     )
 
 
-def _info(
-    view: ThreadView, sizes: Mapping[str, int] | None, orphans: Mapping[str, int]
-) -> ThreadInfo:
+def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]) -> ThreadInfo:
     head = view.head("")
     return ThreadInfo(
         thread_id=view.thread_id,
         mode=ChannelMode.DELTA.value if view.is_delta() else ChannelMode.FULL.value,
         checkpoints=view.count(),
-        bytes=None if sizes is None else sizes.get(view.thread_id, 0),
+        bytes=sizes.get(view.thread_id, 0),
         snapshot_distance=view.snapshot_distance(""),
         namespaces=sorted(view.by_ns),
         delta_channels=sorted(view.delta_channels),
