@@ -226,8 +226,8 @@ def _functions(body: list[ast.stmt]) -> dict[str, ast.FunctionDef | ast.AsyncFun
 
 def _pairs() -> dict[str, tuple[ast.FunctionDef, ast.AsyncFunctionDef]]:
     """Twins in one scope (``x``/``ax`` in a module or a class) and across a class
-    pair of one module (``X.x`` / ``AsyncX.ax``: a sync class and its async twin,
-    such as the maintenance row stores), keyed by the sync side."""
+    pair of one module (``X.x`` / ``AsyncX.ax``: a sync class and its async twin),
+    keyed by the sync side."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
