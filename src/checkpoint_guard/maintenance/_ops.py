@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
@@ -170,44 +171,21 @@ MaintenancePlan = Plan[Target, R]
 
 
 @dataclass(frozen=True)
-class ListThread(Request[Target, list[CheckpointTuple]]):
-    """Every checkpoint of a thread (every namespace)."""
+class ListCheckpoints(Request[Target, list[CheckpointTuple]]):
+    """The raw saver's ``list``: a thread's checkpoints (every namespace), a
+    namespace's head (``limit=1``), or every checkpoint ``filter`` matches."""
 
-    thread_id: str
-
-    def run(self, target: Target) -> list[CheckpointTuple]:
-        return list(target.raw.list(thread_config(self.thread_id)))
-
-    async def arun(self, target: Target) -> list[CheckpointTuple]:
-        return [t async for t in target.raw.alist(thread_config(self.thread_id))]
-
-
-@dataclass(frozen=True)
-class Head(Request[Target, list[CheckpointTuple]]):
-    """The latest checkpoint of a thread's root namespace (a list of at most one)."""
-
-    thread_id: str
+    config: RunnableConfig | None
+    filter: dict[str, Any] | None = None
+    limit: int | None = None
 
     def run(self, target: Target) -> list[CheckpointTuple]:
-        config = Address(self.thread_id, "", None).thread_config()
-        return list(target.raw.list(config, limit=1))
+        listed = target.raw.list(self.config, filter=self.filter, limit=self.limit)
+        return list(listed)
 
     async def arun(self, target: Target) -> list[CheckpointTuple]:
-        config = Address(self.thread_id, "", None).thread_config()
-        return [t async for t in target.raw.alist(config, limit=1)]
-
-
-@dataclass(frozen=True)
-class Runs(Request[Target, list[CheckpointTuple]]):
-    """Every checkpoint whose metadata ``run_id`` is ``run_id``, in every thread."""
-
-    run_id: str
-
-    def run(self, target: Target) -> list[CheckpointTuple]:
-        return list(target.raw.list(None, filter={"run_id": self.run_id}))
-
-    async def arun(self, target: Target) -> list[CheckpointTuple]:
-        return [t async for t in target.raw.alist(None, filter={"run_id": self.run_id})]
+        listed = target.raw.alist(self.config, filter=self.filter, limit=self.limit)
+        return [t async for t in listed]
 
 
 class _RowRequest(Request[Target, R]):
@@ -578,7 +556,7 @@ def _thread_ids(thread_ids: Sequence[ThreadId] | str, what: str = "thread_ids") 
 
 
 def _view(thread_id: str, known: _Knowledge | None) -> MaintenancePlan[ThreadView]:
-    tuples: list[CheckpointTuple] = yield ListThread(thread_id)
+    tuples: list[CheckpointTuple] = yield ListCheckpoints(thread_config(thread_id))
     if known is None:
         return ThreadView(thread_id, tuples)
     return ThreadView(
@@ -1066,7 +1044,7 @@ def _runs_plan(
     run_set = set(_thread_ids(run_ids, "run_ids"))
     threads: set[str] = set()
     for run_id in sorted(run_set):
-        hits: list[CheckpointTuple] = yield Runs(run_id)
+        hits: list[CheckpointTuple] = yield ListCheckpoints(None, filter={"run_id": run_id})
         threads.update(Address.from_config(t.config).thread_id for t in hits)
     run = _Run("delete_for_runs", _without_runs(run_set), known, **options)
     return (yield from _change_plan(run, sorted(threads)))

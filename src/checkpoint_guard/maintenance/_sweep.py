@@ -34,13 +34,13 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .._address import ThreadId
+from .._address import Address, ThreadId
 from .._config import MAX_DURATION
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
     Graph,
-    Head,
+    ListCheckpoints,
     MaintenancePlan,
     Pause,
     Progress,
@@ -235,7 +235,8 @@ def _sweep_thread(
     """``None`` (newer than the cutoff), a ``SkippedThread``, or the thread's
     ``ChangeReport``."""
     yield Pause(0)  # once per thread: on an event loop, let its other tasks (turns) run
-    head: list[CheckpointTuple] = yield Head(thread_id)
+    root = Address(thread_id, "", None).thread_config()
+    head: list[CheckpointTuple] = yield ListCheckpoints(root, limit=1)
     newest = newest_ts(head)
     if newest is not None and newest >= cutoff:
         return None
