@@ -424,11 +424,13 @@ class _Put(Request[Tx, None]):
 
     def run(self, tx: Tx) -> None:
         rewrite = self.rewrite
-        tx.saver.put(rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        bound = _bound(tx.saver, tx.cursor.connection)
+        bound.put(rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {})
 
     async def arun(self, tx: Tx) -> None:
         rewrite = self.rewrite
-        await tx.saver.aput(
+        bound = _bound(tx.saver, tx.cursor.connection)
+        await bound.aput(
             rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
         )
 
@@ -451,13 +453,11 @@ class PostgresRows(SqlRows):
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         with self.saver._cursor() as cursor, cursor.connection.transaction():
-            tx = Tx(cursor, _UNPREPARED, _bound(self.saver, cursor.connection))
-            return drive(plan, tx)
+            return drive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         async with self.saver._cursor() as cursor, cursor.connection.transaction():
-            tx = Tx(cursor, _UNPREPARED, _bound(self.saver, cursor.connection))
-            return await adrive(plan, tx)
+            return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
     def thread_ids(self) -> SqlPlan[list[str]]:
         rows = yield Sql(

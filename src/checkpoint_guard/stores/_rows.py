@@ -270,7 +270,7 @@ class RowStore:
 @dataclass(frozen=True)
 class Tx:
     """One transaction of a SQL store: its cursor, the options every statement is
-    executed with, and (PostgreSQL) a saver bound to its connection."""
+    executed with, and the saver whose tables it changes."""
 
     cursor: Any
     options: Mapping[str, Any] = field(default_factory=dict)
