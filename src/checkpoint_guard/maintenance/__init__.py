@@ -30,7 +30,6 @@ from .._errors import MaintenanceError as MaintenanceError  # also at the top le
 from ..stores import supported as supported
 from ._ops import (
     ChangeReport,
-    Graph,
     ThreadFilter,
     ThreadInfo,
     acopy_thread,
@@ -51,6 +50,7 @@ from ._ops import (
     scan,
     verify,
 )
+from ._ops import Graph as Graph  # the type of every graph= parameter
 from ._sweep import SkippedThread, SweepReport, asweep, sweep
 from ._thread import DEFAULT_REDUCERS as DEFAULT_REDUCERS
 from ._thread import Problem, Reducer
@@ -58,7 +58,6 @@ from ._thread import default_reducer as default_reducer
 
 __all__ = [
     "ChangeReport",
-    "Graph",
     "Problem",
     "Reducer",
     "SkippedThread",

@@ -1094,6 +1094,7 @@ def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
 
 def _scan_plan(
     thread_ids: Sequence[str] | None,
+    *,
     check: bool,
     progress: Progress | None = None,
     known: _Knowledge | None = None,
@@ -1412,7 +1413,7 @@ def scan(
     orphan writes and distance from the head to its last snapshot. Reads only;
     needs no reducer. ``progress`` is called with each thread id when it is done."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return _drive(saver, "scan", _scan_plan(ids, False, progress, None, where))
+    return _drive(saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where))
 
 
 async def ascan(
@@ -1424,7 +1425,9 @@ async def ascan(
 ) -> list[ThreadInfo]:
     """Async ``scan``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return await _adrive(saver, "scan", _scan_plan(ids, False, progress, None, where))
+    return await _adrive(
+        saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where)
+    )
 
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
@@ -1459,7 +1462,9 @@ def verify(
     problem. ``None`` checks every thread. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return _drive(saver, "scan", _scan_plan(ids, True, progress, known, where))
+    return _drive(
+        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    )
 
 
 async def averify(
@@ -1475,7 +1480,9 @@ async def averify(
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return await _adrive(saver, "scan", _scan_plan(ids, True, progress, known, where))
+    return await _adrive(
+        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    )
 
 
 def inspect(

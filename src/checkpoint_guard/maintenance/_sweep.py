@@ -192,7 +192,9 @@ def _sweep_plan(
     run: _Run,
 ) -> MaintenancePlan[SweepReport]:
     cutoff = (now or datetime.now(UTC)) - older_than
-    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), run.dry_run)
+    report = SweepReport(
+        action, older_than.total_seconds(), cutoff.isoformat(), dry_run=run.dry_run
+    )
     sizes: dict[str, int] = yield Sizes()
     unanalyzed: list[str] = yield Unanalyzed()
     if unanalyzed:
