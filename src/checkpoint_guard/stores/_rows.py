@@ -10,7 +10,7 @@ requests, so the sync and async savers share every statement.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, Literal, TypeVar
@@ -293,7 +293,7 @@ class Sql(Request[Tx, list[Any]]):
         return list(await tx.cursor.fetchall()) if tx.cursor.description is not None else []
 
 
-SqlPlan = Generator[Request[Tx, Any], Any, R]
+SqlPlan = Plan[Tx, R]
 
 
 def _pair(row: Any) -> tuple[str, str]:
