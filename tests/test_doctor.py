@@ -284,7 +284,7 @@ def test_postgres_blob_rows_change_refuses_maintenance(
 ) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from checkpoint_guard.maintenance._rows import row_store_for
+    from checkpoint_guard.stores import row_store_for
 
     original = PostgresSaver._dump_blobs
 

@@ -4,6 +4,7 @@ it read before (materialized through the graph, not just stored rows)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -160,12 +161,13 @@ async def test_verify_finds_a_severed_chain_and_prune_refuses_it(store: Store) -
         tuples = await driver.list(raw, cfg("t"))
         middle = tuples[len(tuples) // 2].config["configurable"]["checkpoint_id"]
         # Sever the chain behind the maintenance API's back.
-        from checkpoint_guard.maintenance._rows import Change, row_store_for
+        from checkpoint_guard.stores import row_store_for
+        from checkpoint_guard.stores._rows import Change
 
         rows = row_store_for(raw)
         seen = {"": [t.config["configurable"]["checkpoint_id"] for t in tuples]}
-        sever = Change(seen, deletes={"": [middle]})
-        why = await rows.achange("t", sever) if store.is_async else rows.change("t", sever)
+        sever = rows.change("t", Change(seen, deletes={"": [middle]}), time.time())
+        why = await rows.atransact(sever) if store.is_async else rows.transact(sever)
         assert why is None
 
         [broken] = await maint(store.is_async, "verify", saver, ["t"])

@@ -15,13 +15,13 @@ import pytest
 
 import checkpoint_guard as cg
 from checkpoint_guard import maintenance
-from checkpoint_guard.maintenance._rows import ORPHAN_GRACE
 from checkpoint_guard.state import (
     StateAccessor,
     afind_checkpoint_before_message,
     find_checkpoint_before_message,
 )
 from checkpoint_guard.state._lineage import ROOT_METADATA_KEY
+from checkpoint_guard.stores._rows import ORPHAN_GRACE
 from tests.support import exact_graph
 from tests.support.helpers import Driver, cfg, chat_graph, human, maint, stack, states, view
 from tests.support.live import uuid6_at, written_ids

@@ -7,7 +7,6 @@ interrupted heads resumable; custom channels never rebuilt with a guessed reduce
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import subprocess
@@ -305,22 +304,20 @@ async def test_on_postgres_a_turn_committed_between_the_check_and_the_deletes(
             await chat(driver, graph, thread_id, range(6))
         # Another worker (its own connection) writes the turn.
         other = chat_graph(stack(other_raw, "delta"), "delta", snapshot_frequency=F)
-        dialect = _postgres.PostgresRows.dialect
+        original = _postgres.PostgresRows._delete
         wrote: list[int] = []
         for turn, keep_latest in ((6, True), (7, False)):
 
-            def delete(thread_id: str, ns: str, ids: Any, turn: int = turn) -> Any:
+            def delete(self: Any, thread_id: str, ns: str, ids: Any, turn: int = turn) -> Any:
                 # the first statement after the check: the turn lands here
                 if not wrote:
                     other.invoke(human(turn), cfg("t"))
                     wrote.append(turn)
-                return dialect.delete(thread_id, ns, ids)
+                return original(self, thread_id, ns, ids)
 
             wrote.clear()
             before = row_set(store, "t")
-            hooked = dataclasses.replace(dialect, delete=delete)
-            for cls in (_postgres.PostgresRows, _postgres.AsyncPostgresRows):
-                monkeypatch.setattr(cls, "dialect", hooked)
+            monkeypatch.setattr(_postgres.PostgresRows, "_delete", delete)
             report = await sweep(
                 store.is_async,
                 saver,

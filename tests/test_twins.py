@@ -41,11 +41,6 @@ ALLOWED: dict[str, str] = {
     "maintenance/_retention.py:<module>.retention": (
         "background sweeping runs on the stack's event loop; a sync stack has none"
     ),
-    "stores/_sqlite.py:<module>.open_saver": "sqlite3 vs aiosqlite connections and savers",
-    "stores/_postgres.py:<module>.open_saver": "sync vs async pools and savers",
-    "stores/_postgres.py:<module>._setup_serialized": (
-        "the pause between lock attempts: time.sleep vs asyncio.sleep"
-    ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
     "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
@@ -64,16 +59,10 @@ ALLOWED: dict[str, str] = {
     "savers/_history.py:CachedHistorySaver._unfence": "unfences again when cancelled",
     "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
     "savers/_history.py:_CacheBracket._seal": "unfences when cancelled mid-seal",
-    # the drivers of the sans-io plans: each executes requests on its own side
-    "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
-    "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
-    "stores/_postgres.py:PostgresRows._run": (
-        "a rewrite's put runs on a saver bound to the transaction's connection: "
-        "PostgresSaver vs AsyncPostgresSaver"
-    ),
-    "stores/_sqlite.py:SqliteRows._run": (
-        "sqlite3's connection executes directly; aiosqlite's setup is awaited outside its "
-        "asyncio lock and statements go through a cursor"
+    "stores/_sqlite.py:SqliteRows._locked": (
+        "SqliteSaver.setup must run under the saver's thread lock; AsyncSqliteSaver.setup "
+        "takes its (not reentrant) asyncio lock itself, so it runs before; a sqlite3 cursor "
+        "is closed with closing(), an aiosqlite one is an async context manager"
     ),
 }
 
@@ -94,8 +83,12 @@ EXPECTED = {
     "stores/_memory.py:<module>.open_saver",
     # retention: the sweep and the row operations it drives, sync class vs async class
     "maintenance/_sweep.py:<module>.sweep",
-    "maintenance/_rows.py:SqlRows.change",
-    "stores/_postgres.py:PostgresRows._run",
+    "maintenance/_ops.py:_RowRequest.run",
+    "maintenance/_ops.py:Pause.run",
+    "maintenance/_ops.py:Seal.run",
+    "stores/_rows.py:Sql.run",
+    "stores/_sqlite.py:SqliteRows.transact",
+    "stores/_postgres.py:PostgresRows.transact",
 }
 
 
@@ -232,8 +225,8 @@ def _functions(body: list[ast.stmt]) -> dict[str, ast.FunctionDef | ast.AsyncFun
 
 def _pairs() -> dict[str, tuple[ast.FunctionDef, ast.AsyncFunctionDef]]:
     """Twins in one scope (``x``/``ax`` in a module or a class) and across a class
-    pair of one module (``X.x`` / ``AsyncX.ax``: a sync class and its async twin,
-    such as the maintenance row stores), keyed by the sync side."""
+    pair of one module (``X.x`` / ``AsyncX.ax``: a sync class and its async twin),
+    keyed by the sync side."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -1,7 +1,7 @@
 """Which LangGraph saver a stack sits on: one table, one rule.
 
 Everything the package does differently per storage (the telemetry attribute, the
-history layer's one-query ancestor listing, maintenance's row store) asks
+history layer's one-query ancestor listing, maintenance's row store in ``stores``) asks
 ``backend_of`` and nothing else, so a saver is treated as the same backend everywhere.
 
 The rule: a saver is backend ``B``'s when its class is ``B``'s class, or a subclass
@@ -51,8 +51,7 @@ class Backend:
 
     ``name`` is the storage (``memory``, ``sqlite``, ``postgres``); ``is_async``
     whether the class is the async saver (its sync methods refuse to run on the
-    event loop); ``rows`` the maintenance row store's class name in
-    ``stores/_{name}.py``; ``lists_like_get_tuple`` whether one
+    event loop); ``lists_like_get_tuple`` whether one
     ``list(before=..., limit=k)`` returns each checkpoint with ``get_tuple``'s pending
     writes in ``get_tuple``'s order (see ``lists_like_get_tuple``)."""
 
@@ -60,19 +59,16 @@ class Backend:
     module: str
     cls_name: str
     is_async: bool
-    rows: str
     lists_like_get_tuple: bool
 
 
 _LG = "langgraph.checkpoint."
 _KNOWN = (
-    Backend("memory", _LG + "memory", "InMemorySaver", False, "MemoryRows", False),
-    Backend("sqlite", _LG + "sqlite", "SqliteSaver", False, "SqliteRows", True),
-    Backend("sqlite", _LG + "sqlite.aio", "AsyncSqliteSaver", True, "AsyncSqliteRows", True),
-    Backend("postgres", _LG + "postgres", "PostgresSaver", False, "PostgresRows", True),
-    Backend(
-        "postgres", _LG + "postgres.aio", "AsyncPostgresSaver", True, "AsyncPostgresRows", True
-    ),
+    Backend("memory", _LG + "memory", "InMemorySaver", False, False),
+    Backend("sqlite", _LG + "sqlite", "SqliteSaver", False, True),
+    Backend("sqlite", _LG + "sqlite.aio", "AsyncSqliteSaver", True, True),
+    Backend("postgres", _LG + "postgres", "PostgresSaver", False, True),
+    Backend("postgres", _LG + "postgres.aio", "AsyncPostgresSaver", True, True),
 )
 
 

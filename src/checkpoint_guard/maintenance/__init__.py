@@ -20,15 +20,16 @@ checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
 ``prune``.
 
 Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
-rewrite plans), ``_ops.py`` (the operations, one plan driven sync or async),
-``_rows.py`` (the per-backend row seam, implemented by each store module in
-``checkpoint_guard.stores``); ``_sweep.py`` (retention: ``sweep``/``asweep``); ``_layer.py``
-serves the saver layers' optional methods (installed on import).
+rewrite plans), ``_ops.py`` (the operations, each one plan of typed requests driven
+sync or async by ``checkpoint_guard._io``), ``_sweep.py`` (retention:
+``sweep``/``asweep``), ``_retention.py`` (the background sweep). The rows of each
+store are changed by its row store in ``checkpoint_guard.stores``.
 """
 
+from .._errors import MaintenanceError as MaintenanceError  # also at the top level
+from ..stores import supported as supported
 from ._ops import (
     ChangeReport,
-    MaintenanceError,
     ThreadFilter,
     ThreadInfo,
     acopy_thread,
@@ -49,14 +50,14 @@ from ._ops import (
     scan,
     verify,
 )
-from ._rows import supported
+from ._ops import Graph as Graph  # the type of every graph= parameter
 from ._sweep import SkippedThread, SweepReport, asweep, sweep
-from ._thread import DEFAULT_REDUCERS, Problem, Reducer, default_reducer
+from ._thread import DEFAULT_REDUCERS as DEFAULT_REDUCERS
+from ._thread import Problem, Reducer
+from ._thread import default_reducer as default_reducer
 
 __all__ = [
-    "DEFAULT_REDUCERS",
     "ChangeReport",
-    "MaintenanceError",
     "Problem",
     "Reducer",
     "SkippedThread",
@@ -73,7 +74,6 @@ __all__ = [
     "asweep",
     "averify",
     "copy_thread",
-    "default_reducer",
     "delete_for_runs",
     "inspect",
     "list_threads",
@@ -81,7 +81,6 @@ __all__ = [
     "prune",
     "reducers_from_graph",
     "scan",
-    "supported",
     "sweep",
     "verify",
 ]

@@ -23,35 +23,30 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import cached_property
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from .. import _telemetry
-from .._address import Address, thread_config
+from .._address import Address, ThreadId, thread_config
 from .._backends import backend_name
 from .._errors import ConfigError, MaintenanceError
+from .._io import Plan, Request, adrive, drive
 from .._modes import MODE_METADATA_KEY, ChannelMode, metadata_uses_delta, parse_mode
 from .._upstream import DeltaSnapshot
 from ..savers._layer import SaverLayer, unwrap
-from ._rows import (
-    ORPHAN_GRACE,
-    Change,
-    Orphans,
-    RowStore,
-    checkpoint_time,
-    row_store_for,
-    supported,
-)
-from ._thread import Problem, Reducer, Rewrite, ThreadView
+from ..stores import row_store_for, supported
+from ..stores._rows import ORPHAN_GRACE, Change, Orphans, Raced, Rewrite, RowStore, checkpoint_time
+from ._thread import Problem, Reducer, ThreadView
 
 __all__ = [
     "ChangeReport",
-    "MaintenanceError",
+    "Graph",
     "ThreadFilter",
     "ThreadInfo",
     "acopy_thread",
@@ -72,6 +67,17 @@ __all__ = [
     "scan",
     "verify",
 ]
+
+R = TypeVar("R")
+
+
+class Graph(Protocol):
+    """A compiled LangGraph graph or a ``StateGraph`` builder: maintenance reads
+    its channel table (and a compiled graph's ``get_subgraphs``)."""
+
+    @property
+    def channels(self) -> Mapping[str, Any]: ...
+
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 #: other names of a strategy: langgraph-api's gRPC checkpointer service (its TTL
@@ -125,8 +131,8 @@ class ChangeReport:
     action: str
     checkpoints_before: int
     checkpoints_after: int
-    rewritten: int
-    deleted: int
+    rewritten: int = 0
+    deleted: int = 0
     bytes_before: int | None = None
     bytes_after: int | None = None
     dry_run: bool = False
@@ -135,43 +141,176 @@ class ChangeReport:
     refused: str | None = None
 
 
-# -- requests a plan yields; each driver answers them ---------------------------------
+# -- requests a plan yields ----------------------------------------------------------
+
+
+class Target:
+    """What a maintenance plan's requests run against: the saver as given (its
+    layers are sealed around a change), the raw saver below them and its row store."""
+
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
+        self.saver = saver
+        self.raw = unwrap(saver)
+
+    @cached_property
+    def rows(self) -> RowStore:
+        return row_store_for(self.raw)
+
+    @cached_property
+    def layers(self) -> list[SaverLayer]:
+        found: list[SaverLayer] = []
+        layer: Any = self.saver
+        while isinstance(layer, SaverLayer):
+            found.append(layer)
+            layer = layer.inner
+        return found
+
+
+#: A maintenance plan returning ``R``.
+MaintenancePlan = Plan[Target, R]
 
 
 @dataclass(frozen=True)
-class _List:
+class ListCheckpoints(Request[Target, list[CheckpointTuple]]):
+    """The raw saver's ``list``: a thread's checkpoints (every namespace), a
+    namespace's head (``limit=1``), or every checkpoint ``filter`` matches."""
+
+    config: RunnableConfig | None
+    filter: dict[str, Any] | None = None
+    limit: int | None = None
+
+    def run(self, target: Target) -> list[CheckpointTuple]:
+        listed = target.raw.list(self.config, filter=self.filter, limit=self.limit)
+        return list(listed)
+
+    async def arun(self, target: Target) -> list[CheckpointTuple]:
+        listed = target.raw.alist(self.config, filter=self.filter, limit=self.limit)
+        return [t async for t in listed]
+
+
+class _RowRequest(Request[Target, R]):
+    """A row store operation (``plan``), in one transaction of its own."""
+
+    #: no other writer of the thread interleaves with it, where the store can say so
+    exclusive: ClassVar[bool] = False
+
+    def plan(self, rows: RowStore) -> Plan[Any, R]:
+        raise NotImplementedError
+
+    def run(self, target: Target) -> R:
+        return target.rows.transact(self.plan(target.rows), self.exclusive)
+
+    async def arun(self, target: Target) -> R:
+        return await target.rows.atransact(self.plan(target.rows), self.exclusive)
+
+
+@dataclass(frozen=True)
+class ThreadIds(_RowRequest[list[str]]):
+    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
+        return rows.thread_ids()
+
+
+@dataclass(frozen=True)
+class Sizes(_RowRequest[dict[str, int]]):
+    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
+        return rows.sizes()
+
+
+@dataclass(frozen=True)
+class OrphanCounts(_RowRequest[dict[str, int]]):
+    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
+        return rows.orphans(time.time())
+
+
+@dataclass(frozen=True)
+class Unanalyzed(_RowRequest[list[str]]):
+    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
+        return rows.unanalyzed()
+
+
+@dataclass(frozen=True)
+class ApplyChange(_RowRequest[str | None]):
+    """``RowStore.change``: ``None`` when done, else why nothing was done; raises
+    ``Raced`` (rolled back) when the thread changed under it."""
+
+    exclusive = True
     thread_id: str
+    change: Change
+
+    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
+        return rows.change(self.thread_id, self.change, time.time())
 
 
 @dataclass(frozen=True)
-class _Head:
-    """The latest checkpoint of a thread's root namespace (a list of at most one)."""
+class CopyRows(_RowRequest[str | None]):
+    exclusive = True
+    source: str
+    target: str
 
-    thread_id: str
-
-
-@dataclass(frozen=True)
-class _Runs:
-    run_id: str
+    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
+        return rows.copy(self.source, self.target)
 
 
 @dataclass(frozen=True)
-class _Rows:
-    method: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class _Seal:
-    """Before (``seal``) or after (``unseal``) rewriting the threads' storage."""
+class Seal(Request[Target, None]):
+    """Before rewriting the threads' storage: seal every layer, outermost first. A
+    seal that fails unseals the layers already sealed and raises: nothing was
+    rewritten."""
 
     thread_ids: tuple[str, ...]
     writer: str
-    seal: bool
+
+    def run(self, target: Target) -> None:
+        done: list[SaverLayer] = []
+        try:
+            for layer in target.layers:
+                layer.seal_threads(self.thread_ids, self.writer)
+                done.append(layer)
+        except BaseException:
+            for layer in reversed(done):
+                layer.unseal_threads(self.thread_ids, self.writer)
+            raise
+
+    async def arun(self, target: Target) -> None:
+        done: list[SaverLayer] = []
+        try:
+            for layer in target.layers:
+                await layer.aseal_threads(self.thread_ids, self.writer)
+                done.append(layer)
+        except BaseException:
+            for layer in reversed(done):
+                await layer.aunseal_threads(self.thread_ids, self.writer)
+            raise
 
 
 @dataclass(frozen=True)
-class _Estimate:
+class Unseal(Request[Target, None]):
+    """After rewriting (or failing to): unseal every layer, innermost first."""
+
+    thread_ids: tuple[str, ...]
+    writer: str
+
+    def run(self, target: Target) -> None:
+        for layer in reversed(target.layers):
+            layer.unseal_threads(self.thread_ids, self.writer)
+
+    async def arun(self, target: Target) -> None:
+        for layer in reversed(target.layers):
+            await layer.aunseal_threads(self.thread_ids, self.writer)
+
+
+def _sealed(thread_ids: tuple[str, ...], body: MaintenancePlan[R]) -> MaintenancePlan[R]:
+    """``body`` with ``thread_ids`` sealed in every layer, unsealed however it ends."""
+    writer = uuid.uuid4().hex
+    yield Seal(thread_ids, writer)
+    try:
+        return (yield from body)
+    finally:
+        yield Unseal(thread_ids, writer)
+
+
+@dataclass(frozen=True)
+class Estimate(Request[Target, int]):
     """Bytes a plan would add (negative: free), from the saver's serde."""
 
     rewrites: tuple[tuple[CheckpointTuple, Rewrite], ...]
@@ -179,171 +318,41 @@ class _Estimate:
     #: (namespace, channel, version) of every value a kept checkpoint references
     kept: frozenset[tuple[str, str, Any]] = frozenset()
 
+    def run(self, target: Target) -> int:
+        return _estimate(target.raw, target.rows.values_by_version, self)
+
+    async def arun(self, target: Target) -> int:
+        return self.run(target)
+
+
+_sleep = time.sleep
+_asleep = asyncio.sleep
+
 
 @dataclass(frozen=True)
-class _Pause:
-    """Wait (``time.sleep`` / ``asyncio.sleep``) before the next request."""
+class Pause(Request[Target, None]):
+    """Wait before the next request (on the event loop: let its other tasks run)."""
 
     seconds: float
 
+    def run(self, target: Target) -> None:
+        _sleep(self.seconds)
 
-_Request = _List | _Head | _Runs | _Rows | _Seal | _Estimate | _Pause
-_Plan = Generator[_Request, Any, Any]
-
-
-def _layers(saver: BaseCheckpointSaver[Any]) -> list[SaverLayer]:
-    found: list[SaverLayer] = []
-    layer: Any = saver
-    while isinstance(layer, SaverLayer):
-        found.append(layer)
-        layer = layer.inner
-    return found
+    async def arun(self, target: Target) -> None:
+        await _asleep(self.seconds)
 
 
-def _seal_sync(saver: BaseCheckpointSaver[Any], request: _Seal) -> None:
-    """Seal (outermost layer first) or unseal (innermost first) every layer. A seal
-    that fails unseals the layers already sealed and raises: nothing was rewritten."""
-    layers = _layers(saver)
-    if not request.seal:
-        for layer in reversed(layers):
-            layer.unseal_threads(request.thread_ids, request.writer)
-        return
-    done: list[SaverLayer] = []
-    try:
-        for layer in layers:
-            layer.seal_threads(request.thread_ids, request.writer)
-            done.append(layer)
-    except BaseException:
-        for layer in reversed(done):
-            layer.unseal_threads(request.thread_ids, request.writer)
-        raise
-
-
-async def _seal_async(saver: BaseCheckpointSaver[Any], request: _Seal) -> None:
-    layers = _layers(saver)
-    if not request.seal:
-        for layer in reversed(layers):
-            await layer.aunseal_threads(request.thread_ids, request.writer)
-        return
-    done: list[SaverLayer] = []
-    try:
-        for layer in layers:
-            await layer.aseal_threads(request.thread_ids, request.writer)
-            done.append(layer)
-    except BaseException:
-        for layer in reversed(done):
-            await layer.aunseal_threads(request.thread_ids, request.writer)
-        raise
-
-
-def _unsealed(request: _Seal) -> _Seal:
-    return _Seal(request.thread_ids, request.writer, seal=False)
-
-
-def _root_config(thread_id: str) -> RunnableConfig:
-    return Address(thread_id, "", None).thread_config()
-
-
-def _run(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
-    raw = unwrap(saver)
-    rows: RowStore | None = None
-    answer: Any = None
-    # seals still standing: lifted when the plan fails between seal and unseal
-    sealed: dict[str, _Seal] = {}
-    try:
-        while True:
-            request = plan.send(answer)
-            if isinstance(request, _List):
-                answer = list(raw.list(thread_config(request.thread_id)))
-            elif isinstance(request, _Head):
-                answer = list(raw.list(_root_config(request.thread_id), limit=1))
-            elif isinstance(request, _Runs):
-                answer = list(raw.list(None, filter={"run_id": request.run_id}))
-            elif isinstance(request, _Rows):
-                rows = rows or row_store_for(raw)
-                answer = getattr(rows, request.method)(*request.args)
-            elif isinstance(request, _Estimate):
-                rows = rows or row_store_for(raw)
-                answer = _estimate(raw, rows, request)
-            elif isinstance(request, _Pause):
-                time.sleep(request.seconds)
-                answer = None
-            else:
-                _seal_sync(saver, request)
-                if request.seal:
-                    sealed[request.writer] = request
-                else:
-                    sealed.pop(request.writer, None)
-                answer = None
-    except StopIteration as done:
-        return done.value
-    finally:
-        for request in sealed.values():
-            _seal_sync(saver, _unsealed(request))
-
-
-async def _arun(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
-    raw = unwrap(saver)
-    rows: RowStore | None = None
-    answer: Any = None
-    sealed: dict[str, _Seal] = {}
-    try:
-        while True:
-            request = plan.send(answer)
-            if isinstance(request, _List):
-                answer = [t async for t in raw.alist(thread_config(request.thread_id))]
-            elif isinstance(request, _Head):
-                # once per thread of a sweep: let the loop's other tasks (turns) run
-                await asyncio.sleep(0)
-                answer = [t async for t in raw.alist(_root_config(request.thread_id), limit=1)]
-            elif isinstance(request, _Runs):
-                answer = [t async for t in raw.alist(None, filter={"run_id": request.run_id})]
-            elif isinstance(request, _Rows):
-                rows = rows or row_store_for(raw)
-                answer = await getattr(rows, "a" + request.method)(*request.args)
-            elif isinstance(request, _Estimate):
-                rows = rows or row_store_for(raw)
-                answer = _estimate(raw, rows, request)
-            elif isinstance(request, _Pause):
-                await asyncio.sleep(request.seconds)
-                answer = None
-            else:
-                await _seal_async(saver, request)
-                if request.seal:
-                    sealed[request.writer] = request
-                else:
-                    sealed.pop(request.writer, None)
-                answer = None
-    except StopIteration as done:
-        return done.value
-    finally:
-        for request in sealed.values():
-            await _seal_async(saver, _unsealed(request))
-
-
-# What a maintenance span and counter call each plan (a fixed set; verify and
-# inspect are scans).
-_OPERATIONS = {
-    "_prune_plan": "prune",
-    "_copy_plan": "copy_thread",
-    "_runs_plan": "delete_for_runs",
-    "_migrate_plan": "migrate",
-    "_scan_plan": "scan",
-    "_sweep_plan": "sweep",
-}
-
-
-def _observed(saver: BaseCheckpointSaver[Any], plan: _Plan) -> tuple[str, dict[str, Any]]:
-    """The operation's name and its span's attributes: fixed sets only (no
-    thread or run ids)."""
-    operation = _OPERATIONS.get(getattr(plan, "__name__", ""), "other")
+def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> dict[str, Any]:
+    """The span attributes of ``operation`` (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``):
+    fixed sets only (no thread or run ids)."""
     tier = "none"
-    for layer in _layers(saver):
+    for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
         if cache is not None:
             tier = str(getattr(cache, "tier", "other"))
     mode = getattr(saver, "mode", None)
-    return operation, {
+    return {
         "checkpoint_guard.operation": operation,
         "checkpoint_guard.backend": backend_name(unwrap(saver)),
         "checkpoint_guard.mode": str(getattr(mode, "value", mode or "unwrapped")),
@@ -389,13 +398,13 @@ def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool)
         )
 
 
-def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
+def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
-    operation, attributes = _observed(saver, plan)
     _refuse_other_api(saver, operation)
+    attributes = _observed(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
-            result = _run(saver, plan)
+            result = drive(plan, Target(saver))
         except BaseException:
             _telemetry.maintenance_operation(operation, "error")
             raise
@@ -404,12 +413,12 @@ def _drive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
         return result
 
 
-async def _adrive(saver: BaseCheckpointSaver[Any], plan: _Plan) -> Any:
-    operation, attributes = _observed(saver, plan)
+async def _adrive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     _arefuse_other_api(saver, operation)
+    attributes = _observed(saver, operation)
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
         try:
-            result = await _arun(saver, plan)
+            result = await adrive(plan, Target(saver))
         except BaseException:
             _telemetry.maintenance_operation(operation, "error")
             raise
@@ -470,7 +479,7 @@ class _Knowledge:
     complete: bool = False
 
 
-def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
+def reducers_from_graph(graph: Graph) -> tuple[dict[str, Reducer], set[str]]:
     """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
     LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
     reducer; other channels need none (their values are stored whole)."""
@@ -478,7 +487,7 @@ def reducers_from_graph(graph: Any) -> tuple[dict[str, Reducer], set[str]]:
     return {ch: channel.reducer for ch, channel in table.items()}, set(table)
 
 
-def _delta_table(graph: Any) -> dict[str, DeltaChannel[Any]]:
+def _delta_table(graph: object) -> dict[str, DeltaChannel[Any]]:
     channels = getattr(graph, "channels", None)
     if not isinstance(channels, Mapping):
         raise TypeError(
@@ -500,7 +509,9 @@ def _subgraph_tables(graph: Any, prefix: str = "") -> dict[str, dict[str, DeltaC
 
 
 def _knowledge(
-    graph: Any, reducers: Mapping[str, Reducer] | None, subgraphs: Mapping[str, Any] | None = None
+    graph: Graph | None,
+    reducers: Mapping[str, Reducer] | None,
+    subgraphs: Mapping[str, Graph] | None = None,
 ) -> _Knowledge:
     if subgraphs is not None and not isinstance(subgraphs, Mapping):
         raise ConfigError(
@@ -538,14 +549,14 @@ def _knowledge(
     return _Knowledge(root, frozenset(declared), tables, complete=graph is not None)
 
 
-def _thread_ids(thread_ids: Sequence[str] | str, what: str = "thread_ids") -> list[str]:
+def _thread_ids(thread_ids: Sequence[ThreadId] | str, what: str = "thread_ids") -> list[str]:
     if isinstance(thread_ids, str):
         raise TypeError(f"{what} must be a sequence of ids (e.g. [{thread_ids!r}]), not a str")
     return [str(t) for t in thread_ids]
 
 
-def _view(thread_id: str, known: _Knowledge | None) -> Generator[_Request, Any, ThreadView]:
-    tuples: list[CheckpointTuple] = yield _List(thread_id)
+def _view(thread_id: str, known: _Knowledge | None) -> MaintenancePlan[ThreadView]:
+    tuples: list[CheckpointTuple] = yield ListCheckpoints(thread_config(thread_id))
     if known is None:
         return ThreadView(thread_id, tuples)
     return ThreadView(
@@ -558,15 +569,13 @@ def _view(thread_id: str, known: _Knowledge | None) -> Generator[_Request, Any, 
     )
 
 
-def _info(
-    view: ThreadView, sizes: Mapping[str, int] | None, orphans: Mapping[str, int]
-) -> ThreadInfo:
+def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]) -> ThreadInfo:
     head = view.head("")
     return ThreadInfo(
         thread_id=view.thread_id,
         mode=ChannelMode.DELTA.value if view.is_delta() else ChannelMode.FULL.value,
         checkpoints=view.count(),
-        bytes=None if sizes is None else sizes.get(view.thread_id, 0),
+        bytes=sizes.get(view.thread_id, 0),
         snapshot_distance=view.snapshot_distance(""),
         namespaces=sorted(view.by_ns),
         delta_channels=sorted(view.delta_channels),
@@ -641,14 +650,24 @@ def _apply(
     deletes: Mapping[str, Sequence[str]],
     step: StepProgress | None,
     orphans: Orphans = "",
-) -> Generator[_Request, Any, str | None]:
+) -> MaintenancePlan[str | None]:
     """The thread's change, all or nothing, in one transaction that first lists
-    the thread again (``RowStore.change``): ``None`` when done, else why nothing
-    was done (the thread changed since ``view`` was read)."""
+    the thread again (``RowStore.change``), with the thread sealed in every layer:
+    ``None`` when done, else why nothing was done (the thread changed since
+    ``view`` was read)."""
+    change = _change_sealed(view, rewrites, deletes, step, orphans)
+    return (yield from _sealed((view.thread_id,), change))
+
+
+def _change_sealed(
+    view: ThreadView,
+    rewrites: Sequence[Rewrite],
+    deletes: Mapping[str, Sequence[str]],
+    step: StepProgress | None,
+    orphans: Orphans,
+) -> MaintenancePlan[str | None]:
     thread_id = view.thread_id
     seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
-    seal = _Seal((thread_id,), uuid.uuid4().hex, seal=True)
-    yield seal
     if step is not None:
         step(thread_id, 0, 1)
     why: str | None = None
@@ -664,16 +683,22 @@ def _apply(
             )
             for r in rewrites
         )
-        why = yield _Rows("change", (thread_id, Change(seen, in_place)))
+        why = yield from _change(thread_id, Change(seen, in_place))
         if why is None:
             # reads that started before it end before the deletes
-            yield _Pause(TORN_READ_MARGIN_S)
+            yield Pause(TORN_READ_MARGIN_S)
     if why is None:
-        change = Change(seen, tuple(rewrites), doomed, orphans)
-        why = yield _Rows("change", (thread_id, change))
+        why = yield from _change(thread_id, Change(seen, tuple(rewrites), doomed, orphans))
     if step is not None:
         step(thread_id, 1, 1)
-    yield _unsealed(seal)
+    return why
+
+
+def _change(thread_id: str, change: Change) -> MaintenancePlan[str | None]:
+    try:
+        why: str | None = yield ApplyChange(thread_id, change)
+    except Raced as raced:  # rolled back
+        return str(raced)
     return why
 
 
@@ -696,7 +721,7 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
 
 def _estimate_of(
     view: ThreadView, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
-) -> _Estimate:
+) -> Estimate:
     """The request that estimates the bytes a thread's plan adds: each rewrite
     with the checkpoint it replaces, the deleted checkpoints, and every value a
     kept checkpoint still references (not freed)."""
@@ -710,16 +735,15 @@ def _estimate_of(
         if id(t) not in gone
         for ch, v in t.checkpoint["channel_versions"].items()
     )
-    return _Estimate(pairs, doomed, kept)
+    return Estimate(pairs, doomed, kept)
 
 
-def _estimate(raw: BaseCheckpointSaver[Any], rows: RowStore, plan: _Estimate) -> int:
+def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
     """Bytes the plan adds to storage (negative when it frees some): the saver's
     serde size of each rewritten value minus the value it replaces, minus each
     deleted checkpoint with its writes. Backends that key values by version
     store one value per (namespace, channel, version), freed only when no kept
     checkpoint references it; SQLite stores values inline in each row."""
-    by_version = bool(getattr(rows, "VALUES_BY_VERSION", True))
     seen: set[tuple[str, str, Any]] = set()
     total = 0
     for old, rewrite in plan.rewrites:
@@ -770,7 +794,7 @@ class _Run:
     action: str
     planner: _Planner
     known: _Knowledge
-    dry_run: bool
+    dry_run: bool = False
     keep_going: bool = False
     where: ThreadFilter | None = None
     progress: Progress | None = None
@@ -779,36 +803,43 @@ class _Run:
     orphans: Orphans = ""
     skip_empty: bool = False
     refuse_missing: bool = False
+    #: read the stored bytes for the reports (a saver's own ``prune`` drops them)
+    measure: bool = True
+
+    def selected(self, thread_ids: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
+        """The threads whose stored bytes pass the filter. A thread with no row at all
+        (no checkpoint, no write) is a mistyped id: with ``refuse_missing``, refused
+        before anything changes, as migrate refuses it."""
+        missing = [t for t in thread_ids if t not in sizes] if self.refuse_missing else []
+        if missing:
+            raise MaintenanceError.no_checkpoints(missing[0])
+        return [t for t in thread_ids if self.where is None or self.where.size_ok(sizes.get(t, 0))]
+
+    def wants(self, view: ThreadView) -> bool:
+        """Whether the filter (``where``) and ``skip_empty`` leave the thread in."""
+        if self.skip_empty and not view.count():
+            return False
+        return self.where is None or self.where.mode_ok(view)
 
 
-def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
-    sizes: dict[str, int] = yield _Rows("sizes", ())
-    # A thread with no row at all (no checkpoint, no write) is a mistyped id: refused
-    # before anything changes, as migrate refuses it.
-    missing = [t for t in thread_ids if t not in sizes] if run.refuse_missing else []
-    if missing:
-        raise MaintenanceError.no_checkpoints(missing[0])
-    ids = [t for t in thread_ids if run.where is None or run.where.size_ok(sizes.get(t, 0))]
+def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[ChangeReport]]:
+    sizes: dict[str, int] = (yield Sizes()) if run.measure else {}
+    ids = run.selected(thread_ids, sizes)
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
         for thread_id in ids:
             view = yield from _view(thread_id, run.known)
-            if run.where is None or run.where.mode_ok(view):
+            if run.wants(view):
                 run.planner(view)
     reports: list[ChangeReport] = []
     for thread_id in ids:
-        report = None
-        for attempt in range(1, _ATTEMPTS + 1):
-            report = yield from _change_thread(run, thread_id, sizes, attempt == _ATTEMPTS)
-            if report is None or report.refused != _AGAIN:
-                break
-        if report is None:
-            continue
-        reports.append(report)
-        if run.progress is not None:
-            run.progress(thread_id)
-    if not run.dry_run and reports:
-        after: dict[str, int] = yield _Rows("sizes", ())
+        report = yield from _change_thread(run, thread_id, sizes)
+        if report is not None:
+            reports.append(report)
+            if run.progress is not None:
+                run.progress(thread_id)
+    if run.measure and not run.dry_run and reports:
+        after: dict[str, int] = yield Sizes()
         for report in reports:
             report.bytes_after = after.get(report.thread_id, 0)
     return reports
@@ -816,58 +847,56 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> _Plan:
 
 #: Tries at one thread whose turns keep landing between its read and its change.
 _ATTEMPTS = 3
-_AGAIN = "\x00again"
 
 
 def _change_thread(
-    run: _Run, thread_id: str, sizes: Mapping[str, int], last: bool
-) -> Generator[_Request, Any, ChangeReport | None]:
-    """Read, plan and change one thread: its report, ``None`` when the filter
-    leaves it out, or a report refused as ``_AGAIN`` when a turn changed it
-    between the read and the change (nothing changed; ``last``: say why instead)."""
-    view = yield from _view(thread_id, run.known)
-    if run.where is not None and not run.where.mode_ok(view):
-        return None
-    if run.skip_empty and not view.count():
-        return None
-    report = ChangeReport(
-        thread_id,
-        run.action,
-        view.count(),
-        view.count(),
-        0,
-        0,
-        bytes_before=sizes.get(thread_id, 0),
-        dry_run=run.dry_run,
-    )
-    try:
-        rewrites, deletes, detail = run.planner(view)
-    except MaintenanceError as exc:
-        if not run.keep_going:
-            raise
-        report.refused = str(exc)
-        report.bytes_after = report.bytes_before
-        return report
-    removed = sum(len(ids) for ids in deletes.values())
-    if run.dry_run:
-        growth: int = yield _estimate_of(view, rewrites, deletes)
-        report.bytes_after = max(0, (report.bytes_before or 0) + growth)
-        if removed == view.count() and not rewrites:
-            report.bytes_after = 0  # the whole thread goes, writes and values too
-        report.estimated = True
-    elif rewrites or removed or run.orphans:
-        why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
-        if why is not None:
-            # A live thread: a turn landed since it was read. Nothing was changed.
-            report.refused = (
-                f"{why}; the thread was left as stored (a later run changes it)" if last else _AGAIN
-            )
+    run: _Run, thread_id: str, sizes: Mapping[str, int]
+) -> MaintenancePlan[ChangeReport | None]:
+    """Read, plan and change one thread: its report, or ``None`` when the filter
+    leaves it out. A thread a turn changed between its read and its change (nothing
+    changed) is read again, up to ``_ATTEMPTS`` times; then the report says why."""
+    attempt = 1
+    while True:
+        view = yield from _view(thread_id, run.known)
+        if not run.wants(view):
+            return None
+        report = ChangeReport(
+            thread_id=thread_id,
+            action=run.action,
+            checkpoints_before=view.count(),
+            checkpoints_after=view.count(),
+            bytes_before=sizes.get(thread_id, 0),
+            dry_run=run.dry_run,
+        )
+        try:
+            rewrites, deletes, detail = run.planner(view)
+        except MaintenanceError as exc:
+            if not run.keep_going:
+                raise
+            report.refused = str(exc)
+            report.bytes_after = report.bytes_before
             return report
-    report.checkpoints_after = view.count() - removed
-    report.rewritten = len(rewrites)
-    report.deleted = removed
-    report.detail = detail
-    return report
+        removed = sum(len(ids) for ids in deletes.values())
+        if run.dry_run:
+            growth: int = yield _estimate_of(view, rewrites, deletes)
+            report.bytes_after = max(0, (report.bytes_before or 0) + growth)
+            if removed == view.count() and not rewrites:
+                report.bytes_after = 0  # the whole thread goes, writes and values too
+            report.estimated = True
+        elif rewrites or removed or run.orphans:
+            why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
+            if why is not None:
+                # A live thread: a turn landed since it was read. Nothing was changed.
+                if attempt < _ATTEMPTS:
+                    attempt += 1
+                    continue
+                report.refused = f"{why}; the thread was left as stored (a later run changes it)"
+                return report
+        report.checkpoints_after = view.count() - removed
+        report.rewritten = len(rewrites)
+        report.deleted = removed
+        report.detail = detail
+        return report
 
 
 def _keep_last(n: int) -> _Planner:
@@ -884,22 +913,12 @@ def _keep_last(n: int) -> _Planner:
         kept = wanted = 0
         reasons: dict[str, str] = {}
         for ns, checkpoints in view.by_ns.items():
-            unknown = view.unknown(ns)
-            head = view.head(ns)
-            assert head is not None
-            chain = [head]
-            cursor = head
-            while len(chain) < n or any(view.needs_replay(cursor, ch) for ch in unknown):
-                parent = view.parent_id(cursor)
-                if parent is None:
-                    break
-                cursor = checkpoints[parent]  # present: _refuse_broken checked the links
-                chain.append(cursor)
+            chain = _kept_chain(view, ns, n)
             keep = {t.checkpoint["id"] for t in chain}
             kept += len(keep)
             wanted += min(n, len(checkpoints))
             if len(keep) > min(n, len(checkpoints)):
-                for ch in sorted(unknown):
+                for ch in sorted(view.unknown(ns)):
                     if any(view.needs_replay(t, ch) for t in chain):
                         reasons.setdefault(ch, view.refutation(ch, ns) or ch)
             deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
@@ -908,23 +927,40 @@ def _keep_last(n: int) -> _Planner:
                 rewrites.append(
                     view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
                 )
-        detail = ""
-        if kept > wanted:
-            detail = (
-                f"kept {kept} checkpoint(s): each head's chain back to where {sorted(reasons)} "
-                f"are stored, because {'; '.join(dict.fromkeys(reasons.values()))}"
-            )
-            if any(r.startswith("no reducer") for r in reasons.values()):
-                detail += (
-                    " (a graph whose channel table declares them, graph= or the CLI's "
-                    "--graph, with subgraphs= / --subgraph for subagents, keeps the head alone)"
-                )
-        return rewrites, deletes, detail
+        return rewrites, deletes, _kept_detail(kept, wanted, reasons)
 
     return plan
 
 
-_keep_latest = _keep_last(1)
+def _kept_chain(view: ThreadView, ns: str, n: int) -> list[CheckpointTuple]:
+    """The head of ``ns`` and its ancestors a keep-last-``n`` keeps, newest first."""
+    unknown = view.unknown(ns)
+    head = view.head(ns)
+    assert head is not None
+    chain = [head]
+    cursor = head
+    while len(chain) < n or any(view.needs_replay(cursor, ch) for ch in unknown):
+        parent = view.parent_id(cursor)
+        if parent is None:
+            break
+        cursor = view.by_ns[ns][parent]  # present: _refuse_broken checked the links
+        chain.append(cursor)
+    return chain
+
+
+def _kept_detail(kept: int, wanted: int, reasons: Mapping[str, str]) -> str:
+    if kept <= wanted:
+        return ""
+    detail = (
+        f"kept {kept} checkpoint(s): each head's chain back to where {sorted(reasons)} "
+        f"are stored, because {'; '.join(dict.fromkeys(reasons.values()))}"
+    )
+    if any(r.startswith("no reducer") for r in reasons.values()):
+        detail += (
+            " (a graph whose channel table declares them, graph= or the CLI's "
+            "--graph, with subgraphs= / --subgraph for subagents, keeps the head alone)"
+        )
+    return detail
 
 
 def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
@@ -932,57 +968,45 @@ def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], 
 
 
 def _prune_plan(
-    thread_ids: Sequence[str],
-    strategy: str,
-    dry_run: bool,
-    known: _Knowledge,
-    progress: Progress | None = None,
-    *,
-    keep_going: bool = False,
-    where: ThreadFilter | None = None,
-    step: StepProgress | None = None,
-    refuse_missing: bool = True,
-) -> _Plan:
+    thread_ids: Sequence[str], strategy: str, known: _Knowledge, **options: Any
+) -> MaintenancePlan[list[ChangeReport]]:
     strategy = STRATEGY_ALIASES.get(strategy, strategy)
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
     keep = strategy == "keep_latest"
-    run = _Run(
-        f"prune:{strategy}",
-        _keep_latest if keep else _delete_all,
-        known,
-        dry_run,
-        keep_going,
-        where,
-        progress,
-        step,
-        "garbage" if keep else "all",
-    )
-    run.refuse_missing = refuse_missing
-    result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
-    return result
+    planner = _keep_last(1) if keep else _delete_all
+    orphans: Orphans = "garbage" if keep else "all"
+    run = _Run(f"prune:{strategy}", planner, known, orphans=orphans, **options)
+    return (yield from _change_plan(run, thread_ids))
 
 
-def _copy_plan(source: str, target: str) -> _Plan:
+def _copy_plan(source: str, target: str) -> MaintenancePlan[ChangeReport]:
     if source == target:
         raise ConfigError("target_thread_id", target, "a thread id other than the source")
     view = yield from _view(source, None)
-    seal = _Seal((target,), uuid.uuid4().hex, seal=True)
-    yield seal
     # one transaction: the target checked empty, the source copied from one snapshot
-    why: str | None = yield _Rows("copy", (source, target))
-    yield _unsealed(seal)
+    why = yield from _sealed((target,), _ask(CopyRows(source, target)))
     if why is not None:
         raise MaintenanceError(
             f"refusing to copy thread {source!r} onto {target!r}: {why}; delete it first or "
             "pick a new thread id"
         )
-    return ChangeReport(target, "copy", 0, view.count(), 0, 0, detail=f"from {source!r}")
+    return ChangeReport(
+        thread_id=target,
+        action="copy",
+        checkpoints_before=0,
+        checkpoints_after=view.count(),
+        detail=f"from {source!r}",
+    )
 
 
-def _without_runs(
-    run_set: set[str],
-) -> _Planner:
+def _ask(request: Request[Target, R]) -> MaintenancePlan[R]:
+    """The plan of one request."""
+    answer: R = yield request
+    return answer
+
+
+def _without_runs(run_set: set[str]) -> _Planner:
     def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         _refuse_broken(view, "delete runs of")
         rewrites: list[Rewrite] = []
@@ -1015,21 +1039,15 @@ def _without_runs(
 
 
 def _runs_plan(
-    run_ids: Sequence[str],
-    dry_run: bool,
-    known: _Knowledge,
-    *,
-    keep_going: bool = False,
-    step: StepProgress | None = None,
-) -> _Plan:
+    run_ids: Sequence[str], known: _Knowledge, **options: Any
+) -> MaintenancePlan[list[ChangeReport]]:
     run_set = set(_thread_ids(run_ids, "run_ids"))
     threads: set[str] = set()
     for run_id in sorted(run_set):
-        hits: list[CheckpointTuple] = yield _Runs(run_id)
+        hits: list[CheckpointTuple] = yield ListCheckpoints(None, filter={"run_id": run_id})
         threads.update(Address.from_config(t.config).thread_id for t in hits)
-    run = _Run("delete_for_runs", _without_runs(run_set), known, dry_run, keep_going, step=step)
-    result: list[ChangeReport] = yield from _change_plan(run, sorted(threads))
-    return result
+    run = _Run("delete_for_runs", _without_runs(run_set), known, **options)
+    return (yield from _change_plan(run, sorted(threads)))
 
 
 def _to_mode(to: ChannelMode) -> _Planner:
@@ -1059,24 +1077,10 @@ def _to_mode(to: ChannelMode) -> _Planner:
     return plan
 
 
-def _migrate_plan(
-    thread_ids: Sequence[str],
-    to: ChannelMode,
-    dry_run: bool,
-    known: _Knowledge,
-    progress: Progress | None = None,
-    *,
-    keep_going: bool = False,
-    where: ThreadFilter | None = None,
-    step: StepProgress | None = None,
-) -> _Plan:
-    run = _Run(
-        f"migrate:{to.value}", _to_mode(to), known, dry_run, keep_going, where, progress, step
-    )
+def _migrate_run(to: ChannelMode, known: _Knowledge, **options: Any) -> _Run:
     # A fleet run has nothing to migrate in a thread that holds only orphan writes.
-    run.skip_empty = keep_going
-    result: list[ChangeReport] = yield from _change_plan(run, thread_ids)
-    return result
+    skip_empty = bool(options.get("keep_going"))
+    return _Run(f"migrate:{to.value}", _to_mode(to), known, skip_empty=skip_empty, **options)
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
@@ -1090,15 +1094,16 @@ def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
 
 def _scan_plan(
     thread_ids: Sequence[str] | None,
+    *,
     check: bool,
     progress: Progress | None = None,
     known: _Knowledge | None = None,
     where: ThreadFilter | None = None,
-) -> _Plan:
-    sizes: dict[str, int] = yield _Rows("sizes", ())
-    orphans: dict[str, int] = yield _Rows("orphans", ())
+) -> MaintenancePlan[list[ThreadInfo]]:
+    sizes: dict[str, int] = yield Sizes()
+    orphans: dict[str, int] = yield OrphanCounts()
     if thread_ids is None:
-        thread_ids = yield _Rows("thread_ids", ())
+        thread_ids = yield ThreadIds()
     infos: list[ThreadInfo] = []
     for thread_id in thread_ids:
         if where is not None and not where.size_ok(sizes.get(thread_id, 0)):
@@ -1108,34 +1113,40 @@ def _scan_plan(
             continue
         info = _info(view, sizes, orphans)
         if check:
-            problems = (
-                _verified(view)
-                if view.count()
-                else [Problem(thread_id, "", "-", "thread has no checkpoints")]
-            )
-            if info.orphan_writes:
-                problems.append(
-                    Problem(
-                        thread_id,
-                        "",
-                        "-",
-                        f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
-                        "not exist, older than a stored checkpoint and than an hour (left by "
-                        "a refused or interrupted write); "
-                        "`checkpoint-guard prune --keep-latest` removes them",
-                    )
-                )
-            info.problems = problems
-            for ns, ch, why in view.verdicts():
-                if not view.is_given(ch, ns):
-                    if ch not in info.unchecked:
-                        info.unchecked.append(ch)
-                    info.notes.append(f"{why}: structure checked, writes not replayed")
-            info.unchecked.sort()
+            _check(view, info)
         infos.append(info)
         if progress is not None:
             progress(thread_id)
     return infos
+
+
+def _check(view: ThreadView, info: ThreadInfo) -> None:
+    """``verify``'s findings on ``info``: problems, unchecked channels and why."""
+    thread_id = view.thread_id
+    problems = (
+        _verified(view)
+        if view.count()
+        else [Problem(thread_id, "", "-", "thread has no checkpoints")]
+    )
+    if info.orphan_writes:
+        problems.append(
+            Problem(
+                thread_id,
+                "",
+                "-",
+                f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
+                "not exist, older than a stored checkpoint and than an hour (left by "
+                "a refused or interrupted write); "
+                "`checkpoint-guard prune --keep-latest` removes them",
+            )
+        )
+    info.problems = problems
+    for ns, ch, why in view.verdicts():
+        if not view.is_given(ch, ns):
+            if ch not in info.unchecked:
+                info.unchecked.append(ch)
+            info.notes.append(f"{why}: structure checked, writes not replayed")
+    info.unchecked.sort()
 
 
 # -- public functions ---------------------------------------------------------------------
@@ -1158,13 +1169,13 @@ _GRAPH_DOC = """
 
 def prune(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str],
+    thread_ids: Sequence[ThreadId],
     *,
     strategy: str = "keep_latest",
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1192,26 +1203,26 @@ def prune(
     plan = _prune_plan(
         _thread_ids(thread_ids),
         strategy,
-        dry_run,
         _knowledge(graph, reducers, subgraphs),
-        progress,
+        dry_run=dry_run,
         keep_going=keep_going,
         where=where,
+        progress=progress,
         step=step,
+        refuse_missing=True,
     )
-    result: list[ChangeReport] = _drive(saver, plan)
-    return result
+    return _drive(saver, "prune", plan)
 
 
 async def aprune(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str],
+    thread_ids: Sequence[ThreadId],
     *,
     strategy: str = "keep_latest",
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1221,44 +1232,41 @@ async def aprune(
     plan = _prune_plan(
         _thread_ids(thread_ids),
         strategy,
-        dry_run,
         _knowledge(graph, reducers, subgraphs),
-        progress,
+        dry_run=dry_run,
         keep_going=keep_going,
         where=where,
+        progress=progress,
         step=step,
+        refuse_missing=True,
     )
-    result: list[ChangeReport] = await _adrive(saver, plan)
-    return result
+    return await _adrive(saver, "prune", plan)
 
 
 prune.__doc__ = (prune.__doc__ or "") + _GRAPH_DOC
 
 
 def prune_present(
-    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], strategy: str
+    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[ThreadId], strategy: str
 ) -> None:
     """``prune`` as a saver's own ``prune`` (``BaseCheckpointSaver.prune``, which
     langgraph-api's thread TTL calls): a thread without checkpoints is nothing to
-    do there, as for LangGraph's savers, not a mistyped id."""
-    plan = _prune_plan(
-        _thread_ids(thread_ids), strategy, False, _knowledge(None, None), refuse_missing=False
-    )
-    _drive(saver, plan)
+    do there, as for LangGraph's savers, not a mistyped id; nothing is reported,
+    so no stored bytes are read."""
+    plan = _prune_plan(_thread_ids(thread_ids), strategy, _knowledge(None, None), measure=False)
+    _drive(saver, "prune", plan)
 
 
 async def aprune_present(
-    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], strategy: str
+    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[ThreadId], strategy: str
 ) -> None:
     """Async ``prune_present``."""
-    plan = _prune_plan(
-        _thread_ids(thread_ids), strategy, False, _knowledge(None, None), refuse_missing=False
-    )
-    await _adrive(saver, plan)
+    plan = _prune_plan(_thread_ids(thread_ids), strategy, _knowledge(None, None), measure=False)
+    await _adrive(saver, "prune", plan)
 
 
 def copy_thread(
-    saver: BaseCheckpointSaver[Any], source_thread_id: str, target_thread_id: str
+    saver: BaseCheckpointSaver[Any], source_thread_id: ThreadId, target_thread_id: ThreadId
 ) -> ChangeReport:
     """Copy every checkpoint, write and stored value of a thread (every
     namespace, same checkpoint ids) to a new thread id. The copy reads exactly
@@ -1266,17 +1274,15 @@ def copy_thread(
     leaves the other intact. A target that already has checkpoints is refused.
     Needs no reducer: nothing is rebuilt."""
     plan = _copy_plan(str(source_thread_id), str(target_thread_id))
-    result: ChangeReport = _drive(saver, plan)
-    return result
+    return _drive(saver, "copy_thread", plan)
 
 
 async def acopy_thread(
-    saver: BaseCheckpointSaver[Any], source_thread_id: str, target_thread_id: str
+    saver: BaseCheckpointSaver[Any], source_thread_id: ThreadId, target_thread_id: ThreadId
 ) -> ChangeReport:
     """Async ``copy_thread``."""
     plan = _copy_plan(str(source_thread_id), str(target_thread_id))
-    result: ChangeReport = await _adrive(saver, plan)
-    return result
+    return await _adrive(saver, "copy_thread", plan)
 
 
 def delete_for_runs(
@@ -1284,9 +1290,9 @@ def delete_for_runs(
     run_ids: Sequence[str],
     *,
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
@@ -1297,11 +1303,9 @@ def delete_for_runs(
     when none survives, so every survivor reads what it read before and lineage
     never leaves its branch. A survivor that replays a delta channel whose
     reducer is not known refuses the thread."""
-    plan = _runs_plan(
-        run_ids, dry_run, _knowledge(graph, reducers, subgraphs), keep_going=keep_going, step=step
-    )
-    result: list[ChangeReport] = _drive(saver, plan)
-    return result
+    known = _knowledge(graph, reducers, subgraphs)
+    plan = _runs_plan(run_ids, known, dry_run=dry_run, keep_going=keep_going, step=step)
+    return _drive(saver, "delete_for_runs", plan)
 
 
 async def adelete_for_runs(
@@ -1309,18 +1313,16 @@ async def adelete_for_runs(
     run_ids: Sequence[str],
     *,
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
     """Async ``delete_for_runs``."""
-    plan = _runs_plan(
-        run_ids, dry_run, _knowledge(graph, reducers, subgraphs), keep_going=keep_going, step=step
-    )
-    result: list[ChangeReport] = await _adrive(saver, plan)
-    return result
+    known = _knowledge(graph, reducers, subgraphs)
+    plan = _runs_plan(run_ids, known, dry_run=dry_run, keep_going=keep_going, step=step)
+    return await _adrive(saver, "delete_for_runs", plan)
 
 
 delete_for_runs.__doc__ = (delete_for_runs.__doc__ or "") + _GRAPH_DOC
@@ -1328,13 +1330,13 @@ delete_for_runs.__doc__ = (delete_for_runs.__doc__ or "") + _GRAPH_DOC
 
 def migrate(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str],
+    thread_ids: Sequence[ThreadId],
     *,
     to: ChannelMode | Literal["full", "delta"],
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1355,29 +1357,28 @@ def migrate(
     Reports carry the stored bytes before and after (a dry run estimates them).
     """
     mode = parse_mode(to, key="to")
-    plan = _migrate_plan(
-        _thread_ids(thread_ids),
+    ids = _thread_ids(thread_ids)
+    run = _migrate_run(
         mode,
-        dry_run,
         _knowledge(graph, reducers, subgraphs),
-        progress,
+        dry_run=dry_run,
         keep_going=keep_going,
         where=where,
+        progress=progress,
         step=step,
     )
-    result: list[ChangeReport] = _drive(saver, plan)
-    return result
+    return _drive(saver, "migrate", _change_plan(run, ids))
 
 
 async def amigrate(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str],
+    thread_ids: Sequence[ThreadId],
     *,
     to: ChannelMode | Literal["full", "delta"],
     dry_run: bool = False,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     step: StepProgress | None = None,
     keep_going: bool = False,
@@ -1385,18 +1386,17 @@ async def amigrate(
 ) -> list[ChangeReport]:
     """Async ``migrate``."""
     mode = parse_mode(to, key="to")
-    plan = _migrate_plan(
-        _thread_ids(thread_ids),
+    ids = _thread_ids(thread_ids)
+    run = _migrate_run(
         mode,
-        dry_run,
         _knowledge(graph, reducers, subgraphs),
-        progress,
+        dry_run=dry_run,
         keep_going=keep_going,
         where=where,
+        progress=progress,
         step=step,
     )
-    result: list[ChangeReport] = await _adrive(saver, plan)
-    return result
+    return await _adrive(saver, "migrate", _change_plan(run, ids))
 
 
 migrate.__doc__ = (migrate.__doc__ or "") + _GRAPH_DOC
@@ -1404,7 +1404,7 @@ migrate.__doc__ = (migrate.__doc__ or "") + _GRAPH_DOC
 
 def scan(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     *,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
@@ -1413,44 +1413,42 @@ def scan(
     orphan writes and distance from the head to its last snapshot. Reads only;
     needs no reducer. ``progress`` is called with each thread id when it is done."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, False, progress, None, where))
-    return result
+    return _drive(saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where))
 
 
 async def ascan(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     *,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Async ``scan``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, False, progress, None, where))
-    return result
+    return await _adrive(
+        saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where)
+    )
 
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every thread id that has a checkpoint or a stored write, sorted."""
     _refuse_other_api(saver, "list_threads")
-    result: list[str] = row_store_for(unwrap(saver)).thread_ids()
-    return result
+    return ThreadIds().run(Target(saver))
 
 
 async def alist_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Async ``list_threads``."""
     _arefuse_other_api(saver, "list_threads")
-    result: list[str] = await row_store_for(unwrap(saver)).athread_ids()
-    return result
+    return await ThreadIds().arun(Target(saver))
 
 
 def verify(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     *,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
@@ -1464,33 +1462,35 @@ def verify(
     problem. ``None`` checks every thread. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    result: list[ThreadInfo] = _drive(saver, _scan_plan(ids, True, progress, known, where))
-    return result
+    return _drive(
+        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    )
 
 
 async def averify(
     saver: BaseCheckpointSaver[Any],
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     *,
-    graph: Any = None,
+    graph: Graph | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    result: list[ThreadInfo] = await _adrive(saver, _scan_plan(ids, True, progress, known, where))
-    return result
+    return await _adrive(
+        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    )
 
 
 def inspect(
     saver: BaseCheckpointSaver[Any],
-    thread_id: str,
+    thread_id: ThreadId,
     *,
-    graph: Any = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    graph: Graph | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
 ) -> ThreadInfo:
     """``verify`` of one thread (mode, counts, bytes, snapshot distance, problems)."""
     return verify(saver, [thread_id], graph=graph, subgraphs=subgraphs)[0]
@@ -1498,10 +1498,10 @@ def inspect(
 
 async def ainspect(
     saver: BaseCheckpointSaver[Any],
-    thread_id: str,
+    thread_id: ThreadId,
     *,
-    graph: Any = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    graph: Graph | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
 ) -> ThreadInfo:
     """Async ``inspect``."""
     return (await averify(saver, [thread_id], graph=graph, subgraphs=subgraphs))[0]

@@ -34,24 +34,29 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from .._address import Address, ThreadId
 from .._config import MAX_DURATION
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
     ChangeReport,
+    Graph,
+    ListCheckpoints,
+    MaintenancePlan,
+    Pause,
     Progress,
+    Sizes,
     StepProgress,
+    ThreadIds,
+    Unanalyzed,
     _adrive,
     _apply,
     _delete_all,
     _drive,
     _estimate_of,
-    _Head,
     _keep_last,
     _Knowledge,
     _knowledge,
-    _Plan,
-    _Planner,
-    _Rows,
+    _Run,
     _thread_ids,
     _view,
 )
@@ -168,40 +173,38 @@ def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) ->
             )
 
 
-def _action(keep_latest: bool, keep_last: int | None) -> tuple[str, _Planner]:
+def _sweep_run(
+    keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any
+) -> tuple[str, _Run]:
+    """The sweep's action (``SweepReport.action``) and each swept thread's change."""
     if not keep_latest:
-        return "delete", _delete_all
-    if keep_last is None or keep_last == 1:
-        return "keep_latest", _keep_last(1)
-    return f"keep_last:{keep_last}", _keep_last(keep_last)
+        return "delete", _Run("sweep:delete", _delete_all, known, orphans="all", **options)
+    action = "keep_latest" if keep_last in (None, 1) else f"keep_last:{keep_last}"
+    planner = _keep_last(keep_last or 1)
+    return action, _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
 
 
 def _sweep_plan(
     thread_ids: Sequence[str] | None,
     older_than: timedelta,
-    keep_latest: bool,
-    keep_last: int | None,
-    known: _Knowledge,
-    dry_run: bool,
     now: datetime | None,
-    progress: Progress | None,
-    step: StepProgress | None,
-) -> _Plan:
-    action, planner = _action(keep_latest, keep_last)
+    action: str,
+    run: _Run,
+) -> MaintenancePlan[SweepReport]:
     cutoff = (now or datetime.now(UTC)) - older_than
-    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), dry_run)
-    sizes: dict[str, int] = yield _Rows("sizes", ())
-    unanalyzed: list[str] = yield _Rows("unanalyzed", ())
+    report = SweepReport(
+        action, older_than.total_seconds(), cutoff.isoformat(), dry_run=run.dry_run
+    )
+    sizes: dict[str, int] = yield Sizes()
+    unanalyzed: list[str] = yield Unanalyzed()
     if unanalyzed:
         logger.warning(unanalyzed_warning(unanalyzed))
     if thread_ids is None:
-        thread_ids = yield _Rows("thread_ids", ())
+        thread_ids = yield ThreadIds()
     swept: list[ChangeReport] = []
     for thread_id in thread_ids:
         report.seen += 1
-        outcome = yield from _sweep_thread(
-            thread_id, cutoff, action, planner, known, dry_run, sizes, step
-        )
+        outcome = yield from _sweep_thread(run, thread_id, cutoff, sizes)
         if outcome is None:
             report.untouched += 1
         elif isinstance(outcome, SkippedThread):
@@ -210,10 +213,10 @@ def _sweep_plan(
             report.bytes_after += sizes.get(thread_id, 0)
         else:
             swept.append(outcome)
-        if progress is not None:
-            progress(thread_id)
-    if swept and not dry_run:
-        after: dict[str, int] = yield _Rows("sizes", ())
+        if run.progress is not None:
+            run.progress(thread_id)
+    if swept and not run.dry_run:
+        after: dict[str, int] = yield Sizes()
         for change in swept:
             change.bytes_after = after.get(change.thread_id, 0)
     for change in swept:
@@ -224,27 +227,22 @@ def _sweep_plan(
             report.deleted += 1
         else:
             report.pruned += 1
-    report.estimated = dry_run and bool(swept)
+    report.estimated = run.dry_run and bool(swept)
     return report
 
 
 def _sweep_thread(
-    thread_id: str,
-    cutoff: datetime,
-    action: str,
-    planner: _Planner,
-    known: _Knowledge,
-    dry_run: bool,
-    sizes: Mapping[str, int],
-    step: StepProgress | None,
-) -> Any:
+    run: _Run, thread_id: str, cutoff: datetime, sizes: Mapping[str, int]
+) -> MaintenancePlan[ChangeReport | SkippedThread | None]:
     """``None`` (newer than the cutoff), a ``SkippedThread``, or the thread's
     ``ChangeReport``."""
-    head: list[CheckpointTuple] = yield _Head(thread_id)
+    yield Pause(0)  # once per thread: on an event loop, let its other tasks (turns) run
+    root = Address(thread_id, "", None).thread_config()
+    head: list[CheckpointTuple] = yield ListCheckpoints(root, limit=1)
     newest = newest_ts(head)
     if newest is not None and newest >= cutoff:
         return None
-    view = yield from _view(thread_id, known)
+    view = yield from _view(thread_id, run.known)
     if not view.count():
         return SkippedThread(
             thread_id,
@@ -257,35 +255,32 @@ def _sweep_thread(
     if newest >= cutoff:
         return None
     try:
-        rewrites, deletes, detail = planner(view)
+        rewrites, deletes, detail = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
     removed = sum(len(ids) for ids in deletes.values())
     change = ChangeReport(
-        thread_id,
-        f"sweep:{action}",
-        view.count(),
-        view.count() - removed,
-        len(rewrites),
-        removed,
+        thread_id=thread_id,
+        action=run.action,
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count() - removed,
+        rewritten=len(rewrites),
+        deleted=removed,
         bytes_before=sizes.get(thread_id, 0),
-        dry_run=dry_run,
+        dry_run=run.dry_run,
         detail=detail,
     )
-    if dry_run:
+    if run.dry_run:
         growth: int = yield _estimate_of(view, rewrites, deletes)
         # a delete leaves nothing (writes and stored values go with the thread)
-        change.bytes_after = (
-            0 if action == "delete" else max(0, (change.bytes_before or 0) + growth)
-        )
+        deleted = run.planner is _delete_all
+        change.bytes_after = 0 if deleted else max(0, (change.bytes_before or 0) + growth)
         change.estimated = True
         return change
     if not rewrites and not removed:
         return change
     # all or nothing, in one transaction that lists the thread again first
-    why = yield from _apply(
-        view, rewrites, deletes, step, "all" if action == "delete" else "garbage"
-    )
+    why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
     if why is not None:
         return SkippedThread(thread_id, f"{why}; left for a later sweep")
     return change
@@ -297,12 +292,12 @@ def sweep(
     older_than: timedelta,
     keep_latest: bool = True,
     keep_last: int | None = None,
-    graph: Any = None,
+    graph: Graph | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
@@ -326,18 +321,12 @@ def sweep(
     See the module docstring for what a turn written during the sweep sees on
     each backend."""
     _checked(older_than, keep_latest, keep_last)
-    plan = _sweep_plan(
-        None if thread_ids is None else _thread_ids(thread_ids),
-        older_than,
-        keep_latest,
-        keep_last,
-        _knowledge(graph, reducers, subgraphs),
-        dry_run,
-        now,
-        progress,
-        step,
+    ids = None if thread_ids is None else _thread_ids(thread_ids)
+    known = _knowledge(graph, reducers, subgraphs)
+    action, run = _sweep_run(
+        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
     )
-    report: SweepReport = _drive(saver, plan)
+    report = _drive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
     logger.info(report.summary())
     return report
 
@@ -348,28 +337,22 @@ async def asweep(
     older_than: timedelta,
     keep_latest: bool = True,
     keep_last: int | None = None,
-    graph: Any = None,
+    graph: Graph | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[ThreadId] | None = None,
     reducers: Mapping[str, Reducer] | None = None,
-    subgraphs: Mapping[str, Any] | None = None,
+    subgraphs: Mapping[str, Graph] | None = None,
     step: StepProgress | None = None,
     now: datetime | None = None,
 ) -> SweepReport:
     """Async ``sweep``."""
     _checked(older_than, keep_latest, keep_last)
-    plan = _sweep_plan(
-        None if thread_ids is None else _thread_ids(thread_ids),
-        older_than,
-        keep_latest,
-        keep_last,
-        _knowledge(graph, reducers, subgraphs),
-        dry_run,
-        now,
-        progress,
-        step,
+    ids = None if thread_ids is None else _thread_ids(thread_ids)
+    known = _knowledge(graph, reducers, subgraphs)
+    action, run = _sweep_run(
+        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
     )
-    report: SweepReport = await _adrive(saver, plan)
+    report = await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
     logger.info(report.summary())
     return report

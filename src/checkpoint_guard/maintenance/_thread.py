@@ -38,12 +38,11 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
 
 from .._address import Address
 from .._modes import (
@@ -55,6 +54,7 @@ from .._modes import (
 from .._schema import merge_message_writes
 from .._upstream import DeltaSnapshot
 from ..state._lineage import ROOT_METADATA_KEY
+from ..stores._rows import Rewrite
 
 __all__ = [
     "DEFAULT_REDUCERS",
@@ -106,23 +106,6 @@ class Problem:
     def __str__(self) -> str:
         ns = f" ns={self.checkpoint_ns!r}" if self.checkpoint_ns else ""
         return f"thread {self.thread_id!r}{ns} checkpoint {self.checkpoint_id}: {self.reason}"
-
-
-@dataclass
-class Rewrite:
-    """Replace one stored checkpoint in place (same id): new channel values for the
-    listed channels, new metadata, new parent. ``versions`` maps every rewritten
-    channel to its (unchanged) version, for backends that key values by version."""
-
-    checkpoint_ns: str
-    checkpoint: Checkpoint
-    metadata: CheckpointMetadata
-    parent_id: str | None
-    versions: dict[str, Any] = field(default_factory=dict)
-
-    def put_config(self, thread_id: str) -> RunnableConfig:
-        """The config to ``put`` the rewritten checkpoint with: its parent's address."""
-        return Address(thread_id, self.checkpoint_ns, self.parent_id).config()
 
 
 class ThreadView:
@@ -245,10 +228,6 @@ class ThreadView:
         """Whether ``ch``'s reducer in ``ns`` was given (a graph, ``reducers=``,
         ``subgraphs=``) rather than assumed (a default)."""
         return ch in (self._given_of(subgraph_path(ns)) or {})
-
-    def has_reducer(self, ch: str, ns: str = "") -> bool:
-        """Whether ``ns``'s graph has a reducer for ``ch`` (given or default)."""
-        return self._missing_reducer(ch, subgraph_path(ns)) is None
 
     def _missing_reducer(self, ch: str, path: str) -> str | None:
         table = self._table(path)

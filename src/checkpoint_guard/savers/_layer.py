@@ -125,7 +125,7 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
         return False
     # Imported at call time: maintenance builds on the layers (it walks a stack's
     # hooks), so this is the one edge that points up (see test_architecture.py).
-    from ..maintenance._rows import supported
+    from ..stores import supported
 
     sync, async_ = supported(type(inner))
     return async_ if method.startswith("a") else sync

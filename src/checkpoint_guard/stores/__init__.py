@@ -7,9 +7,10 @@ knows about it.
   (``open_saver`` / ``aopen_saver``), names the database it opened whatever the URL's
   spelling (``identity`` / ``aidentity``), takes the retention lock across workers
   (``retention_lock``, keyed by that identity), and holds the row operations
-  maintenance runs on the saver's storage (``MemoryRows``, ``SqliteRows``, ...) with
-  the behavioural check of the layout they read (registered with ``_upstream`` on
-  import).
+  maintenance runs on the saver's storage (``MemoryRows``, ``SqliteRows``,
+  ``PostgresRows``; the protocol is ``_rows.py``) with the behavioural check of the
+  layout they read (registered with ``_upstream`` on import). ``row_store_for`` finds
+  a saver's row store.
 * Which store a saver *object* belongs to (the rule, for savers handed to ``wrap``) and
   the facts the layers below need (the one-query listing) are in ``_backends.py``, at
   the bottom of the package, where the history layer and telemetry can ask.
@@ -19,7 +20,6 @@ Data flows config -> ``savers`` (the stack of layers) -> a saver opened here.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
@@ -27,25 +27,28 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .. import _backends, _upstream
 from .._config import CheckpointerConfig
-from .._errors import require_extra
+from .._errors import MaintenanceError
+from .._errors import require_extra as require_extra  # the openers' callers import it here
+from . import _memory, _postgres, _sqlite
+from ._rows import RowStore
 
-__all__ = [
-    "aidentity",
-    "aopen_inner",
-    "identity",
-    "open_inner",
-    "require_extra",
-    "retention_lock",
-    "store_module",
-]
+__all__ = ["aopen_inner", "open_inner"]
+
+_MODULES: dict[str, Any] = {"memory": _memory, "sqlite": _sqlite, "postgres": _postgres}
+_ROWS: dict[str, type[RowStore]] = {
+    "memory": _memory.MemoryRows,
+    "sqlite": _sqlite.SqliteRows,
+    "postgres": _postgres.PostgresRows,
+}
 
 
 def store_module(backend: str) -> Any:
     """The module that owns ``backend`` (``memory``, ``sqlite``, ``postgres``)."""
-    if backend not in ("memory", "sqlite", "postgres"):
+    if backend not in _MODULES:
         raise ValueError(f"no store module for backend {backend!r}")
-    return importlib.import_module(f"{__name__}._{backend}")
+    return _MODULES[backend]
 
 
 @contextmanager
@@ -85,3 +88,35 @@ def retention_lock(config: CheckpointerConfig) -> AbstractAsyncContextManager[bo
     (each store's ``retention_lock`` says how); released on exit."""
     lock: AbstractAsyncContextManager[bool] = store_module(config.backend).retention_lock(config)
     return lock
+
+
+def supported(saver_type: type) -> tuple[bool, bool]:
+    """``(sync, async)``: whether maintenance can serve a saver of this type from
+    sync code and from async code."""
+    backend = _backends.backend_of_type(saver_type)
+    if backend is None:
+        return (False, False)
+    both = _ROWS[backend.name].serves_both
+    return (both or not backend.is_async, both or backend.is_async)
+
+
+def row_store_for(saver: BaseCheckpointSaver[Any]) -> RowStore:
+    """The row store of a raw (unwrapped) saver; ``TypeError`` naming the
+    supported savers when there is none, ``MaintenanceError`` when the store's
+    upstream layout check (``_upstream``) fails."""
+    backend = _backends.backend_of(saver)
+    if backend is None:
+        raise TypeError(
+            f"checkpoint-guard maintenance does not know this saver: "
+            f"{_backends.refusal(type(saver))}"
+        )
+    cls = _ROWS[backend.name]
+    if not _upstream.holds(cls.upstream_check):
+        # The store's rows are not where its module reads them: refuse, never guess.
+        found = _upstream.result(cls.upstream_check)
+        raise MaintenanceError(
+            f"maintenance on {type(saver).__name__} is off: the installed LangGraph does not "
+            f"match what it assumes ({cls.upstream_check}: {found.reason}); nothing was "
+            "changed. Run `checkpoint-guard doctor` for details."
+        )
+    return cls(saver)

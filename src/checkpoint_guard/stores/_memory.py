@@ -1,15 +1,14 @@
 """Everything the package knows about ``InMemorySaver``: opening one from a
 configuration, the retention lock (the store belongs to its process), and the row
-operations maintenance runs on its dictionaries (sync; async shares them)."""
+operations maintenance runs on its dictionaries."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -17,10 +16,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
 from .._config import CheckpointerConfig
-from ..maintenance._rows import Change, classify_orphans, doomed_orphans, unseen
-from ..maintenance._thread import Rewrite
+from .._io import Plan, drive
+from ._rows import Change, Rewrite, RowStore, answered, classify_orphans, doomed_orphans, unseen
 
 __all__ = ["MemoryRows"]
+
+R = TypeVar("R")
 
 
 # ---- opening
@@ -109,26 +110,28 @@ def check_layout() -> str | None:
     return None
 
 
-class MemoryRows:
-    """Storage of one ``InMemorySaver``: ``storage``, ``writes`` and ``blobs``."""
+class MemoryRows(RowStore):
+    """Storage of one ``InMemorySaver`` (it serves sync and async): ``storage``,
+    ``writes`` and ``blobs``. Every operation is one synchronous step, no await and
+    no lock from the first read to the last write: atomic for every coroutine of the
+    event loop (a thread writing through the sync API from another OS thread is not
+    excluded: InMemorySaver has no lock to take; docs/retention.md)."""
 
-    SYNC = True
-    ASYNC = True
-    UPSTREAM_CHECK = LAYOUT_CHECK
+    serves_both = True
+    upstream_check = LAYOUT_CHECK
 
-    def __init__(self, saver: InMemorySaver) -> None:
-        self.saver = saver
+    def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        return drive(plan, None)
 
-    def thread_ids(self) -> list[str]:
+    async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        return self.transact(plan, exclusive)
+
+    def thread_ids(self) -> Plan[Any, list[str]]:
         with_checkpoints = {t for t, spaces in self.saver.storage.items() if any(spaces.values())}
-        return sorted(
-            with_checkpoints | {key[0] for key in self.saver.writes if self.saver.writes[key]}
-        )
+        written = {key[0] for key in self.saver.writes if self.saver.writes[key]}
+        return answered(sorted(with_checkpoints | written))
 
-    async def athread_ids(self) -> list[str]:
-        return self.thread_ids()
-
-    def sizes(self) -> dict[str, int]:
+    def sizes(self) -> Plan[Any, dict[str, int]]:
         out: dict[str, int] = {}
         for thread_id, spaces in self.saver.storage.items():
             for checkpoints in spaces.values():
@@ -140,10 +143,7 @@ class MemoryRows:
                 out[thread_id] = out.get(thread_id, 0) + _nbytes(row[2])
         for (thread_id, *_), typed in self.saver.blobs.items():
             out[thread_id] = out.get(thread_id, 0) + _nbytes(typed)
-        return out
-
-    async def asizes(self) -> dict[str, int]:
-        return self.sizes()
+        return answered(out)
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
         # put() replaces the entry (parent included) and, for the channels named
@@ -153,8 +153,7 @@ class MemoryRows:
 
     def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
         checkpoints = self.saver.storage.get(thread_id, {}).get(ns, {})
-        doomed = set(ids)
-        for cid in doomed:
+        for cid in set(ids):
             checkpoints.pop(cid, None)
             self.saver.writes.pop((thread_id, ns, cid), None)
         # Blobs are keyed by version and shared between checkpoints: keep every
@@ -178,16 +177,11 @@ class MemoryRows:
         ]
         return checkpoints, written
 
-    def change(self, thread_id: str, change: Change) -> str | None:
-        # One synchronous step, no await and no lock from the listing to the last
-        # delete: atomic for every coroutine of the event loop (a thread writing
-        # through the sync API from another OS thread is not excluded:
-        # InMemorySaver has no lock to take; docs/retention.md).
-        now = time.time()
+    def change(self, thread_id: str, change: Change, now: float) -> Plan[Any, str | None]:
         checkpoints, written = self._listing(thread_id)
         why = unseen(change.seen, checkpoints, written, now)
         if why is not None:
-            return why
+            return answered(why)
         for rewrite in change.rewrites:
             self._rewrite(thread_id, rewrite)
         for ns, ids in change.deletes.items():
@@ -196,16 +190,13 @@ class MemoryRows:
         checkpoints, written = self._listing(thread_id)
         for ns, cid in doomed_orphans(change.orphans, checkpoints, written, now):
             self.saver.writes.pop((thread_id, ns, cid), None)
-        return None
+        return answered(None)
 
-    async def achange(self, thread_id: str, change: Change) -> str | None:
-        return self.change(thread_id, change)
-
-    def copy(self, source: str, target: str) -> str | None:
+    def copy(self, source: str, target: str) -> Plan[Any, str | None]:
         saver = self.saver
         existing = sum(len(c) for c in saver.storage.get(target, {}).values())
         if existing:
-            return f"the target already has {existing} checkpoint(s)"
+            return answered(f"the target already has {existing} checkpoint(s)")
         for ns, checkpoints in list(saver.storage.get(source, {}).items()):
             saver.storage[target][ns].update(checkpoints)
         source_checkpoints = saver.storage.get(source, {})
@@ -216,33 +207,19 @@ class MemoryRows:
         for (thread_id, ns, ch, version), typed in list(saver.blobs.items()):
             if thread_id == source:
                 saver.blobs[(target, ns, ch, version)] = typed
-        return None
+        return answered(None)
 
-    async def acopy(self, source: str, target: str) -> str | None:
-        return self.copy(source, target)
-
-    def orphans(self) -> dict[str, int]:
+    def orphans(self, now: float) -> Plan[Any, dict[str, int]]:
         storage = self.saver.storage
         orphan_rows = [
             (key[0], key[1], key[2], len(rows))
             for key, rows in self.saver.writes.items()
             if rows and key[2] not in storage.get(key[0], {}).get(key[1], {})
         ]
-        threads = {row[0] for row in orphan_rows}
         checkpoint_rows = [
             (thread_id, ns, cid)
-            for thread_id in threads
+            for thread_id in {row[0] for row in orphan_rows}
             for ns, stored in storage.get(thread_id, {}).items()
             for cid in stored
         ]
-        return classify_orphans(orphan_rows, checkpoint_rows, time.time())
-
-    async def aorphans(self) -> dict[str, int]:
-        return self.orphans()
-
-    def unanalyzed(self) -> list[str]:
-        # dictionaries: no query planner
-        return []
-
-    async def aunanalyzed(self) -> list[str]:
-        return self.unanalyzed()
+        return answered(classify_orphans(orphan_rows, checkpoint_rows, now))

@@ -13,7 +13,7 @@ checkpoint at that version then already sees the rewritten, equal state), then
 lets ``put`` store the checkpoint and metadata (a saver of the same class bound
 to the change's own connection, so it joins its transaction), then sets the
 parent. A thread's change is one transaction that lists the thread first
-(``FOR UPDATE``) and once more before commit (``_rows.change_statements``).
+(``FOR UPDATE``) and once more before commit (``SqlRows.change``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -32,18 +33,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
-from ..maintenance._rows import (
-    AsyncSqlRows,
-    Dialect,
-    Put,
-    SqlRows,
-    Statements,
-    arun,
-    run,
-)
-from ..maintenance._thread import Rewrite
+from .._io import Plan, Request, adrive, drive
+from ._rows import Rewrite, Sql, SqlPlan, SqlRows, Tx
 
-__all__ = ["AsyncPostgresRows", "PostgresRows"]
+__all__ = ["PostgresRows"]
+
+R = TypeVar("R")
 
 _UPSERT_BLOB = (
     "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
@@ -105,27 +100,55 @@ def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
     }
 
 
-def _pg_prepare(config: CheckpointerConfig) -> None:
+_WHAT = "backend 'postgres'"
+
+
+@dataclass(frozen=True)
+class _Driver:
+    """One side's classes: the saver, psycopg_pool's pool and psycopg's connection."""
+
+    saver: Any
+    pool: Any
+    connection: Any
+
+
+def _driver() -> _Driver:
+    """``PostgresSaver`` over psycopg's sync pool and connections."""
+    return _Driver(
+        require_extra("langgraph.checkpoint.postgres", "postgres", _WHAT).PostgresSaver,
+        require_extra("psycopg_pool", "postgres", _WHAT).ConnectionPool,
+        require_extra("psycopg", "postgres", _WHAT).Connection,
+    )
+
+
+def _adriver() -> _Driver:
+    """``AsyncPostgresSaver`` over psycopg's async pool and connections."""
+    return _Driver(
+        require_extra("langgraph.checkpoint.postgres.aio", "postgres", _WHAT).AsyncPostgresSaver,
+        require_extra("psycopg_pool", "postgres", _WHAT).AsyncConnectionPool,
+        require_extra("psycopg", "postgres", _WHAT).AsyncConnection,
+    )
+
+
+def _pg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
     """Fail fast with a clear, credential-free error; create the schema if asked
     and check that connections really land in it."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.Connection.connect(url, **_pg_kwargs(config))
+        conn = driver.connection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         if config.postgres_schema:
-            _check_schema(config, conn.execute(_SEARCH_PATH).fetchone())
+            _check_schema(config, (conn.execute(_SEARCH_PATH)).fetchone())
             conn.execute(_create_schema(config.postgres_schema))
 
 
-async def _apg_prepare(config: CheckpointerConfig) -> None:
+async def _apg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
     """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = await psycopg.AsyncConnection.connect(url, **_pg_kwargs(config))
+        conn = await driver.connection.connect(url, **_pg_kwargs(config))
     except Exception as exc:
         raise _pg_error(url, exc) from None
     async with conn:
@@ -168,8 +191,12 @@ def _setup_pause(pause: float) -> float:
     return min(pause * 2, _SETUP_POLL_S[1])
 
 
+_sleep = time.sleep
+_asleep = asyncio.sleep
+
+
 @contextmanager
-def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
+def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
     """Hold the setup lock (on a connection of its own) while the body runs.
 
     LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
@@ -182,20 +209,19 @@ def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
     waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
     index build are two connections). A process that gets the lock after another
     one set the tables up finds the migrations applied and does nothing."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = psycopg.Connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
+        conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
     except Exception as exc:
         raise _pg_error(url, exc) from None
     with conn:
         pause = _SETUP_POLL_S[0]
         while True:
-            row = conn.execute(_SETUP_LOCK).fetchone()
+            row = (conn.execute(_SETUP_LOCK)).fetchone()
             if row and row["held"]:
                 break
             conn.rollback()  # no snapshot kept while waiting
-            time.sleep(pause)
+            _sleep(pause)
             pause = _setup_pause(pause)
         try:
             yield
@@ -204,14 +230,11 @@ def _setup_serialized(config: CheckpointerConfig) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
+async def _asetup_serialized(config: CheckpointerConfig, driver: _Driver) -> AsyncIterator[None]:
     """Async ``_setup_serialized``."""
-    psycopg = require_extra("psycopg", "postgres", "backend 'postgres'")
     url = config.url or ""
     try:
-        conn = await psycopg.AsyncConnection.connect(
-            url, **{**_pg_kwargs(config), "autocommit": False}
-        )
+        conn = await driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
     except Exception as exc:
         raise _pg_error(url, exc) from None
     async with conn:
@@ -220,8 +243,8 @@ async def _asetup_serialized(config: CheckpointerConfig) -> AsyncIterator[None]:
             row = await (await conn.execute(_SETUP_LOCK)).fetchone()
             if row and row["held"]:
                 break
-            await conn.rollback()
-            await asyncio.sleep(pause)
+            await conn.rollback()  # no snapshot kept while waiting
+            await _asleep(pause)
             pause = _setup_pause(pause)
         try:
             yield
@@ -241,20 +264,17 @@ def open_saver(
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
     up once across processes; the pool is closed on exit."""
-    require_extra("langgraph.checkpoint.postgres", "postgres", "backend 'postgres'")
-    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    _pg_prepare(config)
-    pool = pool_mod.ConnectionPool(**_pool_args(config, pool_mod.ConnectionPool.check_connection))
+    driver = _driver()
+    _pg_prepare(config, driver)
+    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
     try:
         pool.open(wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:
         pool.close()
         raise _pg_error(config.url or "", exc) from None
     try:
-        pg_saver = PostgresSaver(pool, serde=serde)
-        with _setup_serialized(config):
+        pg_saver = driver.saver(pool, serde=serde)
+        with _setup_serialized(config, driver):
             pg_saver.setup()
         yield pg_saver
     finally:
@@ -266,22 +286,17 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
-    require_extra("langgraph.checkpoint.postgres.aio", "postgres", "backend 'postgres'")
-    pool_mod = require_extra("psycopg_pool", "postgres", "backend 'postgres'")
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    await _apg_prepare(config)
-    pool = pool_mod.AsyncConnectionPool(
-        **_pool_args(config, pool_mod.AsyncConnectionPool.check_connection)
-    )
+    driver = _adriver()
+    await _apg_prepare(config, driver)
+    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
     try:
         await pool.open(wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:
         await pool.close()
         raise _pg_error(config.url or "", exc) from None
     try:
-        pg_saver = AsyncPostgresSaver(pool, serde=serde)
-        async with _asetup_serialized(config):
+        pg_saver = driver.saver(pool, serde=serde)
+        async with _asetup_serialized(config, driver):
             await pg_saver.setup()
         yield pg_saver
     finally:
@@ -352,208 +367,6 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
         await conn.close()
 
 
-# ---- rows
-
-
-def _sizes() -> Statements:
-    out: dict[str, int] = {}
-    for sql in (
-        "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
-        " AS n FROM checkpoints GROUP BY thread_id",
-        "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) AS n FROM checkpoint_blobs"
-        " GROUP BY thread_id",
-        "SELECT thread_id, SUM(octet_length(blob)) AS n FROM checkpoint_writes GROUP BY thread_id",
-    ):
-        for row in (yield sql, ()):
-            out[row["thread_id"]] = out.get(row["thread_id"], 0) + int(row["n"] or 0)
-    return out
-
-
-def _rewrite(saver: Any, thread_id: str, rewrite: Rewrite) -> Statements:
-    for row in _blob_rows(saver, thread_id, rewrite):
-        yield _UPSERT_BLOB, row
-    yield Put(thread_id, rewrite), ()
-    yield (
-        "UPDATE checkpoints SET parent_checkpoint_id = %s"
-        " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-        (rewrite.parent_id, thread_id, rewrite.checkpoint_ns, rewrite.checkpoint["id"]),
-    )
-
-
-def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
-    # Checkpoints before their writes and blobs: stopped halfway, what is left
-    # is garbage, never a kept checkpoint that lost a write or a value.
-    freed = yield (
-        "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
-        " AND checkpoint_id = ANY(%s) RETURNING checkpoint -> 'channel_versions' AS versions",
-        (thread_id, ns, list(ids)),
-    )
-    yield (
-        "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s"
-        " AND checkpoint_id = ANY(%s)",
-        (thread_id, ns, list(ids)),
-    )
-    pairs = sorted({(ch, str(v)) for row in freed for ch, v in (row["versions"] or {}).items()})
-    if pairs:
-        # Blobs are shared by every checkpoint at that version: drop only those no
-        # remaining checkpoint of the namespace references.
-        yield (
-            "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s"
-            " AND (b.channel, b.version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
-            " AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id"
-            " AND c.checkpoint_ns = b.checkpoint_ns"
-            " AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
-            (thread_id, ns, [p[0] for p in pairs], [p[1] for p in pairs]),
-        )
-
-
-def _copy(source: str, target: str) -> Statements:
-    # One snapshot of the source for every statement (a turn committing between
-    # two of them would otherwise be copied in part).
-    yield "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", ()
-    existing = yield "SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s", (target,)
-    if existing and existing[0]["n"]:
-        return f"the target already has {existing[0]['n']} checkpoint(s)"
-    yield (
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-        " parent_checkpoint_id, type, checkpoint, metadata)"
-        " SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-        " metadata FROM checkpoints WHERE thread_id = %s",
-        (target, source),
-    )
-    # Copied rows win over leftovers under the target id (orphan blobs or writes of
-    # deleted checkpoints); only writes of checkpoints that exist are copied.
-    yield (
-        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
-        " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
-        " WHERE thread_id = %s"
-        " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
-        " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
-        (target, source),
-    )
-    yield (
-        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-        " task_path, idx, channel, type, blob)"
-        " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,"
-        " w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND EXISTS (SELECT 1"
-        " FROM checkpoints c WHERE c.thread_id = w.thread_id"
-        " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-        " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
-        " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
-        " type = EXCLUDED.type, blob = EXCLUDED.blob",
-        (target, source),
-    )
-    return None
-
-
-_ORPHAN = (
-    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-)
-
-
-def _orphans() -> Statements:
-    orphans = yield (
-        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) AS n"
-        f" FROM checkpoint_writes w WHERE{_ORPHAN}"
-        " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id",
-        (),
-    )
-    stored = yield (
-        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
-        f" (SELECT w.thread_id FROM checkpoint_writes w WHERE{_ORPHAN})",
-        (),
-    )
-    return (
-        [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"], r["n"]) for r in orphans],
-        [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in stored],
-    )
-
-
-def _delete_orphans(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
-    yield (
-        "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
-        f" AND w.checkpoint_id = ANY(%s) AND{_ORPHAN}",
-        (thread_id, ns, list(ids)),
-    )
-
-
-def _thread_ids() -> Statements:
-    rows = yield (
-        "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
-        " ORDER BY 1",
-        (),
-    )
-    return [r["thread_id"] for r in rows]
-
-
-def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
-    values = rewrite.checkpoint["channel_values"]
-    rows: list[tuple[Any, ...]] = saver._dump_blobs(
-        thread_id,
-        rewrite.checkpoint_ns,
-        {ch: values[ch] for ch in rewrite.versions if ch in values},
-        rewrite.versions,
-    )
-    return rows
-
-
-def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
-    # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
-    # a prune, a migration) waits for this one, so two changes of a thread apply
-    # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
-    # stops it (docs/retention.md, "Live threads",
-    # says what the second listing before commit closes and what stays open).
-    return (
-        (
-            "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s FOR UPDATE",
-            (thread_id,),
-        ),
-        (
-            "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM checkpoint_writes"
-            " WHERE thread_id = %s",
-            (thread_id,),
-        ),
-    )
-
-
-_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-
-
-def _unanalyzed() -> Statements:
-    # No statistics for thread_id (the table was never analyzed: autovacuum off,
-    # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
-    # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
-    # makes LangGraph's own read of one thread look costly enough to JIT-compile
-    # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
-    # statistics). pg_stats lists only what this user may read: a table it may
-    # not read is not ours to judge. Names resolve as the saver's own do.
-    rows = yield (
-        "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
-        " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE pg_relation_size(c.oid) > 0 AND has_table_privilege(c.oid, 'SELECT')"
-        " AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname"
-        " AND s.tablename = t.name AND s.attname = 'thread_id')"
-        " ORDER BY array_position(%s::text[], t.name)",
-        (list(_TABLES), list(_TABLES)),
-    )
-    return [r["name"] for r in rows]
-
-
-_DIALECT = Dialect(
-    thread_ids=_thread_ids,
-    sizes=_sizes,
-    rewrite=_rewrite,
-    delete=_delete,
-    copy=_copy,
-    orphans=_orphans,
-    delete_orphans=_delete_orphans,
-    listing=_listing,
-    unanalyzed=_unanalyzed,
-)
-
-
 SAVER_CHECK = "postgres-saver"
 
 
@@ -589,52 +402,230 @@ def check_saver() -> str | None:
     return None
 
 
+# ---- rows
+
+_ORPHAN = (
+    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+)
+_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+# Never prepare server-side (see _pg_kwargs): the saver's connection may be one we
+# did not open.
+_UNPREPARED = {"prepare": False}
+
+
+@dataclass(frozen=True)
+class _Put(Request[Tx, None]):
+    """Store a rewritten checkpoint through the saver's own ``put``, bound to the
+    transaction's connection (its statements join the transaction)."""
+
+    thread_id: str
+    rewrite: Rewrite
+
+    def run(self, tx: Tx) -> None:
+        rewrite = self.rewrite
+        bound = _bound(tx.saver, tx.cursor.connection)
+        bound.put(rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {})
+
+    async def arun(self, tx: Tx) -> None:
+        rewrite = self.rewrite
+        bound = _bound(tx.saver, tx.cursor.connection)
+        await bound.aput(
+            rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
+        )
+
+
+def _bound(saver: Any, conn: Any) -> Any:
+    """A saver of ``saver``'s kind (sync or async) on ``conn``."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    cls = AsyncPostgresSaver if isinstance(saver, AsyncPostgresSaver) else PostgresSaver
+    return cls(conn, serde=saver.serde)
+
+
 class PostgresRows(SqlRows):
-    """``PostgresSaver``'s tables, through its connection or pool."""
+    """``PostgresSaver``'s and ``AsyncPostgresSaver``'s tables, through the saver's
+    connection or pool. A change lists the thread first (``FOR UPDATE``) and once
+    more before commit (``SqlRows.change``)."""
 
-    UPSTREAM_CHECK = SAVER_CHECK
+    upstream_check = SAVER_CHECK
 
-    dialect = _DIALECT
+    def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        with self.saver._cursor() as cursor, cursor.connection.transaction():
+            return drive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
-    def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
-        from langgraph.checkpoint.postgres import PostgresSaver
+    async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        async with self.saver._cursor() as cursor, cursor.connection.transaction():
+            return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
-        with self.saver._cursor() as cur, cur.connection.transaction():
+    def thread_ids(self) -> SqlPlan[list[str]]:
+        rows = yield Sql(
+            "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
+            " ORDER BY 1"
+        )
+        return [r["thread_id"] for r in rows]
 
-            def execute(sql: Any, params: Sequence[Any]) -> list[Any]:
-                if isinstance(sql, Put):
-                    # put() on this connection: its statements join the transaction
-                    bound = PostgresSaver(cur.connection, serde=self.saver.serde)
-                    rewrite = sql.rewrite
-                    config = rewrite.put_config(sql.thread_id)
-                    bound.put(config, rewrite.checkpoint, rewrite.metadata, {})
-                    return []
-                cur.execute(sql, params, prepare=False)
-                return list(cur.fetchall()) if cur.description is not None else []
+    def sizes(self) -> SqlPlan[dict[str, int]]:
+        out: dict[str, int] = {}
+        for sql in (
+            "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
+            " AS n FROM checkpoints GROUP BY thread_id",
+            "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) AS n FROM checkpoint_blobs"
+            " GROUP BY thread_id",
+            "SELECT thread_id, SUM(octet_length(blob)) AS n FROM checkpoint_writes"
+            " GROUP BY thread_id",
+        ):
+            for row in (yield Sql(sql)):
+                out[row["thread_id"]] = out.get(row["thread_id"], 0) + int(row["n"] or 0)
+        return out
 
-            return run(statements, execute)
+    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
+        for row in _blob_rows(self.saver, thread_id, rewrite):
+            yield Sql(_UPSERT_BLOB, row)
+        yield _Put(thread_id, rewrite)
+        yield Sql(
+            "UPDATE checkpoints SET parent_checkpoint_id = %s"
+            " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (rewrite.parent_id, thread_id, rewrite.checkpoint_ns, rewrite.checkpoint["id"]),
+        )
+
+    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
+        # Checkpoints before their writes and blobs: stopped halfway, what is left
+        # is garbage, never a kept checkpoint that lost a write or a value.
+        freed = yield Sql(
+            "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
+            " AND checkpoint_id = ANY(%s) RETURNING checkpoint -> 'channel_versions' AS versions",
+            (thread_id, ns, list(ids)),
+        )
+        yield Sql(
+            "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s"
+            " AND checkpoint_id = ANY(%s)",
+            (thread_id, ns, list(ids)),
+        )
+        pairs = sorted({(ch, str(v)) for row in freed for ch, v in (row["versions"] or {}).items()})
+        if pairs:
+            # Blobs are shared by every checkpoint at that version: drop only those no
+            # remaining checkpoint of the namespace references.
+            yield Sql(
+                "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s"
+                " AND (b.channel, b.version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+                " AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id"
+                " AND c.checkpoint_ns = b.checkpoint_ns"
+                " AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+                (thread_id, ns, [p[0] for p in pairs], [p[1] for p in pairs]),
+            )
+
+    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
+        # One snapshot of the source for every statement (a turn committing between
+        # two of them would otherwise be copied in part).
+        yield Sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        existing = yield Sql(
+            "SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s", (target,)
+        )
+        if existing and existing[0]["n"]:
+            return f"the target already has {existing[0]['n']} checkpoint(s)"
+        yield Sql(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+            " parent_checkpoint_id, type, checkpoint, metadata)"
+            " SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+            " metadata FROM checkpoints WHERE thread_id = %s",
+            (target, source),
+        )
+        # Copied rows win over leftovers under the target id (orphan blobs or writes of
+        # deleted checkpoints); only writes of checkpoints that exist are copied.
+        yield Sql(
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+            " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
+            " WHERE thread_id = %s"
+            " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
+            " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
+            (target, source),
+        )
+        yield Sql(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+            " task_path, idx, channel, type, blob)"
+            " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+            " w.channel, w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND"
+            " EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+            " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+            " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
+            " type = EXCLUDED.type, blob = EXCLUDED.blob",
+            (target, source),
+        )
+        return None
+
+    def _orphan_rows(
+        self,
+    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
+        orphans = yield Sql(
+            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) AS n"
+            f" FROM checkpoint_writes w WHERE{_ORPHAN}"
+            " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
+        )
+        stored = yield Sql(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
+            f" (SELECT w.thread_id FROM checkpoint_writes w WHERE{_ORPHAN})"
+        )
+        return (
+            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"], r["n"]) for r in orphans],
+            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in stored],
+        )
+
+    def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
+        yield Sql(
+            "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
+            f" AND w.checkpoint_id = ANY(%s) AND{_ORPHAN}",
+            (thread_id, ns, list(ids)),
+        )
+
+    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
+        # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
+        # a prune, a migration) waits for this one, so two changes of a thread apply
+        # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
+        # stops it (docs/retention.md, "Live threads", says what the second listing
+        # before commit closes and what stays open).
+        return (
+            Sql(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s"
+                " FOR UPDATE",
+                (thread_id,),
+            ),
+            Sql(
+                "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM checkpoint_writes"
+                " WHERE thread_id = %s",
+                (thread_id,),
+            ),
+        )
+
+    def unanalyzed(self) -> SqlPlan[list[str]]:
+        # No statistics for thread_id (the table was never analyzed: autovacuum off,
+        # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
+        # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
+        # makes LangGraph's own read of one thread look costly enough to JIT-compile
+        # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
+        # statistics). pg_stats lists only what this user may read: a table it may
+        # not read is not ours to judge. Names resolve as the saver's own do.
+        rows = yield Sql(
+            "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
+            " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE pg_relation_size(c.oid) > 0 AND has_table_privilege(c.oid, 'SELECT')"
+            " AND NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = n.nspname"
+            " AND s.tablename = t.name AND s.attname = 'thread_id')"
+            " ORDER BY array_position(%s::text[], t.name)",
+            (list(_TABLES), list(_TABLES)),
+        )
+        return [r["name"] for r in rows]
 
 
-class AsyncPostgresRows(AsyncSqlRows):
-    """``AsyncPostgresSaver``'s tables, through its connection or pool."""
-
-    UPSTREAM_CHECK = SAVER_CHECK
-    dialect = _DIALECT
-
-    async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        async with self.saver._cursor() as cur, cur.connection.transaction():
-
-            async def execute(sql: Any, params: Sequence[Any]) -> list[Any]:
-                if isinstance(sql, Put):
-                    # aput() on this connection: its statements join the transaction
-                    bound = AsyncPostgresSaver(cur.connection, serde=self.saver.serde)
-                    rewrite = sql.rewrite
-                    config = rewrite.put_config(sql.thread_id)
-                    await bound.aput(config, rewrite.checkpoint, rewrite.metadata, {})
-                    return []
-                await cur.execute(sql, params, prepare=False)
-                return list(await cur.fetchall()) if cur.description is not None else []
-
-            return await arun(statements, execute)
+def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
+    values = rewrite.checkpoint["channel_values"]
+    rows: list[tuple[Any, ...]] = saver._dump_blobs(
+        thread_id,
+        rewrite.checkpoint_ns,
+        {ch: values[ch] for ch in rewrite.versions if ch in values},
+        rewrite.versions,
+    )
+    return rows

@@ -13,14 +13,16 @@ listing of the thread and its end.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -28,10 +30,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig
 from .._errors import BackendUnavailableError, require_extra
-from ..maintenance._rows import AsyncSqlRows, Dialect, SqlRows, Statements, arun, run
-from ..maintenance._thread import Rewrite
+from .._io import Plan, adrive, drive
+from ._rows import Rewrite, Sql, SqlPlan, SqlRows, Tx
 
-__all__ = ["AsyncSqliteRows", "SqliteRows"]
+__all__ = ["SqliteRows"]
+
+R = TypeVar("R")
 
 
 # ---- opening
@@ -59,22 +63,42 @@ def _sqlite_target(config: CheckpointerConfig) -> str:
     return str(path)
 
 
+@dataclass(frozen=True)
+class _Driver:
+    """One side's saver class and ``connect`` (awaited on the async side)."""
+
+    saver: Any
+    connect: Callable[[str], Any]
+
+
+def _driver() -> _Driver:
+    """``SqliteSaver`` over ``sqlite3``."""
+    saver = require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'").SqliteSaver
+    return _Driver(saver, functools.partial(sqlite3.connect, check_same_thread=False))
+
+
+def _adriver() -> _Driver:
+    """``AsyncSqliteSaver`` over ``aiosqlite``."""
+    what = "backend 'sqlite' (async)"
+    aiosqlite = require_extra("aiosqlite", "sqlite", what)
+    saver = require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", what).AsyncSqliteSaver
+    return _Driver(saver, aiosqlite.connect)
+
+
 @contextmanager
 def open_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
     ``:memory:``), set up; the connection is closed on exit."""
-    require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'")
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+    driver = _driver()
     target = _sqlite_target(config)
     try:
-        conn = sqlite3.connect(target, check_same_thread=False)
+        conn = driver.connect(target)
     except sqlite3.Error as exc:
         raise _sqlite_error(target, exc) from None
     try:
-        saver = SqliteSaver(conn, serde=serde)
+        saver = driver.saver(conn, serde=serde)
         try:
             saver.setup()
         except sqlite3.OperationalError as exc:
@@ -89,17 +113,14 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
-    aiosqlite = require_extra("aiosqlite", "sqlite", "backend 'sqlite' (async)")
-    require_extra("langgraph.checkpoint.sqlite.aio", "sqlite", "backend 'sqlite' (async)")
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+    driver = _adriver()
     target = _sqlite_target(config)
     try:
-        conn = await aiosqlite.connect(target)
+        conn = await driver.connect(target)
     except sqlite3.Error as exc:
         raise _sqlite_error(target, exc) from None
     try:
-        saver = AsyncSqliteSaver(conn, serde=serde)
+        saver = driver.saver(conn, serde=serde)
         try:
             await saver.setup()
         except sqlite3.OperationalError as exc:
@@ -164,93 +185,20 @@ def _file_lock(database: Path) -> Iterator[bool]:
 
 # ---- rows
 
-
-def _sizes() -> Statements:
-    out: dict[str, int] = {}
-    for sql in (
-        "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
-        " GROUP BY thread_id",
-        "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
-    ):
-        for thread_id, nbytes in (yield sql, ()):
-            out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
-    return out
-
-
-def _delete(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
-    # Checkpoints before their writes: stopped halfway, what is left is orphan
-    # writes (garbage), never a kept checkpoint that lost its writes.
-    for table in ("checkpoints", "writes"):
-        for cid in ids:
-            yield (
-                f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ?"
-                " AND checkpoint_id = ?",
-                (thread_id, ns, cid),
-            )
-
-
-def _copy(source: str, target: str) -> Statements:
-    existing = yield "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (target,)
-    if existing and existing[0][0]:
-        return f"the target already has {existing[0][0]} checkpoint(s)"
-    yield (
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-        " parent_checkpoint_id, type, checkpoint, metadata)"
-        " SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-        " metadata FROM checkpoints WHERE thread_id = ?",
-        (target, source),
-    )
-    # Only writes of checkpoints that exist: a write left behind by a deleted
-    # checkpoint is garbage, and copying it could collide with one in the target.
-    yield (
-        "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-        " task_path, idx, channel, type, value)"
-        " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, w.channel,"
-        " w.type, w.value FROM writes w WHERE w.thread_id = ? AND EXISTS (SELECT 1 FROM"
-        " checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns"
-        " AND c.checkpoint_id = w.checkpoint_id)",
-        (target, source),
-    )
-    return None
-
-
 _ORPHAN = (
     " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
     " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
 )
 
 
-def _orphans() -> Statements:
-    orphans = yield (
-        f"SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) FROM writes w"
-        f" WHERE{_ORPHAN} GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id",
-        (),
-    )
-    stored = yield (
-        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
-        f" (SELECT w.thread_id FROM writes w WHERE{_ORPHAN})",
-        (),
-    )
-    return [tuple(r) for r in orphans], [tuple(r) for r in stored]
-
-
-def _delete_orphans(thread_id: str, ns: str, ids: Sequence[str]) -> Statements:
-    for cid in ids:
-        yield (
-            "DELETE FROM writes AS w WHERE w.thread_id = ? AND w.checkpoint_ns = ?"
-            f" AND w.checkpoint_id = ? AND{_ORPHAN}",
-            (thread_id, ns, cid),
-        )
-
-
-def _rewrite(saver: Any, thread_id: str, rewrite: Rewrite) -> Statements:
+def _rewrite_row(saver: Any, thread_id: str, rewrite: Rewrite) -> Sql:
     # The row SqliteSaver.put writes (check_tables compares them).
     config = rewrite.put_config(thread_id)
     type_, data = saver.serde.dumps_typed(rewrite.checkpoint)
     metadata = json.dumps(
         get_checkpoint_metadata(config, rewrite.metadata), ensure_ascii=False
     ).encode("utf-8", "ignore")
-    yield (
+    return Sql(
         "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
         " parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
@@ -263,37 +211,6 @@ def _rewrite(saver: Any, thread_id: str, rewrite: Rewrite) -> Statements:
             metadata,
         ),
     )
-
-
-def _thread_ids() -> Statements:
-    rows = yield (
-        "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes ORDER BY 1",
-        (),
-    )
-    return [r[0] for r in rows]
-
-
-def _listing(thread_id: str) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
-    return (
-        ("SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)),
-        (
-            "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM writes WHERE thread_id = ?",
-            (thread_id,),
-        ),
-    )
-
-
-_DIALECT = Dialect(
-    thread_ids=_thread_ids,
-    sizes=_sizes,
-    rewrite=_rewrite,
-    delete=_delete,
-    copy=_copy,
-    orphans=_orphans,
-    delete_orphans=_delete_orphans,
-    listing=_listing,
-    exclusive=True,
-)
 
 
 TABLES_CHECK = "sqlite-tables"
@@ -359,65 +276,146 @@ def check_tables() -> str | None:
             " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
             (child["id"],),
         ).fetchone()
-        [(_sql, ours)] = list(_rewrite(saver, "t", Rewrite("", child, metadata, checkpoint["id"])))
+        ours = _rewrite_row(saver, "t", Rewrite("", child, metadata, checkpoint["id"])).params
         if tuple(put_row) != tuple(ours):
             return f"put writes the row {tuple(put_row)!r}, a rewrite {tuple(ours)!r}"
     return None
 
 
 class SqliteRows(SqlRows):
-    """``SqliteSaver``'s tables, through its connection and lock."""
+    """``SqliteSaver``'s and ``AsyncSqliteSaver``'s tables, through the saver's
+    connection and lock. A change is one ``BEGIN IMMEDIATE`` transaction: SQLite's
+    write lock from its first statement on, so no other connection commits a
+    write until it ends."""
 
-    UPSTREAM_CHECK = TABLES_CHECK
+    upstream_check = TABLES_CHECK
+    values_by_version = False  # values are inline in each checkpoint row
+    excludes_writers = True
 
-    dialect = _DIALECT
-    VALUES_BY_VERSION = False  # values are inline in each checkpoint row
-
-    def _run(self, statements: Statements, *, exclusive: bool = False) -> Any:
-        # Not saver.cursor(): it commits even when a statement fails.
-        with self.saver.lock:
-            self.saver.setup()
-            conn = self.saver.conn
+    def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        conn = self.saver.conn
+        with self._locked() as cursor:
             if exclusive and not conn.in_transaction:
-                # SQLite's write lock from the first statement on: no other
-                # connection commits a write until this transaction ends.
-                conn.execute("BEGIN IMMEDIATE")
-
-            def execute(sql: str, params: Sequence[Any]) -> list[Any]:
-                rows: list[Any] = conn.execute(sql, params).fetchall()
-                return rows
-
+                cursor.execute("BEGIN IMMEDIATE")
             try:
-                result = run(statements, execute)
+                result = drive(plan, Tx(cursor))
             except BaseException:
                 conn.rollback()
                 raise
             conn.commit()
-            return result
-
-
-class AsyncSqliteRows(AsyncSqlRows):
-    """``AsyncSqliteSaver``'s tables, through its aiosqlite connection and lock."""
-
-    UPSTREAM_CHECK = TABLES_CHECK
-    dialect = _DIALECT
-    VALUES_BY_VERSION = False
-
-    async def _arun(self, statements: Statements, *, exclusive: bool = False) -> Any:
-        await self.saver.setup()
-        async with self.saver.lock:
-            if exclusive and not self.saver.conn.in_transaction:
-                await self.saver.conn.execute("BEGIN IMMEDIATE")
-            async with self.saver.conn.cursor() as cur:
-
-                async def execute(sql: str, params: Sequence[Any]) -> list[Any]:
-                    await cur.execute(sql, params)
-                    return list(await cur.fetchall())
-
-                try:
-                    result = await arun(statements, execute)
-                except BaseException:
-                    await self.saver.conn.rollback()
-                    raise
-            await self.saver.conn.commit()
         return result
+
+    async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
+        conn = self.saver.conn
+        async with self._alocked() as cursor:
+            if exclusive and not conn.in_transaction:
+                await cursor.execute("BEGIN IMMEDIATE")
+            try:
+                result = await adrive(plan, Tx(cursor))
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+        return result
+
+    @contextmanager
+    def _locked(self) -> Iterator[Any]:
+        # Not saver.cursor(): it commits even when a statement fails.
+        with self.saver.lock:
+            self.saver.setup()
+            with contextlib.closing(self.saver.conn.cursor()) as cursor:
+                yield cursor
+
+    @asynccontextmanager
+    async def _alocked(self) -> AsyncIterator[Any]:
+        await self.saver.setup()  # it takes the (not reentrant) asyncio lock itself
+        async with self.saver.lock, self.saver.conn.cursor() as cursor:
+            yield cursor
+
+    def thread_ids(self) -> SqlPlan[list[str]]:
+        rows = yield Sql(
+            "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes ORDER BY 1"
+        )
+        return [r[0] for r in rows]
+
+    def sizes(self) -> SqlPlan[dict[str, int]]:
+        out: dict[str, int] = {}
+        for sql in (
+            "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
+            " GROUP BY thread_id",
+            "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
+        ):
+            for thread_id, nbytes in (yield Sql(sql)):
+                out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
+        return out
+
+    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
+        existing = yield Sql("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (target,))
+        if existing and existing[0][0]:
+            return f"the target already has {existing[0][0]} checkpoint(s)"
+        yield Sql(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+            " parent_checkpoint_id, type, checkpoint, metadata)"
+            " SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+            " metadata FROM checkpoints WHERE thread_id = ?",
+            (target, source),
+        )
+        # Only writes of checkpoints that exist: a write left behind by a deleted
+        # checkpoint is garbage, and copying it could collide with one in the target.
+        yield Sql(
+            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+            " task_path, idx, channel, type, value)"
+            " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+            " w.channel, w.type, w.value FROM writes w WHERE w.thread_id = ? AND EXISTS (SELECT"
+            " 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
+            (target, source),
+        )
+        return None
+
+    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
+        return (
+            Sql(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?",
+                (thread_id,),
+            ),
+            Sql(
+                "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM writes WHERE thread_id = ?",
+                (thread_id,),
+            ),
+        )
+
+    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
+        yield _rewrite_row(self.saver, thread_id, rewrite)
+
+    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
+        # Checkpoints before their writes: stopped halfway, what is left is orphan
+        # writes (garbage), never a kept checkpoint that lost its writes.
+        for table in ("checkpoints", "writes"):
+            for cid in ids:
+                yield Sql(
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ?"
+                    " AND checkpoint_id = ?",
+                    (thread_id, ns, cid),
+                )
+
+    def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
+        for cid in ids:
+            yield Sql(
+                "DELETE FROM writes AS w WHERE w.thread_id = ? AND w.checkpoint_ns = ?"
+                f" AND w.checkpoint_id = ? AND{_ORPHAN}",
+                (thread_id, ns, cid),
+            )
+
+    def _orphan_rows(
+        self,
+    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
+        orphans = yield Sql(
+            f"SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) FROM writes w"
+            f" WHERE{_ORPHAN} GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
+        )
+        stored = yield Sql(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
+            f" (SELECT w.thread_id FROM writes w WHERE{_ORPHAN})"
+        )
+        return [tuple(r) for r in orphans], [tuple(r) for r in stored]
