@@ -55,15 +55,6 @@ ALLOWED: dict[str, str] = {
         "a refused graph's clean-up waits for its writes in a thread: they may be tasks "
         "of the async put's own event loop"
     ),
-    "savers/_history.py:_CacheBracket._cache_call": ("dispatches to the cache's a* method by name"),
-    # async-only cancellation: a CancelledError can land inside the fence protocol,
-    # and each async step cleans up what the sync step never needs to
-    "savers/_history.py:CachedHistorySaver._fence": (
-        "no anext(): the async head read is a loop over alist(limit=1)"
-    ),
-    "savers/_history.py:CachedHistorySaver._unfence": "unfences again when cancelled",
-    "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
-    "savers/_history.py:_CacheBracket._seal": "unfences when cancelled mid-seal",
     # the drivers of the sans-io plans: each executes requests on its own side
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
     "maintenance/_rows.py:<module>.run": "the execute callable returns an awaitable",
@@ -297,7 +288,7 @@ def test_twins_are_identical(pair: str) -> None:
 def test_a_one_sided_edit_is_caught() -> None:
     """Dropping the try/finally around one twin's last step (the drift the sync
     put_writes once had) makes identical twins differ."""
-    pair = "savers/_history.py:_CacheBracket.delete_thread"
+    pair = "savers/_history.py:_CacheBracket._sealed"
     sync_fn, async_fn = PAIRS[pair]
     assert pair not in ALLOWED and twin_diff(sync_fn, async_fn) == []
     edited = copy.deepcopy(sync_fn)
