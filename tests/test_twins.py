@@ -7,7 +7,8 @@ once the async one is turned back into sync code: ``await e`` -> ``e``,
 ``async for`` / ``async with`` / async comprehensions -> their sync forms, every
 name ``ax`` whose twin ``x`` the sync function uses -> ``x`` (names, attributes,
 keywords and string constants), ``AsyncIterator`` -> ``Iterator`` and the like,
-and ``[v async for v in it]`` -> ``list(it)``. Docstrings are ignored.
+``[v async for v in it]`` -> ``list(it)`` and ``async for v in it: yield v`` -> ``yield
+from it``. Docstrings are ignored.
 
 Two shapes pass without comparison: an async twin that only calls its sync twin
 (a bridge cannot drift), and a pair on ``ALLOWED`` below, each with the reason
@@ -48,12 +49,9 @@ ALLOWED: dict[str, str] = {
     ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
-    "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
-    "savers/_layer.py:SaverLayer.forget_threads": "the async default calls the sync one",
-    "savers/_guard.py:GuardedSaver.list": "sync returns a lazy filter; async re-yields",
-    "savers/_guard.py:GuardedSaver.put": (
-        "a refused graph's clean-up waits for its writes in a thread: they may be tasks "
-        "of the async put's own event loop"
+    "savers/_guard.py:_TakeFresh.run": (
+        "a refused graph's clean-up waits for its writes: the async side in a thread, as "
+        "they may be tasks of its own event loop"
     ),
     # the drivers of the sans-io plans: each executes requests on its own side
     "maintenance/_ops.py:<module>._run": "drives the plan: the row store's a* methods by name",
@@ -120,6 +118,20 @@ def _names(node: ast.AST) -> set[str]:
 
 class _Desugar(ast.NodeTransformer):
     """Both sides: spellings that mean the same."""
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        # ``for v in it: yield v`` is ``yield from it`` (an async generator's only spelling)
+        self.generic_visit(node)
+        [stmt] = node.body if len(node.body) == 1 and not node.orelse else [None]
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Yield)
+            and isinstance(stmt.value.value, ast.Name)
+            and isinstance(node.target, ast.Name)
+            and stmt.value.value.id == node.target.id
+        ):
+            return ast.copy_location(ast.Expr(ast.YieldFrom(node.iter)), node)
+        return node
 
     def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
         self.generic_visit(node)

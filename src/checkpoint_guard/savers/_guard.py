@@ -84,6 +84,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cachetools import LRUCache
@@ -100,6 +101,7 @@ from langgraph.checkpoint.base import (
 from .. import _telemetry, _upstream
 from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
+from .._io import Plan, Request, adrive, drive
 from .._modes import (
     _UPSTREAM_COUNTERS_KEY,
     MODE_METADATA_KEY,
@@ -111,6 +113,7 @@ from .._modes import (
 )
 from .._upstream import DeltaSnapshot
 from ._layer import SaverLayer
+from ._requests import DeleteThread, ListTuples
 
 __all__ = ["GuardedSaver"]
 
@@ -283,6 +286,20 @@ def _marked(metadata: CheckpointMetadata, delta: bool) -> CheckpointMetadata:
     stamped = dict(metadata)
     stamped[MODE_METADATA_KEY] = (ChannelMode.DELTA if delta else ChannelMode.FULL).value
     return stamped  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class _TakeFresh(Request["GuardedSaver", tuple[Any, list[str]] | None]):
+    """``GuardedSaver._take_fresh``, which waits for the thread's writes in flight:
+    the async side waits in a thread, as those writes may be tasks of its own loop."""
+
+    config: RunnableConfig
+
+    def run(self, target: GuardedSaver) -> tuple[Any, list[str]] | None:
+        return target._take_fresh(self.config)
+
+    async def arun(self, target: GuardedSaver) -> tuple[Any, list[str]] | None:
+        return await asyncio.to_thread(target._take_fresh, self.config)
 
 
 class GuardedSaver(SaverLayer):
@@ -579,6 +596,15 @@ class GuardedSaver(SaverLayer):
                 self._inflight[thread_id] = left
             self._landed.notify_all()
 
+    def _discard_refused(self, config: RunnableConfig) -> Plan[GuardedSaver, None]:
+        """After a refused put: the thread goes when all it holds is what the
+        refused run put (``_take_fresh``, ``_only``)."""
+        leftover = yield _TakeFresh(config)
+        if leftover is not None:
+            thread_id, chain = leftover
+            if self._only(chain, (yield ListTuples(thread_config(thread_id)))):
+                yield DeleteThread(thread_id)
+
     @staticmethod
     def _only(chain: list[str], listed: list[CheckpointTuple]) -> bool:
         """Whether everything stored in the thread is ``chain`` (what the refused run
@@ -632,15 +658,8 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        items = self.inner.list(config, filter=filter, before=before, limit=limit)
-        if not self._full:
-            return items
-        return self._admit_all(items, _Heads.of(config, filter, before))
-
-    def _admit_all(
-        self, items: Iterator[CheckpointTuple], heads: _Heads
-    ) -> Iterator[CheckpointTuple]:
-        for tup in items:
+        heads = _Heads.of(config, filter, before, active=self._full)
+        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 
     def put(
@@ -654,10 +673,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
         except ConfigError:
-            if (leftover := self._take_fresh(config)) is not None:
-                thread_id, chain = leftover
-                if self._only(chain, [*self.inner.list(thread_config(thread_id))]):
-                    self.inner.delete_thread(thread_id)
+            drive(self._discard_refused(config), self)
             raise
         # noted before the put: LangGraph may put_writes onto it while it is stored
         self._note_fresh(config, checkpoint)
@@ -744,11 +760,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
         except ConfigError:
-            # in a thread: the writes it waits for may be tasks of this event loop
-            if (leftover := await asyncio.to_thread(self._take_fresh, config)) is not None:
-                thread_id, chain = leftover
-                if self._only(chain, [t async for t in self.inner.alist(thread_config(thread_id))]):
-                    await self.inner.adelete_thread(thread_id)
+            await adrive(self._discard_refused(config), self)
             raise
         self._note_fresh(config, checkpoint)
         return await self.inner.aput(config, checkpoint, stamped, new_versions)

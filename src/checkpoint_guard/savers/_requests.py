@@ -35,6 +35,7 @@ __all__ = [
     "CacheRead",
     "CacheStore",
     "CacheUnfence",
+    "DeleteThread",
     "Failed",
     "GetTuple",
     "InnerHistory",
@@ -103,6 +104,17 @@ class InnerHistory(Request["SaverLayer", Mapping[str, DeltaChannelHistory]]):
     async def arun(self, target: SaverLayer) -> Mapping[str, DeltaChannelHistory]:
         inner = target.inner
         return await inner.aget_delta_channel_history(config=self.config, channels=self.channels)
+
+
+@dataclass(slots=True)
+class DeleteThread(Request["SaverLayer", None]):
+    thread_id: Any
+
+    def run(self, target: SaverLayer) -> None:
+        target.inner.delete_thread(self.thread_id)
+
+    async def arun(self, target: SaverLayer) -> None:
+        await target.inner.adelete_thread(self.thread_id)
 
 
 @dataclass(slots=True)
