@@ -300,7 +300,7 @@ def test_twins_are_identical(pair: str) -> None:
 def test_a_one_sided_edit_is_caught() -> None:
     """Dropping the try/finally around one twin's last step (the drift the sync
     put_writes once had) makes identical twins differ."""
-    pair = "savers/_history.py:_CacheBracket._sealed"
+    pair = "savers/_history.py:SharedCacheFence._sealed"
     sync_fn, async_fn = PAIRS[pair]
     assert pair not in ALLOWED and twin_diff(sync_fn, async_fn) == []
     edited = copy.deepcopy(sync_fn)

@@ -128,7 +128,7 @@ from ._requests import (
     PutWrites,
 )
 
-__all__ = ["CachedHistorySaver", "MeasuredHistorySaver"]
+__all__ = ["CachedHistorySaver", "MeasuredHistorySaver", "SharedCacheFence"]
 
 T = TypeVar("T")
 
@@ -275,17 +275,29 @@ def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
     return any(channel not in WRITES_IDX_MAP for channel, _ in writes)
 
 
-class _CacheBracket(SaverLayer):
+class SharedCacheFence(SaverLayer):
     """A layer holding a history cache and the maintenance bracket around it: every
     rewrite of a thread's storage through this layer (``prune``, ``copy_thread``,
     ``delete_for_runs``, ``delete_thread``, ``a*``, and maintenance run on the stack
     through the ``seal_threads`` hooks) fences and drops the thread in the cache
-    before and drops and unfences it after. ``CachedHistorySaver`` adds the reads;
-    ``SharedCacheFence`` is this alone."""
+    before, and drops and unfences it after, refusing with storage unchanged when
+    the cache cannot be reached. Reads, ``put``, ``put_writes`` and delta history
+    pass through untouched.
+
+    ``CachedHistorySaver`` adds the reads. On its own it is a full-mode process's
+    hold on a shared (Redis) cache: such a process never reads delta history, so it
+    has no cache layer, but delta workers of the same database keep their entries
+    in that cache, and maintenance run by this process rewrites the storage those
+    entries were computed from; a full-mode turn makes the raw saver's calls and
+    no cache call.
+    """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
         super().__init__(inner)
         self.cache = cache
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, {self.cache!r})"
 
     def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
         """Drop what this process remembers about ``thread_ids`` (``None``: all)."""
@@ -298,7 +310,7 @@ class _CacheBracket(SaverLayer):
             thread_id=", ".join(map(str, thread_ids)), checkpoint_id=None, cause=exc
         )
 
-    def _seal(self, thread_ids: Sequence[Any], writer: str) -> Plan[_CacheBracket, None]:
+    def _seal(self, thread_ids: Sequence[Any], writer: str) -> Plan[SharedCacheFence, None]:
         """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
         done yet, when the cache cannot; unfencing again when cancelled)."""
         try:
@@ -313,7 +325,7 @@ class _CacheBracket(SaverLayer):
             raise self._invalidation_failed(thread_ids, exc) from exc
         self._forget_local(thread_ids)
 
-    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> Plan[_CacheBracket, None]:
+    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> Plan[SharedCacheFence, None]:
         """After the rewrite: drop and unfence (a failure leaves the fence in
         place: no stores for those threads until their hashes expire)."""
         self._forget_local(thread_ids)
@@ -453,8 +465,8 @@ class _Query:
         self.cid = cid or ""
 
     def ask(
-        self, request: Request[_CacheBracket, T | Failed]
-    ) -> Generator[Request[_CacheBracket, Any], Any, T | Failed]:
+        self, request: Request[SharedCacheFence, T | Failed]
+    ) -> Generator[Request[SharedCacheFence, Any], Any, T | Failed]:
         """A fail-open cache request's answer, noting a failure."""
         answer = yield request
         if answer is FAILED:
@@ -462,7 +474,7 @@ class _Query:
         return answer  # type: ignore[no-any-return]
 
 
-class CachedHistorySaver(_CacheBracket):
+class CachedHistorySaver(SharedCacheFence):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
     ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
@@ -491,9 +503,6 @@ class CachedHistorySaver(_CacheBracket):
         self._tier: str = getattr(cache, "tier", "other")
         self._backend = backend_name(unwrap(inner))
 
-    def __repr__(self) -> str:
-        return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
-
     def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
         self._memory.forget(thread_ids)
 
@@ -514,7 +523,7 @@ class CachedHistorySaver(_CacheBracket):
 
     # -- the plan (sans-io) ------------------------------------------------------------
 
-    def _retry_stuck(self) -> Plan[_CacheBracket, bool]:
+    def _retry_stuck(self) -> Plan[SharedCacheFence, bool]:
         """Retry the unfences that failed before, in order (see "A failed unfence"
         in the module docstring); False when one fails again."""
         stuck, done = self._memory.take_stuck(), 0
@@ -529,7 +538,7 @@ class CachedHistorySaver(_CacheBracket):
 
     def _answered(
         self, config: RunnableConfig, channels: Sequence[str], current: Any
-    ) -> Plan[_CacheBracket, _History]:
+    ) -> Plan[SharedCacheFence, _History]:
         """The plan of one history request, counted (see ``_outcome``)."""
         started = time.perf_counter()
         query = _Query(canonical(config))
@@ -537,7 +546,7 @@ class CachedHistorySaver(_CacheBracket):
         self._outcome(started, result, query, current)
         return result
 
-    def _plan(self, q: _Query, wanted: list[str]) -> Plan[_CacheBracket, _History]:
+    def _plan(self, q: _Query, wanted: list[str]) -> Plan[SharedCacheFence, _History]:
         q.failed = not (yield from self._retry_stuck())
         if q.latest:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
@@ -565,13 +574,13 @@ class CachedHistorySaver(_CacheBracket):
                 found.update((yield from self._inner(q, missing)))
         return {channel: found[channel] for channel in wanted}
 
-    def _inner(self, q: _Query, channels: list[str]) -> Plan[_CacheBracket, _History]:
+    def _inner(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The inner saver's own answer."""
         q.whole = True
         answer: _History = yield InnerHistory(q.config, channels)
         return answer
 
-    def _whole(self, q: _Query, channels: list[str]) -> Plan[_CacheBracket, _History]:
+    def _whole(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The inner saver's answer for the target, stored whole."""
         whole = yield from self._inner(q, channels)
         # The caller gets the inner's objects; the cache keeps its own copy
@@ -584,7 +593,7 @@ class CachedHistorySaver(_CacheBracket):
                 break
         return whole
 
-    def _compute(self, q: _Query, channels: list[str]) -> Plan[_CacheBracket, _History]:
+    def _compute(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The target's history from the nearest cached ancestors (raises
         ``_Fallback`` when the inner saver must answer)."""
         began, probed = yield from self._begin(q, channels)
@@ -616,7 +625,9 @@ class CachedHistorySaver(_CacheBracket):
             raise _Fallback  # refused (a write intervened), failed or evicted
         return done
 
-    def _begin(self, q: _Query, channels: list[str]) -> Plan[_CacheBracket, tuple[Begin, set[str]]]:
+    def _begin(
+        self, q: _Query, channels: list[str]
+    ) -> Plan[SharedCacheFence, tuple[Begin, set[str]]]:
         """Take the thread's generation, and learn which of the ancestors this
         process knows the cache holds (the probed ones)."""
         # The generation is taken before the first saver read: whatever this walk
@@ -636,7 +647,7 @@ class CachedHistorySaver(_CacheBracket):
 
     def _walk(
         self, q: _Query, channels: list[str], began: Begin, probed: set[str]
-    ) -> Plan[_CacheBracket, tuple[_Path, dict[str, int]] | None]:
+    ) -> Plan[SharedCacheFence, tuple[_Path, dict[str, int]] | None]:
         """Walk up to the nearest ancestors that anchor every channel: the path
         and, per channel, the depth of its anchor (``None``: longer than
         ``max_walk``)."""
@@ -670,7 +681,7 @@ class CachedHistorySaver(_CacheBracket):
             node = parent_id
         return None
 
-    def _parent_id(self, q: _Query, node: str) -> Plan[_CacheBracket, str | None]:
+    def _parent_id(self, q: _Query, node: str) -> Plan[SharedCacheFence, str | None]:
         """``node``'s parent id (``None``: a root), read when not known."""
         parent_id = self._memory.parent(q.thread, q.ns, node)
         if parent_id is _UNKNOWN:
@@ -681,7 +692,9 @@ class CachedHistorySaver(_CacheBracket):
             parent_id = self._memory.parent(q.thread, q.ns, node)
         return parent_id  # type: ignore[no-any-return]
 
-    def _ancestors(self, q: _Query, node: str) -> Plan[_CacheBracket, dict[str, CheckpointTuple]]:
+    def _ancestors(
+        self, q: _Query, node: str
+    ) -> Plan[SharedCacheFence, dict[str, CheckpointTuple]]:
         """As many of ``node``'s ancestors as the last walk read, in one ``list``
         query where the saver's list reads like its get_tuple (else none)."""
         listed: dict[str, CheckpointTuple] = {}
@@ -706,7 +719,7 @@ class CachedHistorySaver(_CacheBracket):
         channels: set[str],
         began: Begin,
         probed: set[str],
-    ) -> Plan[_CacheBracket, list[str]]:
+    ) -> Plan[SharedCacheFence, list[str]]:
         """The ``channels`` whose history ``parent`` anchors: it stores their value,
         or the cache holds its entry."""
         parent_id = Address.from_config(parent.config).checkpoint_id or ""
@@ -727,7 +740,7 @@ class CachedHistorySaver(_CacheBracket):
 
     def _steps(
         self, q: _Query, channels: list[str], path: _Path, closed: dict[str, int]
-    ) -> Plan[_CacheBracket, list[Step]]:
+    ) -> Plan[SharedCacheFence, list[Step]]:
         """Forward, oldest first: each node's history from its parent's (a root's
         stored on its own)."""
         steps: list[Step] = []
@@ -872,7 +885,7 @@ class CachedHistorySaver(_CacheBracket):
         head_id = Address.from_config(head.config).checkpoint_id if head is not None else None
         return cid is None or head_id is None or head_id <= cid
 
-    def _fence(self, config: RunnableConfig, fence: CacheFence) -> Plan[_CacheBracket, bool]:
+    def _fence(self, config: RunnableConfig, fence: CacheFence) -> Plan[SharedCacheFence, bool]:
         """Fence the write's thread; False when the write goes ahead unfenced
         (the cache failed but the saver shows no descendant); raises when it must
         not go ahead."""
@@ -886,7 +899,7 @@ class CachedHistorySaver(_CacheBracket):
                 return False
             raise self._refusal(config, exc) from exc
 
-    def _unfence(self, unfence: CacheUnfence) -> Plan[_CacheBracket, None]:
+    def _unfence(self, unfence: CacheUnfence) -> Plan[SharedCacheFence, None]:
         # a failed unfence is tried again at once, then left to the process's next
         # cache call (see "A failed unfence" in the module docstring)
         try:
@@ -902,7 +915,7 @@ class CachedHistorySaver(_CacheBracket):
             raise
         self._memory.stuck(unfence)
 
-    def _fenced_write(self, write: PutWrites) -> Plan[_CacheBracket, None]:
+    def _fenced_write(self, write: PutWrites) -> Plan[SharedCacheFence, None]:
         thread, ns, cid = Address.from_config(write.config)
         writer = uuid.uuid4().hex
         unfence = CacheUnfence(thread, ns, cid or "", writer)

@@ -22,7 +22,7 @@ from ..cache._base import Begin, Step
 from ..cache._protocol import HistoryCache
 
 if TYPE_CHECKING:
-    from ._history import _CacheBracket
+    from ._history import SharedCacheFence
     from ._layer import SaverLayer
 
 __all__ = [
@@ -134,7 +134,7 @@ class PutWrites(Request["SaverLayer", None]):
 # -- the history cache -------------------------------------------------------------------
 
 
-class _FailOpen(Request["_CacheBracket", T | Literal[Failed.FAILED]]):
+class _FailOpen(Request["SharedCacheFence", T | Literal[Failed.FAILED]]):
     """A cache request that fails open: the error is counted under ``where``."""
 
     __slots__ = ()
@@ -146,14 +146,14 @@ class _FailOpen(Request["_CacheBracket", T | Literal[Failed.FAILED]]):
     async def acall(self, cache: HistoryCache) -> T:
         raise NotImplementedError
 
-    def run(self, target: _CacheBracket) -> T | Literal[Failed.FAILED]:
+    def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
             return self.call(target.cache)
         except Exception as exc:
             target.cache.count_error(self.where, exc)
             return FAILED
 
-    async def arun(self, target: _CacheBracket) -> T | Literal[Failed.FAILED]:
+    async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
             return await self.acall(target.cache)
         except Exception as exc:
@@ -259,7 +259,7 @@ class CacheUnfence(_FailOpen[None]):
 
 
 @dataclass(slots=True)
-class CacheFence(Request["_CacheBracket", None]):
+class CacheFence(Request["SharedCacheFence", None]):
     """Fence a write onto the thread (raises into the plan when the cache fails)."""
 
     thread: Any
@@ -267,21 +267,21 @@ class CacheFence(Request["_CacheBracket", None]):
     checkpoint_id: str
     writer: str
 
-    def run(self, target: _CacheBracket) -> None:
+    def run(self, target: SharedCacheFence) -> None:
         target.cache.fence(self.thread, self.ns, self.checkpoint_id, self.writer)
 
-    async def arun(self, target: _CacheBracket) -> None:
+    async def arun(self, target: SharedCacheFence) -> None:
         await target.cache.afence(self.thread, self.ns, self.checkpoint_id, self.writer)
 
 
 @dataclass(slots=True)
-class CacheDrop(Request["_CacheBracket", None]):
+class CacheDrop(Request["SharedCacheFence", None]):
     """Drop the thread's entries (raises into the plan when the cache fails)."""
 
     thread: Any
 
-    def run(self, target: _CacheBracket) -> None:
+    def run(self, target: SharedCacheFence) -> None:
         target.cache.drop_thread(self.thread)
 
-    async def arun(self, target: _CacheBracket) -> None:
+    async def arun(self, target: SharedCacheFence) -> None:
         await target.cache.adrop_thread(self.thread)
