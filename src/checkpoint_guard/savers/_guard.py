@@ -220,6 +220,19 @@ def _delta_graph_refusal(
     )
 
 
+def _plain(messages: object) -> bool:
+    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph was
+    compiled without the delta schema, which stores nothing there but its snapshot).
+    A plain messages channel stores a list, a snapshot never is one; a value of
+    neither kind counts as plain while LangGraph's snapshot class is where
+    ``_upstream`` finds it (``delta-snapshot``): if it moved, nothing LangGraph
+    stores is an instance of the stand-in, and refusing those would refuse every
+    snapshot."""
+    if isinstance(messages, list):
+        return True
+    return not isinstance(messages, DeltaSnapshot) and _upstream.holds("delta-snapshot")
+
+
 def _path(checkpoint_ns: str) -> str:
     """A namespace's place in the graph: its node names without task ids
     (``"tools:7|model:9"`` -> ``"tools|model"``)."""
@@ -489,7 +502,7 @@ class GuardedSaver(SaverLayer):
             # subagent with a plain schema), so every reader gets what it can read.
             return _marked(metadata, _stores_delta(checkpoint, metadata))
         messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
-        if messages is not _ABSENT and not isinstance(messages, DeltaSnapshot):
+        if messages is not _ABSENT and _plain(messages):
             # At the root, a graph compiled without the delta schema stores the whole
             # list: the configuration and the graph disagree, and the marker would
             # label full data as delta.
