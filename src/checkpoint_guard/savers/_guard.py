@@ -82,6 +82,7 @@ checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -716,30 +717,34 @@ class GuardedSaver(SaverLayer):
             self.get_tuple(config)
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
-    def _gate_threads(self, thread_ids: Sequence[str]) -> None:
-        if self._full:
-            for thread_id in thread_ids:
-                for tup in self.inner.list(thread_config(thread_id)):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="maintain")
+    def _gate_maintenance(
+        self, action: str, listings: builtins.list[ListTuples]
+    ) -> Plan[SaverLayer, None]:
+        """Full mode: maintenance that would touch a delta checkpoint of the threads
+        (or runs) listed is refused, with nothing changed."""
+        for listing in listings if self._full else []:
+            for tup in (yield listing):
+                if checkpoint_uses_delta(tup):
+                    raise mode_mismatch(tup.config, action=action)
 
-    def _gate_runs(self, run_ids: Sequence[str]) -> None:
-        if self._full:
-            for run_id in run_ids:
-                for tup in self.inner.list(None, filter={"run_id": run_id}):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="delete runs of")
+    def _gate_threads(self, thread_ids: Sequence[str]) -> Plan[SaverLayer, None]:
+        listings = [ListTuples(thread_config(thread_id)) for thread_id in thread_ids]
+        return self._gate_maintenance("maintain", listings)
+
+    def _gate_runs(self, run_ids: Sequence[str]) -> Plan[SaverLayer, None]:
+        listings = [ListTuples(None, filter={"run_id": run_id}) for run_id in run_ids]
+        return self._gate_maintenance("delete runs of", listings)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._gate_threads(thread_ids)
+        drive(self._gate_threads(thread_ids), self)
         super().prune(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._gate_threads([source_thread_id, target_thread_id])
+        drive(self._gate_threads([source_thread_id, target_thread_id]), self)
         super().copy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._gate_runs(run_ids)
+        drive(self._gate_runs(run_ids), self)
         super().delete_for_runs(run_ids)
 
     # -- async (mirrors the sync block) -------------------------------------------------
@@ -802,28 +807,14 @@ class GuardedSaver(SaverLayer):
             await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
-    async def _agate_threads(self, thread_ids: Sequence[str]) -> None:
-        if self._full:
-            for thread_id in thread_ids:
-                async for tup in self.inner.alist(thread_config(thread_id)):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="maintain")
-
-    async def _agate_runs(self, run_ids: Sequence[str]) -> None:
-        if self._full:
-            for run_id in run_ids:
-                async for tup in self.inner.alist(None, filter={"run_id": run_id}):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="delete runs of")
-
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._agate_threads(thread_ids)
+        await adrive(self._gate_threads(thread_ids), self)
         await super().aprune(thread_ids, strategy=strategy)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._agate_threads([source_thread_id, target_thread_id])
+        await adrive(self._gate_threads([source_thread_id, target_thread_id]), self)
         await super().acopy_thread(source_thread_id, target_thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._agate_runs(run_ids)
+        await adrive(self._gate_runs(run_ids), self)
         await super().adelete_for_runs(run_ids)

@@ -88,7 +88,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from cachetools import LRUCache
@@ -269,6 +269,20 @@ class _Memory:
                 self._threads.pop(thread, None)
 
 
+def _span(cache: str, inner: BaseCheckpointSaver[Any], channels: Sequence[str]) -> Any:
+    """The span of one history request when an SDK tracer is configured (else a
+    null context): fixed sets and counts only, no thread or checkpoint id, no content."""
+    if not _telemetry.tracing():
+        return nullcontext()
+    attributes = {
+        "checkpoint_guard.cache": cache,
+        "checkpoint_guard.backend": backend_name(unwrap(inner)),
+        "checkpoint_guard.mode": "delta",
+        "checkpoint_guard.channels": len(channels),
+    }
+    return _telemetry.span("checkpoint_guard.history", attributes)
+
+
 def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
     # LangGraph's special channels (errors, interrupts, resumes, schedules) are
     # never delta channels; every other channel may be one.
@@ -394,17 +408,11 @@ class SharedCacheFence(SaverLayer):
     async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
         await adrive(self._unseal(thread_ids, writer), self)
 
-    def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+    def _run_threads(self, run_ids: Sequence[str]) -> Plan[SaverLayer, builtins.list[Any]]:
+        """The threads the runs wrote (the only ones their deletion rewrites)."""
         threads = set()
         for run_id in run_ids:
-            for tup in self.inner.list(None, filter={"run_id": run_id}):
-                threads.add(Address.from_config(tup.config).thread_id)
-        return sorted(threads, key=str)
-
-    async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = set()
-        for run_id in run_ids:
-            async for tup in self.inner.alist(None, filter={"run_id": run_id}):
+            for tup in (yield ListTuples(None, filter={"run_id": run_id})):
                 threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
@@ -435,13 +443,11 @@ class SharedCacheFence(SaverLayer):
             await super().acopy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        # Only the threads the runs wrote are rewritten; their entries go, in
-        # every process sharing the cache.
-        with self._sealed(self._run_threads(run_ids)):
+        with self._sealed(drive(self._run_threads(run_ids), self)):
             super().delete_for_runs(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        async with self._asealed(await self._arun_threads(run_ids)):
+        async with self._asealed(await adrive(self._run_threads(run_ids), self)):
             await super().adelete_for_runs(run_ids)
 
 
@@ -453,7 +459,7 @@ class _Query:
     __slots__ = ("cid", "config", "failed", "latest", "ns", "thread", "token", "whole")
 
     def __init__(self, config: RunnableConfig) -> None:
-        self.token: Any = None
+        self.token: object = None
         self.whole = False  # the inner saver's own history read answered
         self.failed = False  # a cache call failed
         self.at(config)
@@ -501,7 +507,6 @@ class CachedHistorySaver(SharedCacheFence):
         self._memory = _Memory()
         self._batch = lists_like_get_tuple(unwrap(inner))
         self._tier: str = getattr(cache, "tier", "other")
-        self._backend = backend_name(unwrap(inner))
 
     def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
         self._memory.forget(thread_ids)
@@ -777,34 +782,21 @@ class CachedHistorySaver(SharedCacheFence):
             current.set_attribute("checkpoint_guard.result", outcome)
             current.set_attribute("checkpoint_guard.writes", writes)
 
-    def _span_attributes(self, channels: Sequence[str]) -> dict[str, Any]:
-        # Fixed sets and counts only: no thread or checkpoint id, no content.
-        return {
-            "checkpoint_guard.cache": self._tier,
-            "checkpoint_guard.backend": self._backend,
-            "checkpoint_guard.mode": "delta",
-            "checkpoint_guard.channels": len(channels),
-        }
-
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
         if not channels:
             return {}
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
-                return drive(self._answered(config, channels, sp), self)
-        return drive(self._answered(config, channels, None), self)
+        with _span(self._tier, self.inner, channels) as current:
+            return drive(self._answered(config, channels, current), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
         if not channels:
             return {}
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
-                return await adrive(self._answered(config, channels, sp), self)
-        return await adrive(self._answered(config, channels, None), self)
+        with _span(self._tier, self.inner, channels) as current:
+            return await adrive(self._answered(config, channels, current), self)
 
     # -- observed reads and writes ---------------------------------------------------------
 
@@ -968,52 +960,33 @@ class MeasuredHistorySaver(SaverLayer):
     with a span when an SDK tracer is configured. ``wrap`` puts it where the
     cache layer would be; it holds no state."""
 
-    def _attributes(self, channels: Sequence[str]) -> dict[str, Any]:
-        return {
-            "checkpoint_guard.cache": "none",
-            "checkpoint_guard.backend": backend_name(unwrap(self.inner)),
-            "checkpoint_guard.mode": "delta",
-            "checkpoint_guard.channels": len(channels),
-        }
-
     @staticmethod
-    def _record(started: float, result: Mapping[str, DeltaChannelHistory], current: Any) -> None:
+    def _measured(
+        config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Plan[SaverLayer, _History]:
+        started = time.perf_counter()
+        result: _History = yield InnerHistory(config, channels)
         writes = sum(len(entry["writes"]) for entry in result.values())
         _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
         if current is not None:
             current.set_attribute("checkpoint_guard.result", "miss")
             current.set_attribute("checkpoint_guard.writes", writes)
+        return result
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         config = canonical(config)
         if not channels:
             return self.inner.get_delta_channel_history(config=config, channels=channels)
-        started = time.perf_counter()
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
-                result = self.inner.get_delta_channel_history(config=config, channels=channels)
-                self._record(started, result, sp)
-                return result
-        result = self.inner.get_delta_channel_history(config=config, channels=channels)
-        self._record(started, result, None)
-        return result
+        with _span("none", self.inner, channels) as current:
+            return drive(self._measured(config, channels, current), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         config = canonical(config)
         if not channels:
             return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        started = time.perf_counter()
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
-                result = await self.inner.aget_delta_channel_history(
-                    config=config, channels=channels
-                )
-                self._record(started, result, sp)
-                return result
-        result = await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        self._record(started, result, None)
-        return result
+        with _span("none", self.inner, channels) as current:
+            return await adrive(self._measured(config, channels, current), self)

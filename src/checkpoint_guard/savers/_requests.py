@@ -213,7 +213,7 @@ class CacheStore(_FailOpen[bool]):
     channel: str
     checkpoint_id: str
     history: DeltaChannelHistory
-    token: Any
+    token: object  # the generation begin handed out (opaque)
 
     def call(self, cache: HistoryCache) -> bool:
         args = (self.thread, self.ns, self.channel, self.checkpoint_id, self.history, self.token)
@@ -230,7 +230,7 @@ class CacheExtendRead(_FailOpen[dict[str, DeltaChannelHistory] | None]):
     thread: Any
     ns: str
     steps: Sequence[Step]
-    token: Any
+    token: object  # the generation begin handed out (opaque)
     checkpoint_id: str
     channels: Sequence[str]
 
