@@ -678,7 +678,8 @@ class CachedHistorySaver(SharedCacheFence):
             path.append((node, parent))
             if parent is None:  # a dangling parent ends the walk, as in the base walk
                 return path, closed
-            for channel in (yield from self._anchored(q, parent, open_channels, began, probed)):
+            anchors = yield from self._anchored(q, parent, parent_id, open_channels, began, probed)
+            for channel in anchors:
                 open_channels.discard(channel)
                 closed[channel] = len(path)
             if not open_channels:
@@ -721,13 +722,13 @@ class CachedHistorySaver(SharedCacheFence):
         self,
         q: _Query,
         parent: CheckpointTuple,
+        parent_id: str,
         channels: set[str],
         began: Begin,
         probed: set[str],
     ) -> Plan[SharedCacheFence, list[str]]:
         """The ``channels`` whose history ``parent`` anchors: it stores their value,
         or the cache holds its entry."""
-        parent_id = Address.from_config(parent.config).checkpoint_id or ""
         stored = parent.checkpoint["channel_values"]
         anchored = []
         for channel in sorted(channels):
