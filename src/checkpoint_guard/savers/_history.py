@@ -83,6 +83,7 @@ it rests on what one process happens to know about a thread):
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import threading
 import time
@@ -331,7 +332,7 @@ class SharedCacheFence(SaverLayer):
             for thread in thread_ids:
                 yield CacheFence(thread, "", "", writer)
                 yield CacheDrop(thread)
-        except BaseException as exc:
+        except (Exception, asyncio.CancelledError) as exc:
             for thread in thread_ids:
                 yield CacheUnfence(thread, "", "", writer)
             if not isinstance(exc, Exception):
@@ -900,9 +901,9 @@ class CachedHistorySaver(SharedCacheFence):
             for _ in range(_UNFENCE_ATTEMPTS):
                 if (yield unfence) is not FAILED:
                     return
-        except BaseException:
-            # Cancelled: a cancellation arriving at the unfence itself must not
-            # skip it, so one more attempt runs.
+        except asyncio.CancelledError:
+            # A cancellation arriving at the unfence itself must not skip it: the
+            # request is consumed by the first attempt, so one more runs.
             if (yield unfence) is FAILED:
                 self._memory.stuck(unfence)
             raise
@@ -914,9 +915,8 @@ class CachedHistorySaver(SharedCacheFence):
         unfence = CacheUnfence(thread, ns, cid or "", writer)
         try:
             fenced = yield from self._fence(write.config, CacheFence(thread, ns, cid or "", writer))
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # cancelled: the fence may have been set
-                yield from self._unfence(unfence)
+        except asyncio.CancelledError:  # the fence may have been set before it arrived
+            yield from self._unfence(unfence)
             raise
         if not fenced:
             yield write
