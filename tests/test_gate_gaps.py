@@ -446,3 +446,37 @@ async def test_a_guard_rebuilt_by_with_allowlist_remembers_what_the_original_rea
         with pytest.raises(CheckpointModeMismatchError):
             await drv.put_writes(rebuilt, parent, [("turns", 1)], "task-1")
         assert rows(store) == before
+
+
+def test_the_schema_refusal_survives_langgraph_moving_its_snapshot_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """If LangGraph renames ``_DeltaSnapshot``, the package holds a stand-in that
+    LangGraph never makes: a delta-schema graph's snapshots still pass the delta gate,
+    and a plain graph's message list is still refused."""
+    from typing import NamedTuple
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from checkpoint_guard import _upstream
+    from checkpoint_guard.savers import _guard
+
+    class Moved(NamedTuple):
+        value: Any
+
+    monkeypatch.setattr(_upstream, "DeltaSnapshot", Moved)
+    monkeypatch.setattr(_guard, "DeltaSnapshot", Moved)
+    _upstream.reset("delta-snapshot")
+    try:
+        assert not _upstream.holds("delta-snapshot")
+        delta = chat_graph(GuardedSaver(InMemorySaver(), mode="delta"), "delta", 1)
+        for i in range(3):
+            delta.invoke(human(i), cfg("snapshots"))
+        state = delta.get_state(cfg("snapshots"))
+        assert len(state.values["messages"]) == 6
+        plain = chat_graph(GuardedSaver(InMemorySaver(), mode="delta"), "full")
+        with pytest.raises(ConfigError, match="state_schema"):
+            plain.invoke(human(0), cfg("plain"))
+    finally:
+        monkeypatch.undo()
+        _upstream.reset("delta-snapshot")

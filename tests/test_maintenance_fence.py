@@ -23,7 +23,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 import checkpoint_guard as cg
 from checkpoint_guard import cli, maintenance
 from checkpoint_guard._modes import ModeFreeze
-from checkpoint_guard.savers._fence import SharedCacheFence
+from checkpoint_guard.savers import SharedCacheFence
 from tests.support.helpers import cfg, chat_graph, human
 
 pytestmark = pytest.mark.redis

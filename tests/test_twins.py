@@ -7,7 +7,8 @@ once the async one is turned back into sync code: ``await e`` -> ``e``,
 ``async for`` / ``async with`` / async comprehensions -> their sync forms, every
 name ``ax`` whose twin ``x`` the sync function uses -> ``x`` (names, attributes,
 keywords and string constants), ``AsyncIterator`` -> ``Iterator`` and the like,
-and ``[v async for v in it]`` -> ``list(it)``. Docstrings are ignored.
+``[v async for v in it]`` -> ``list(it)`` and ``async for v in it: yield v`` -> ``yield
+from it``. Docstrings are ignored.
 
 Two shapes pass without comparison: an async twin that only calls its sync twin
 (a bridge cannot drift), and a pair on ``ALLOWED`` below, each with the reason
@@ -37,28 +38,16 @@ RENAMES = {
 
 # "path:scope.name" (the sync name) -> why the twins legitimately differ
 ALLOWED: dict[str, str] = {
-    # the opener: different savers, drivers and connection types per side
+    # each differs in one thing only the async side has (an event loop, an awaitable)
     "maintenance/_retention.py:<module>.retention": (
         "background sweeping runs on the stack's event loop; a sync stack has none"
     ),
     # base-layer plumbing
     "savers/_layer.py:SaverLayer.setup": "asetup awaits whatever setup returned",
-    "savers/_layer.py:SaverLayer.list": "sync returns the inner iterator; async re-yields",
-    "savers/_layer.py:SaverLayer.forget_threads": "the async default calls the sync one",
-    "savers/_guard.py:GuardedSaver.list": "sync returns a lazy filter; async re-yields",
-    "savers/_guard.py:GuardedSaver.put": (
-        "a refused graph's clean-up waits for its writes in a thread: they may be tasks "
-        "of the async put's own event loop"
+    "savers/_guard.py:_TakeFresh.run": (
+        "a refused graph's clean-up waits for its writes: the async side in a thread, as "
+        "they may be tasks of its own event loop"
     ),
-    "savers/_history.py:_CacheBracket._cache_call": ("dispatches to the cache's a* method by name"),
-    # async-only cancellation: a CancelledError can land inside the fence protocol,
-    # and each async step cleans up what the sync step never needs to
-    "savers/_history.py:CachedHistorySaver._fence": (
-        "no anext(): the async head read is a loop over alist(limit=1)"
-    ),
-    "savers/_history.py:CachedHistorySaver._unfence": "unfences again when cancelled",
-    "savers/_history.py:CachedHistorySaver.put_writes": "unfences when cancelled mid-fence",
-    "savers/_history.py:_CacheBracket._seal": "unfences when cancelled mid-seal",
     "stores/_sqlite.py:SqliteRows._locked": (
         "SqliteSaver.setup must run under the saver's thread lock; AsyncSqliteSaver.setup "
         "takes its (not reentrant) asyncio lock itself, so it runs before; a sqlite3 cursor "
@@ -121,6 +110,20 @@ def _names(node: ast.AST) -> set[str]:
 
 class _Desugar(ast.NodeTransformer):
     """Both sides: spellings that mean the same."""
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        # ``for v in it: yield v`` is ``yield from it`` (an async generator's only spelling)
+        self.generic_visit(node)
+        [stmt] = node.body if len(node.body) == 1 and not node.orelse else [None]
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Yield)
+            and isinstance(stmt.value.value, ast.Name)
+            and isinstance(node.target, ast.Name)
+            and stmt.value.value.id == node.target.id
+        ):
+            return ast.copy_location(ast.Expr(ast.YieldFrom(node.iter)), node)
+        return node
 
     def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
         self.generic_visit(node)
@@ -289,7 +292,7 @@ def test_twins_are_identical(pair: str) -> None:
 def test_a_one_sided_edit_is_caught() -> None:
     """Dropping the try/finally around one twin's last step (the drift the sync
     put_writes once had) makes identical twins differ."""
-    pair = "savers/_history.py:_CacheBracket.delete_thread"
+    pair = "savers/_history.py:SharedCacheFence._sealed"
     sync_fn, async_fn = PAIRS[pair]
     assert pair not in ALLOWED and twin_diff(sync_fn, async_fn) == []
     edited = copy.deepcopy(sync_fn)

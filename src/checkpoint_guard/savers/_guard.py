@@ -82,8 +82,10 @@ checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cachetools import LRUCache
@@ -100,6 +102,7 @@ from langgraph.checkpoint.base import (
 from .. import _telemetry, _upstream
 from .._address import Address, canonical, mode_mismatch, thread_config
 from .._errors import ConfigError
+from .._io import Plan, Request, adrive, drive
 from .._modes import (
     _UPSTREAM_COUNTERS_KEY,
     MODE_METADATA_KEY,
@@ -111,6 +114,7 @@ from .._modes import (
 )
 from .._upstream import DeltaSnapshot
 from ._layer import SaverLayer
+from ._requests import DeleteThread, ListTuples
 
 __all__ = ["GuardedSaver"]
 
@@ -217,6 +221,19 @@ def _delta_graph_refusal(
     )
 
 
+def _plain(messages: object) -> bool:
+    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph was
+    compiled without the delta schema, which stores nothing there but its snapshot).
+    A plain messages channel stores a list, a snapshot never is one; a value of
+    neither kind counts as plain while LangGraph's snapshot class is where
+    ``_upstream`` finds it (``delta-snapshot``): if it moved, nothing LangGraph
+    stores is an instance of the stand-in, and refusing those would refuse every
+    snapshot."""
+    if isinstance(messages, list):
+        return True
+    return not isinstance(messages, DeltaSnapshot) and _upstream.holds("delta-snapshot")
+
+
 def _path(checkpoint_ns: str) -> str:
     """A namespace's place in the graph: its node names without task ids
     (``"tools:7|model:9"`` -> ``"tools|model"``)."""
@@ -283,6 +300,20 @@ def _marked(metadata: CheckpointMetadata, delta: bool) -> CheckpointMetadata:
     stamped = dict(metadata)
     stamped[MODE_METADATA_KEY] = (ChannelMode.DELTA if delta else ChannelMode.FULL).value
     return stamped  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class _TakeFresh(Request["GuardedSaver", tuple[Any, list[str]] | None]):
+    """``GuardedSaver._take_fresh``, which waits for the thread's writes in flight:
+    the async side waits in a thread, as those writes may be tasks of its own loop."""
+
+    config: RunnableConfig
+
+    def run(self, target: GuardedSaver) -> tuple[Any, list[str]] | None:
+        return target._take_fresh(self.config)
+
+    async def arun(self, target: GuardedSaver) -> tuple[Any, list[str]] | None:
+        return await asyncio.to_thread(target._take_fresh, self.config)
 
 
 class GuardedSaver(SaverLayer):
@@ -472,7 +503,7 @@ class GuardedSaver(SaverLayer):
             # subagent with a plain schema), so every reader gets what it can read.
             return _marked(metadata, _stores_delta(checkpoint, metadata))
         messages = checkpoint.get("channel_values", {}).get("messages", _ABSENT)
-        if messages is not _ABSENT and not isinstance(messages, DeltaSnapshot):
+        if messages is not _ABSENT and _plain(messages):
             # At the root, a graph compiled without the delta schema stores the whole
             # list: the configuration and the graph disagree, and the marker would
             # label full data as delta.
@@ -579,6 +610,15 @@ class GuardedSaver(SaverLayer):
                 self._inflight[thread_id] = left
             self._landed.notify_all()
 
+    def _discard_refused(self, config: RunnableConfig) -> Plan[GuardedSaver, None]:
+        """After a refused put: the thread goes when all it holds is what the
+        refused run put (``_take_fresh``, ``_only``)."""
+        leftover = yield _TakeFresh(config)
+        if leftover is not None:
+            thread_id, chain = leftover
+            if self._only(chain, (yield ListTuples(thread_config(thread_id)))):
+                yield DeleteThread(thread_id)
+
     @staticmethod
     def _only(chain: list[str], listed: list[CheckpointTuple]) -> bool:
         """Whether everything stored in the thread is ``chain`` (what the refused run
@@ -632,15 +672,8 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        items = self.inner.list(config, filter=filter, before=before, limit=limit)
-        if not self._full:
-            return items
-        return self._admit_all(items, _Heads.of(config, filter, before))
-
-    def _admit_all(
-        self, items: Iterator[CheckpointTuple], heads: _Heads
-    ) -> Iterator[CheckpointTuple]:
-        for tup in items:
+        heads = _Heads.of(config, filter, before, active=self._full)
+        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 
     def put(
@@ -654,10 +687,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
         except ConfigError:
-            if (leftover := self._take_fresh(config)) is not None:
-                thread_id, chain = leftover
-                if self._only(chain, [*self.inner.list(thread_config(thread_id))]):
-                    self.inner.delete_thread(thread_id)
+            drive(self._discard_refused(config), self)
             raise
         # noted before the put: LangGraph may put_writes onto it while it is stored
         self._note_fresh(config, checkpoint)
@@ -687,30 +717,34 @@ class GuardedSaver(SaverLayer):
             self.get_tuple(config)
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
-    def _gate_threads(self, thread_ids: Sequence[str]) -> None:
-        if self._full:
-            for thread_id in thread_ids:
-                for tup in self.inner.list(thread_config(thread_id)):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="maintain")
+    def _gate_maintenance(
+        self, action: str, listings: builtins.list[ListTuples]
+    ) -> Plan[SaverLayer, None]:
+        """Full mode: maintenance that would touch a delta checkpoint of the threads
+        (or runs) listed is refused, with nothing changed."""
+        for listing in listings if self._full else []:
+            for tup in (yield listing):
+                if checkpoint_uses_delta(tup):
+                    raise mode_mismatch(tup.config, action=action)
 
-    def _gate_runs(self, run_ids: Sequence[str]) -> None:
-        if self._full:
-            for run_id in run_ids:
-                for tup in self.inner.list(None, filter={"run_id": run_id}):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="delete runs of")
+    def _gate_threads(self, thread_ids: Sequence[str]) -> Plan[SaverLayer, None]:
+        listings = [ListTuples(thread_config(thread_id)) for thread_id in thread_ids]
+        return self._gate_maintenance("maintain", listings)
+
+    def _gate_runs(self, run_ids: Sequence[str]) -> Plan[SaverLayer, None]:
+        listings = [ListTuples(None, filter={"run_id": run_id}) for run_id in run_ids]
+        return self._gate_maintenance("delete runs of", listings)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._gate_threads(thread_ids)
+        drive(self._gate_threads(thread_ids), self)
         super().prune(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._gate_threads([source_thread_id, target_thread_id])
+        drive(self._gate_threads([source_thread_id, target_thread_id]), self)
         super().copy_thread(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._gate_runs(run_ids)
+        drive(self._gate_runs(run_ids), self)
         super().delete_for_runs(run_ids)
 
     # -- async (mirrors the sync block) -------------------------------------------------
@@ -744,11 +778,7 @@ class GuardedSaver(SaverLayer):
         try:
             stamped = self._stamp(checkpoint, metadata, config)
         except ConfigError:
-            # in a thread: the writes it waits for may be tasks of this event loop
-            if (leftover := await asyncio.to_thread(self._take_fresh, config)) is not None:
-                thread_id, chain = leftover
-                if self._only(chain, [t async for t in self.inner.alist(thread_config(thread_id))]):
-                    await self.inner.adelete_thread(thread_id)
+            await adrive(self._discard_refused(config), self)
             raise
         self._note_fresh(config, checkpoint)
         return await self.inner.aput(config, checkpoint, stamped, new_versions)
@@ -777,28 +807,14 @@ class GuardedSaver(SaverLayer):
             await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
-    async def _agate_threads(self, thread_ids: Sequence[str]) -> None:
-        if self._full:
-            for thread_id in thread_ids:
-                async for tup in self.inner.alist(thread_config(thread_id)):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="maintain")
-
-    async def _agate_runs(self, run_ids: Sequence[str]) -> None:
-        if self._full:
-            for run_id in run_ids:
-                async for tup in self.inner.alist(None, filter={"run_id": run_id}):
-                    if checkpoint_uses_delta(tup):
-                        raise mode_mismatch(tup.config, action="delete runs of")
-
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._agate_threads(thread_ids)
+        await adrive(self._gate_threads(thread_ids), self)
         await super().aprune(thread_ids, strategy=strategy)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._agate_threads([source_thread_id, target_thread_id])
+        await adrive(self._gate_threads([source_thread_id, target_thread_id]), self)
         await super().acopy_thread(source_thread_id, target_thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._agate_runs(run_ids)
+        await adrive(self._gate_runs(run_ids), self)
         await super().adelete_for_runs(run_ids)

@@ -89,7 +89,8 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from typing import Any, cast
+from contextlib import asynccontextmanager, contextmanager, nullcontext
+from typing import Any, TypeVar, cast
 
 from cachetools import LRUCache
 from langchain_core.runnables import RunnableConfig
@@ -107,34 +108,53 @@ from .. import _telemetry
 from .._address import Address, canonical, canonical_thread_id
 from .._backends import backend_name, lists_like_get_tuple
 from .._errors import CacheInvalidationError
-from ..cache._base import Begin, Chunk, Seed, Step, fresh
+from .._io import Plan, Request, adrive, drive
+from ..cache._base import Begin, Chunk, Seed, Step, Token, fresh
 from ..cache._protocol import HistoryCache
 from ._layer import SaverLayer, unwrap
+from ._requests import (
+    FAILED,
+    CacheBegin,
+    CacheContains,
+    CacheDrop,
+    CacheExtendRead,
+    CacheFence,
+    CacheRead,
+    CacheStore,
+    CacheUnfence,
+    Failed,
+    GetTuple,
+    InnerHistory,
+    ListTuples,
+    PutWrites,
+)
 
-__all__ = ["CachedHistorySaver", "MeasuredHistorySaver"]
+__all__ = ["CachedHistorySaver", "MeasuredHistorySaver", "SharedCacheFence"]
+
+T = TypeVar("T")
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
 _PROBED = 8  # ancestors a walk asks the cache about in its first call, at least
 _UNKNOWN: Any = object()
-_FAILED: Any = object()
 _UNFENCE_ATTEMPTS = 2  # in the write's own call; then before the process's next cache call
 
-# I/O requests the plan yields; the drivers answer them.
-_TUPLE = "tuple"  # (kind, config) -> CheckpointTuple | None
-_LIST = "list"  # (kind, config, before, limit) -> list[CheckpointTuple]
-_INNER = "inner"  # (kind, config, channels) -> Mapping[str, DeltaChannelHistory]
-_CACHE = "cache"  # (kind, method, args) -> result, or _FAILED
-
-_Plan = Generator[tuple[Any, ...], Any, Mapping[str, DeltaChannelHistory]]
+_History = Mapping[str, DeltaChannelHistory]
+# (node, its parent's tuple: None for a root) from the target up
+_Path = list[tuple[str, CheckpointTuple | None]]
 
 
 def _same(value: Any) -> Any:
     return value
 
 
-def _answer(value: Any) -> Mapping[str, DeltaChannelHistory]:
-    return cast(Mapping[str, DeltaChannelHistory], value)
+class _Fallback(Exception):
+    """Raised inside the plan: the inner saver answers the request instead (a cache
+    failure, a refused store, an entry evicted mid-call)."""
+
+
+class _Absent(Exception):
+    """Raised inside the plan: a checkpoint of the walk is not stored."""
 
 
 class _Facts:
@@ -160,7 +180,7 @@ class _Memory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: LRUCache[Any, _Facts] = LRUCache(_THREADS_MAX)
-        self._stuck: list[tuple[Any, ...]] = []
+        self._stuck: list[CacheUnfence] = []
 
     def _facts(self, thread: Any) -> _Facts:
         facts = self._threads.get(thread)
@@ -227,14 +247,14 @@ class _Memory:
             fresh_facts.epoch = epoch
             return False
 
-    def stuck(self, *unfences: tuple[Any, ...]) -> None:
+    def stuck(self, *unfences: CacheUnfence) -> None:
         """Unfences that failed: retried, in order, before this process's next cache
         call for whichever thread, until one fails (see "A failed unfence" in the
         module docstring): an outage costs one more timeout per call, not one each."""
         with self._lock:
             self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
-    def take_stuck(self) -> list[tuple[Any, ...]]:
+    def take_stuck(self) -> list[CacheUnfence]:
         if not self._stuck:  # the usual case, without the lock
             return []
         with self._lock:
@@ -250,42 +270,52 @@ class _Memory:
                 self._threads.pop(thread, None)
 
 
+def _span(cache: str, inner: BaseCheckpointSaver[Any], channels: Sequence[str]) -> Any:
+    """The span of one history request when an SDK tracer is configured (else a
+    null context): fixed sets and counts only, no thread or checkpoint id, no content."""
+    if not _telemetry.tracing():
+        return nullcontext()
+    attributes = {
+        "checkpoint_guard.cache": cache,
+        "checkpoint_guard.backend": backend_name(unwrap(inner)),
+        "checkpoint_guard.mode": "delta",
+        "checkpoint_guard.channels": len(channels),
+    }
+    return _telemetry.span("checkpoint_guard.history", attributes)
+
+
 def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
     # LangGraph's special channels (errors, interrupts, resumes, schedules) are
     # never delta channels; every other channel may be one.
     return any(channel not in WRITES_IDX_MAP for channel, _ in writes)
 
 
-class _CacheBracket(SaverLayer):
+class SharedCacheFence(SaverLayer):
     """A layer holding a history cache and the maintenance bracket around it: every
     rewrite of a thread's storage through this layer (``prune``, ``copy_thread``,
     ``delete_for_runs``, ``delete_thread``, ``a*``, and maintenance run on the stack
     through the ``seal_threads`` hooks) fences and drops the thread in the cache
-    before and drops and unfences it after. ``CachedHistorySaver`` adds the reads;
-    ``SharedCacheFence`` is this alone."""
+    before, and drops and unfences it after, refusing with storage unchanged when
+    the cache cannot be reached. Reads, ``put``, ``put_writes`` and delta history
+    pass through untouched.
+
+    ``CachedHistorySaver`` adds the reads. On its own it is a full-mode process's
+    hold on a shared (Redis) cache: such a process never reads delta history, so it
+    has no cache layer, but delta workers of the same database keep their entries
+    in that cache, and maintenance run by this process rewrites the storage those
+    entries were computed from; a full-mode turn makes the raw saver's calls and
+    no cache call.
+    """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
         super().__init__(inner)
         self.cache = cache
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, {self.cache!r})"
+
     def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
         """Drop what this process remembers about ``thread_ids`` (``None``: all)."""
-
-    # -- cache calls that fail open -------------------------------------------------------
-
-    def _cache_call(self, method: str, args: tuple[Any, ...]) -> Any:
-        try:
-            return getattr(self.cache, method)(*args)
-        except Exception as exc:
-            self.cache.count_error(method, exc)
-            return _FAILED
-
-    async def _acache_call(self, method: str, args: tuple[Any, ...]) -> Any:
-        try:
-            return await getattr(self.cache, "a" + method)(*args)
-        except Exception as exc:
-            self.cache.count_error(method, exc)
-            return _FAILED
 
     # -- maintenance: threads whose storage is rewritten ------------------------------------
 
@@ -295,45 +325,51 @@ class _CacheBracket(SaverLayer):
             thread_id=", ".join(map(str, thread_ids)), checkpoint_id=None, cause=exc
         )
 
-    def _seal(self, thread_ids: Sequence[Any], writer: str) -> None:
+    def _seal(self, thread_ids: Sequence[Any], writer: str) -> Plan[SharedCacheFence, None]:
         """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
-        done yet, when the cache cannot)."""
+        done yet, when the cache cannot; unfencing again when cancelled)."""
         try:
             for thread in thread_ids:
-                self.cache.fence(thread, "", "", writer)
-                self.cache.drop_thread(thread)
-        except Exception as exc:
+                yield CacheFence(thread, "", "", writer)
+                yield CacheDrop(thread)
+        except (Exception, asyncio.CancelledError) as exc:
             for thread in thread_ids:
-                self._cache_call("unfence", (thread, "", "", writer))
-            raise self._invalidation_failed(thread_ids, exc) from exc
-        self._forget_local(thread_ids)
-
-    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        """After the rewrite: drop and unfence (a failure leaves the fence in
-        place: no stores for those threads until their hashes expire)."""
-        self._forget_local(thread_ids)
-        for thread in thread_ids:
-            if self._cache_call("drop_thread", (thread,)) is not _FAILED:
-                self._cache_call("unfence", (thread, "", "", writer))
-
-    async def _aseal(self, thread_ids: Sequence[Any], writer: str) -> None:
-        try:
-            for thread in thread_ids:
-                await self.cache.afence(thread, "", "", writer)
-                await self.cache.adrop_thread(thread)
-        except BaseException as exc:
-            for thread in thread_ids:
-                await self._acache_call("unfence", (thread, "", "", writer))
+                yield CacheUnfence(thread, "", "", writer)
             if not isinstance(exc, Exception):
                 raise
             raise self._invalidation_failed(thread_ids, exc) from exc
         self._forget_local(thread_ids)
 
-    async def _aunseal(self, thread_ids: Sequence[Any], writer: str) -> None:
+    def _unseal(self, thread_ids: Sequence[Any], writer: str) -> Plan[SharedCacheFence, None]:
+        """After the rewrite: drop and unfence (a failure leaves the fence in
+        place: no stores for those threads until their hashes expire)."""
         self._forget_local(thread_ids)
         for thread in thread_ids:
-            if await self._acache_call("drop_thread", (thread,)) is not _FAILED:
-                await self._acache_call("unfence", (thread, "", "", writer))
+            try:
+                yield CacheDrop(thread)
+            except Exception as exc:
+                self.cache.count_error("drop_thread", exc)
+                continue
+            yield CacheUnfence(thread, "", "", writer)
+
+    @contextmanager
+    def _sealed(self, thread_ids: Sequence[Any]) -> Iterator[None]:
+        """The body rewrites ``thread_ids``: sealed before, unsealed after."""
+        writer = uuid.uuid4().hex
+        drive(self._seal(thread_ids, writer), self)
+        try:
+            yield
+        finally:
+            drive(self._unseal(thread_ids, writer), self)
+
+    @asynccontextmanager
+    async def _asealed(self, thread_ids: Sequence[Any]) -> AsyncIterator[None]:
+        writer = uuid.uuid4().hex
+        await adrive(self._seal(thread_ids, writer), self)
+        try:
+            yield
+        finally:
+            await adrive(self._unseal(thread_ids, writer), self)
 
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # Storage changed without a seal around it (``None``: every thread).
@@ -362,103 +398,91 @@ class _CacheBracket(SaverLayer):
         # Maintenance run on a stack directly: the same bracket as the layer's own
         # prune (fence + drop before, drop + unfence after), so no reader in any
         # process stores an entry computed from the storage being rewritten.
-        self._seal(thread_ids, writer)
+        drive(self._seal(thread_ids, writer), self)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        self._unseal(thread_ids, writer)
+        drive(self._unseal(thread_ids, writer), self)
 
     async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        await self._aseal(thread_ids, writer)
+        await adrive(self._seal(thread_ids, writer), self)
 
     async def aunseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        await self._aunseal(thread_ids, writer)
+        await adrive(self._unseal(thread_ids, writer), self)
 
-    def _run_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
+    def _run_threads(self, run_ids: Sequence[str]) -> Plan[SaverLayer, builtins.list[Any]]:
+        """The threads the runs wrote (the only ones their deletion rewrites)."""
         threads = set()
         for run_id in run_ids:
-            for tup in self.inner.list(None, filter={"run_id": run_id}):
-                threads.add(Address.from_config(tup.config).thread_id)
-        return sorted(threads, key=str)
-
-    async def _arun_threads(self, run_ids: Sequence[str]) -> builtins.list[Any]:
-        threads = set()
-        for run_id in run_ids:
-            async for tup in self.inner.alist(None, filter={"run_id": run_id}):
+            for tup in (yield ListTuples(None, filter={"run_id": run_id})):
                 threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
     def delete_thread(self, thread_id: str) -> None:
         thread_id = canonical_thread_id(thread_id)
-        writer = uuid.uuid4().hex
-        self._seal([thread_id], writer)
-        try:
+        with self._sealed([thread_id]):
             self.inner.delete_thread(thread_id)
-        finally:
-            self._unseal([thread_id], writer)
 
     async def adelete_thread(self, thread_id: str) -> None:
         thread_id = canonical_thread_id(thread_id)
-        writer = uuid.uuid4().hex
-        await self._aseal([thread_id], writer)
-        try:
+        async with self._asealed([thread_id]):
             await self.inner.adelete_thread(thread_id)
-        finally:
-            await self._aunseal([thread_id], writer)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        writer = uuid.uuid4().hex
-        self._seal(thread_ids, writer)
-        try:
+        with self._sealed(thread_ids):
             super().prune(thread_ids, strategy=strategy)
-        finally:
-            self._unseal(thread_ids, writer)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        writer = uuid.uuid4().hex
-        await self._aseal(thread_ids, writer)
-        try:
+        async with self._asealed(thread_ids):
             await super().aprune(thread_ids, strategy=strategy)
-        finally:
-            await self._aunseal(thread_ids, writer)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        writer = uuid.uuid4().hex
-        self._seal([target_thread_id], writer)
-        try:
+        with self._sealed([target_thread_id]):
             super().copy_thread(source_thread_id, target_thread_id)
-        finally:
-            self._unseal([target_thread_id], writer)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        writer = uuid.uuid4().hex
-        await self._aseal([target_thread_id], writer)
-        try:
+        async with self._asealed([target_thread_id]):
             await super().acopy_thread(source_thread_id, target_thread_id)
-        finally:
-            await self._aunseal([target_thread_id], writer)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        # Only the threads the runs wrote are rewritten; their entries go, in
-        # every process sharing the cache.
-        threads = self._run_threads(run_ids)
-        writer = uuid.uuid4().hex
-        self._seal(threads, writer)
-        try:
+        with self._sealed(drive(self._run_threads(run_ids), self)):
             super().delete_for_runs(run_ids)
-        finally:
-            self._unseal(threads, writer)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        threads = await self._arun_threads(run_ids)
-        writer = uuid.uuid4().hex
-        await self._aseal(threads, writer)
-        try:
+        async with self._asealed(await adrive(self._run_threads(run_ids), self)):
             await super().adelete_for_runs(run_ids)
-        finally:
-            await self._aunseal(threads, writer)
 
 
-class CachedHistorySaver(_CacheBracket):
+class _Query:
+    """One history request while the plan answers it: the checkpoint it reads
+    (``thread``, ``ns``, ``cid``; the head's once "latest" is resolved), the
+    generation it stores under, and how it was answered."""
+
+    __slots__ = ("cid", "config", "failed", "latest", "ns", "thread", "token", "whole")
+
+    def __init__(self, config: RunnableConfig) -> None:
+        # the generation begin hands out; None before begin, which no store accepts
+        self.token: Token = cast(Token, None)
+        self.whole = False  # the inner saver's own history read answered
+        self.failed = False  # a cache call failed
+        self.at(config)
+
+    def at(self, config: RunnableConfig) -> None:
+        self.config = config
+        self.thread, self.ns, cid = Address.from_config(config)
+        self.latest = cid is None  # no checkpoint id: the head
+        self.cid = cid or ""
+
+    def ask(
+        self, request: Request[SharedCacheFence, T | Failed]
+    ) -> Generator[Request[SharedCacheFence, Any], Any, T | Failed]:
+        """A fail-open cache request's answer, noting a failure."""
+        answer = yield request
+        if answer is FAILED:
+            self.failed = True
+        return answer  # type: ignore[no-any-return]
+
+
+class CachedHistorySaver(SharedCacheFence):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
     ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
@@ -485,10 +509,6 @@ class CachedHistorySaver(_CacheBracket):
         self._memory = _Memory()
         self._batch = lists_like_get_tuple(unwrap(inner))
         self._tier: str = getattr(cache, "tier", "other")
-        self._backend = backend_name(unwrap(inner))
-
-    def __repr__(self) -> str:
-        return f"CachedHistorySaver({self.inner!r}, {self.cache!r})"
 
     def _forget_local(self, thread_ids: Sequence[Any] | None) -> None:
         self._memory.forget(thread_ids)
@@ -510,164 +530,237 @@ class CachedHistorySaver(_CacheBracket):
 
     # -- the plan (sans-io) ------------------------------------------------------------
 
-    def _plan(self, config: RunnableConfig, channels: Sequence[str]) -> _Plan:
-        wanted = list(channels)
-        if not wanted:
-            return {}
+    def _retry_stuck(self) -> Plan[SharedCacheFence, bool]:
+        """Retry the unfences that failed before, in order (see "A failed unfence"
+        in the module docstring); False when one fails again."""
         stuck, done = self._memory.take_stuck(), 0
         try:
-            while done < len(stuck) and (yield (_CACHE, "unfence", stuck[done])) is not _FAILED:
+            while done < len(stuck):
+                if (yield stuck[done]) is FAILED:
+                    return False
                 done += 1
+            return True
         finally:  # also when the request is cancelled
             self._memory.stuck(*stuck[done:])
-        thread, ns, cid = Address.from_config(config)
-        if cid is None:
+
+    def _answered(
+        self, config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Plan[SharedCacheFence, _History]:
+        """The plan of one history request, counted (see ``_outcome``)."""
+        started = time.perf_counter()
+        query = _Query(canonical(config))
+        result = yield from self._plan(query, list(channels))
+        self._outcome(started, result, query, current)
+        return result
+
+    def _plan(self, q: _Query, wanted: list[str]) -> Plan[SharedCacheFence, _History]:
+        q.failed = not (yield from self._retry_stuck())
+        if q.latest:
             # "latest": resolve to an id first; nothing is ever cached under "latest"
-            head = yield (_TUPLE, config)
+            head = yield GetTuple(q.config)
             if head is None:
-                return _answer((yield (_INNER, config, wanted)))
+                return (yield from self._inner(q, wanted))
             self._learn(head)
-            config = head.config
-            thread, ns, cid = Address.from_config(config)
-            assert cid is not None
+            q.at(head.config)
         unique = list(dict.fromkeys(wanted))
         found: dict[str, DeltaChannelHistory] = {}
         # A checkpoint this process just put has no entry yet (the next turn's
         # first read): asking would cost a Redis round trip to learn "no".
-        new = self._memory.take_new(thread, ns, cid)
+        new = self._memory.take_new(q.thread, q.ns, q.cid)
         for channel in [] if new else unique:
-            hit = yield (_CACHE, "read", (thread, ns, channel, cid))
-            if hit is _FAILED:
-                return _answer((yield (_INNER, config, wanted)))
+            hit = yield from q.ask(CacheRead(q.thread, q.ns, channel, q.cid))
+            if hit is FAILED:
+                return (yield from self._inner(q, wanted))
             if hit is not None:
                 found[channel] = hit
         missing = [c for c in unique if c not in found]
         if missing:
-            computed = yield from self._compute(config, thread, ns, cid, missing)
-            found.update(computed)
+            try:
+                found.update((yield from self._compute(q, missing)))
+            except _Fallback:
+                found.update((yield from self._inner(q, missing)))
         return {channel: found[channel] for channel in wanted}
 
-    def _whole(
-        self,
-        config: RunnableConfig,
-        thread: Any,
-        ns: str,
-        cid: str,
-        channels: list[str],
-        token: Any,
-    ) -> _Plan:
+    def _inner(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
+        """The inner saver's own answer."""
+        q.whole = True
+        answer: _History = yield InnerHistory(q.config, channels)
+        return answer
+
+    def _whole(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The inner saver's answer for the target, stored whole."""
-        whole = yield (_INNER, config, channels)
+        whole = yield from self._inner(q, channels)
         # The caller gets the inner's objects; the cache keeps its own copy
         # unless it shares values with readers anyway (isolate=False).
         keep = fresh if self.cache.isolate else _same
         for channel in channels:
-            done = yield (_CACHE, "store", (thread, ns, channel, cid, keep(whole[channel]), token))
-            if done is _FAILED or not done:
+            entry = keep(whole[channel])
+            done = yield from q.ask(CacheStore(q.thread, q.ns, channel, q.cid, entry, q.token))
+            if done is FAILED or not done:
                 break
-        return _answer(whole)
+        return whole
 
-    def _compute(
-        self, config: RunnableConfig, thread: Any, ns: str, cid: str, channels: list[str]
-    ) -> _Plan:
-        # The generation is taken before the first saver read: whatever this walk
-        # reads may predate a concurrent write, and then its store is refused.
-        # The probes cover the last walk's length (at least 8): a chat turn is 3
-        # checkpoints, a deep agent's 9 and up (a step per middleware node).
-        window = max(_PROBED, self._memory.depth(thread, ns) or 0)
-        chain = self._memory.chain(thread, ns, cid, min(self.max_walk, window) + 1)[1:]
-        probes = [(channel, chain) for channel in sorted(channels)] if chain else []
-        began: Begin | Any = yield (_CACHE, "begin", (thread, ns, probes))
-        if began is _FAILED:
-            return _answer((yield (_INNER, config, channels)))
-        if not self._memory.check_epoch(thread, began.epoch):
-            chain = []  # links learned before a drop may predate a rewrite
-        token = began.token
+    def _compute(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
+        """The target's history from the nearest cached ancestors (raises
+        ``_Fallback`` when the inner saver must answer)."""
+        began, probed = yield from self._begin(q, channels)
         if not began.known:
             # A thread the cache has nothing of (a cold worker, after eviction or a
             # restart): walking ancestors would find no anchor; the inner saver's
             # own fast path answers at once, and seeds the cache.
-            return (yield from self._whole(config, thread, ns, cid, channels, token))
-        probed = set(chain)
-        cached = {channel: began.found.get(channel, set()) for channel in channels}
-        # Walk up to the nearest ancestors that anchor every channel.
-        path: list[tuple[str, CheckpointTuple | None]] = []  # (node, its parent's tuple)
+            return (yield from self._whole(q, channels))
+        try:
+            walked = yield from self._walk(q, channels, began, probed)
+        except _Absent:  # the target itself does not exist
+            return {c: {"writes": []} for c in channels}
+        if walked is None:  # more than max_walk ancestors uncached
+            return (yield from self._whole(q, channels))
+        path, closed = walked
+        self._memory.set_depth(q.thread, q.ns, len(path))
+        steps = yield from self._steps(q, channels, path, closed)
+        if not steps:  # the target itself anchors every channel
+            result: dict[str, DeltaChannelHistory] = {}
+            for channel in channels:
+                hit = yield from q.ask(CacheRead(q.thread, q.ns, channel, q.cid))
+                if hit is FAILED or hit is None:  # evicted mid-call: the saver answers
+                    raise _Fallback
+                result[channel] = hit
+            return result
+        # The new entries are stored and the target's read back in one call.
+        done = yield from q.ask(CacheExtendRead(q.thread, q.ns, steps, q.token, q.cid, channels))
+        if done is FAILED or done is None:
+            raise _Fallback  # refused (a write intervened), failed or evicted
+        return done
+
+    def _begin(
+        self, q: _Query, channels: list[str]
+    ) -> Plan[SharedCacheFence, tuple[Begin, set[str]]]:
+        """Take the thread's generation, and learn which of the ancestors this
+        process knows the cache holds (the probed ones)."""
+        # The generation is taken before the first saver read: whatever this walk
+        # reads may predate a concurrent write, and then its store is refused.
+        # The probes cover the last walk's length (at least 8): a chat turn is 3
+        # checkpoints, a deep agent's 9 and up (a step per middleware node).
+        window = max(_PROBED, self._memory.depth(q.thread, q.ns) or 0)
+        chain = self._memory.chain(q.thread, q.ns, q.cid, min(self.max_walk, window) + 1)[1:]
+        probes = [(channel, chain) for channel in sorted(channels)] if chain else []
+        began = yield from q.ask(CacheBegin(q.thread, q.ns, probes))
+        if began is FAILED:
+            raise _Fallback
+        if not self._memory.check_epoch(q.thread, began.epoch):
+            chain = []  # links learned before a drop may predate a rewrite
+        q.token = began.token
+        return began, set(chain)
+
+    def _walk(
+        self, q: _Query, channels: list[str], began: Begin, probed: set[str]
+    ) -> Plan[SharedCacheFence, tuple[_Path, dict[str, int]] | None]:
+        """Walk up to the nearest ancestors that anchor every channel: the path
+        and, per channel, the depth of its anchor (``None``: longer than
+        ``max_walk``)."""
+        path: _Path = []
         open_channels = set(channels)
         # A channel closed nearer than the walk's end (another channel's anchor is
         # older: two delta channels snapshotted at different checkpoints) takes only
         # the steps up to its own anchor; older ones have no cached parent for it.
         closed: dict[str, int] = {}
-        node = cid
+        node = q.cid
         listed: dict[str, CheckpointTuple] | None = None  # ancestors read in one query
         for _ in range(self.max_walk):
-            parent_id = self._memory.parent(thread, ns, node)
-            if parent_id is _UNKNOWN:
-                tup = yield (_TUPLE, Address(thread, ns, node).config())
-                if tup is None:  # the target itself does not exist
-                    return {c: {"writes": []} for c in channels}
-                self._learn(tup)
-                parent_id = self._memory.parent(thread, ns, node)
+            parent_id = yield from self._parent_id(q, node)
             if parent_id is None:  # a root: its history is empty
                 path.append((node, None))
-                break
+                return path, closed
             if listed is None:
-                listed = {}
-                # (a thread id of another type reaches the SQL savers' list()
-                # unconverted, while their get_tuple converts it with str())
-                batch = self._batch and type(thread) is str
-                depth = self._memory.depth(thread, ns) if batch else None
-                if depth is not None and depth > 1:
-                    # Checkpoints older than the node, newest first: on a linear
-                    # thread exactly its ancestors; anything else is not used.
-                    thread_cfg = Address(thread, ns).thread_config()
-                    for tup in (
-                        yield (_LIST, thread_cfg, Address(thread, ns, node).config(), depth)
-                    ):
-                        self._learn(tup)
-                        listed[Address.from_config(tup.config).checkpoint_id or ""] = tup
+                listed = yield from self._ancestors(q, node)
             parent = listed.pop(parent_id, None)
             if parent is None:
-                parent = yield (_TUPLE, Address(thread, ns, parent_id).config())
+                parent = yield GetTuple(Address(q.thread, q.ns, parent_id).config())
                 self._learn(parent)
             path.append((node, parent))
             if parent is None:  # a dangling parent ends the walk, as in the base walk
-                break
-            stored = parent.checkpoint["channel_values"]
-            for channel in sorted(open_channels):
-                if channel in stored:
-                    open_channels.discard(channel)
-                    closed[channel] = len(path)
-                    continue
-                if parent_id in probed:
-                    has = parent_id in cached[channel]
-                else:
-                    has = yield (_CACHE, "contains", (thread, ns, channel, parent_id))
-                    if has is _FAILED:
-                        return _answer((yield (_INNER, config, channels)))
-                if has:
-                    open_channels.discard(channel)
-                    closed[channel] = len(path)
+                return path, closed
+            anchors = yield from self._anchored(q, parent, parent_id, open_channels, began, probed)
+            for channel in anchors:
+                open_channels.discard(channel)
+                closed[channel] = len(path)
             if not open_channels:
-                break
+                return path, closed
             node = parent_id
-        else:
-            return (yield from self._whole(config, thread, ns, cid, channels, token))
+        return None
 
-        self._memory.set_depth(thread, ns, len(path))
-        # Forward, oldest first: each node's history from its parent's, in one call.
+    def _parent_id(self, q: _Query, node: str) -> Plan[SharedCacheFence, str | None]:
+        """``node``'s parent id (``None``: a root), read when not known."""
+        parent_id = self._memory.parent(q.thread, q.ns, node)
+        if parent_id is _UNKNOWN:
+            tup = yield GetTuple(Address(q.thread, q.ns, node).config())
+            if tup is None:
+                raise _Absent
+            self._learn(tup)
+            parent_id = self._memory.parent(q.thread, q.ns, node)
+        return parent_id  # type: ignore[no-any-return]
+
+    def _ancestors(
+        self, q: _Query, node: str
+    ) -> Plan[SharedCacheFence, dict[str, CheckpointTuple]]:
+        """As many of ``node``'s ancestors as the last walk read, in one ``list``
+        query where the saver's list reads like its get_tuple (else none)."""
+        listed: dict[str, CheckpointTuple] = {}
+        # (a thread id of another type reaches the SQL savers' list()
+        # unconverted, while their get_tuple converts it with str())
+        batch = self._batch and type(q.thread) is str
+        depth = self._memory.depth(q.thread, q.ns) if batch else None
+        if depth is not None and depth > 1:
+            # Checkpoints older than the node, newest first: on a linear
+            # thread exactly its ancestors; anything else is not used.
+            thread_cfg = Address(q.thread, q.ns).thread_config()
+            before = Address(q.thread, q.ns, node).config()
+            for tup in (yield ListTuples(thread_cfg, before, depth)):
+                self._learn(tup)
+                listed[Address.from_config(tup.config).checkpoint_id or ""] = tup
+        return listed
+
+    def _anchored(
+        self,
+        q: _Query,
+        parent: CheckpointTuple,
+        parent_id: str,
+        channels: set[str],
+        began: Begin,
+        probed: set[str],
+    ) -> Plan[SharedCacheFence, list[str]]:
+        """The ``channels`` whose history ``parent`` anchors: it stores their value,
+        or the cache holds its entry."""
+        stored = parent.checkpoint["channel_values"]
+        anchored = []
+        for channel in sorted(channels):
+            if channel in stored:
+                has: bool | Failed = True
+            elif parent_id in probed:
+                has = parent_id in began.found.get(channel, ())
+            else:
+                has = yield from q.ask(CacheContains(q.thread, q.ns, channel, parent_id))
+                if has is FAILED:
+                    raise _Fallback
+            if has:
+                anchored.append(channel)
+        return anchored
+
+    def _steps(
+        self, q: _Query, channels: list[str], path: _Path, closed: dict[str, int]
+    ) -> Plan[SharedCacheFence, list[Step]]:
+        """Forward, oldest first: each node's history from its parent's (a root's
+        stored on its own)."""
         steps: list[Step] = []
         for depth, (node, parent) in reversed(list(enumerate(path, 1))):
             for channel in channels:
                 if depth > closed.get(channel, depth):
                     continue
                 if parent is None:  # a root (the oldest node): stored on its own
-                    done = yield (
-                        _CACHE,
-                        "store",
-                        (thread, ns, channel, node, {"writes": []}, token),
-                    )
-                    if done is _FAILED or not done:
-                        return _answer((yield (_INNER, config, channels)))
+                    root = CacheStore(q.thread, q.ns, channel, node, {"writes": []}, q.token)
+                    done = yield from q.ask(root)
+                    if done is FAILED or not done:
+                        raise _Fallback
                     continue
                 parent_id = Address.from_config(parent.config).checkpoint_id
                 assert parent_id is not None
@@ -675,132 +768,38 @@ class CachedHistorySaver(_CacheBracket):
                 stored = parent.checkpoint["channel_values"]
                 seed = Seed(True, stored[channel]) if channel in stored else None
                 steps.append(Step(channel, parent_id, node, chunk, seed))
-        if not steps:  # the target itself anchors every channel
-            result: dict[str, DeltaChannelHistory] = {}
-            for channel in channels:
-                hit = yield (_CACHE, "read", (thread, ns, channel, cid))
-                if hit is _FAILED or hit is None:  # evicted mid-call: the saver answers
-                    return _answer((yield (_INNER, config, channels)))
-                result[channel] = hit
-            return result
-        # The new entries are stored and the target's read back in one call.
-        done = yield (_CACHE, "extend_read", (thread, ns, steps, token, cid, channels))
-        if done is _FAILED or done is None:
-            # refused (a write intervened), failed or evicted: the saver answers
-            return _answer((yield (_INNER, config, channels)))
-        return cast(dict[str, DeltaChannelHistory], done)
+        return steps
 
     # -- drivers -------------------------------------------------------------------------
 
-    def _outcome(
-        self,
-        started: float,
-        result: Mapping[str, DeltaChannelHistory],
-        whole: bool,
-        failed: bool,
-        current: Any,
-    ) -> None:
+    def _outcome(self, started: float, result: _History, query: _Query, current: Any) -> None:
         """Count one answered request (``stats()`` and the instruments): ``hit``
         when the cache answered (after extending it by the ancestors it lacked),
         ``miss`` when the saver's own history read did, ``error`` when a cache
         failure made it."""
         seconds = time.perf_counter() - started
-        outcome = ("error" if failed else "miss") if whole else "hit"
+        outcome = ("error" if query.failed else "miss") if query.whole else "hit"
         writes = sum(len(entry["writes"]) for entry in result.values())
         self.cache.count_request(outcome, seconds, writes)
         if current is not None:
             current.set_attribute("checkpoint_guard.result", outcome)
             current.set_attribute("checkpoint_guard.writes", writes)
 
-    def _span_attributes(self, channels: Sequence[str]) -> dict[str, Any]:
-        # Fixed sets and counts only: no thread or checkpoint id, no content.
-        return {
-            "checkpoint_guard.cache": self._tier,
-            "checkpoint_guard.backend": self._backend,
-            "checkpoint_guard.mode": "delta",
-            "checkpoint_guard.channels": len(channels),
-        }
-
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         if not channels:
             return {}
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
-                return self._history(config, channels, sp)
-        return self._history(config, channels, None)
-
-    def _history(
-        self, config: RunnableConfig, channels: Sequence[str], current: Any
-    ) -> Mapping[str, DeltaChannelHistory]:
-        started = time.perf_counter()
-        config = canonical(config)
-        plan = self._plan(config, channels)
-        answer: Any = None
-        whole = failed = False
-        try:
-            while True:
-                request = plan.send(answer)
-                if request[0] == _TUPLE:
-                    answer = self.inner.get_tuple(request[1])
-                elif request[0] == _LIST:
-                    answer = list(self.inner.list(request[1], before=request[2], limit=request[3]))
-                elif request[0] == _INNER:
-                    whole = True
-                    answer = self.inner.get_delta_channel_history(
-                        config=request[1], channels=request[2]
-                    )
-                else:
-                    answer = self._cache_call(request[1], request[2])
-                    failed = failed or answer is _FAILED
-        except StopIteration as done:
-            result: Mapping[str, DeltaChannelHistory] = done.value
-        self._outcome(started, result, whole, failed, current)
-        return result
+        with _span(self._tier, self.inner, channels) as current:
+            return drive(self._answered(config, channels, current), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         if not channels:
             return {}
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._span_attributes(channels)) as sp:
-                return await self._ahistory(config, channels, sp)
-        return await self._ahistory(config, channels, None)
-
-    async def _ahistory(
-        self, config: RunnableConfig, channels: Sequence[str], current: Any
-    ) -> Mapping[str, DeltaChannelHistory]:
-        started = time.perf_counter()
-        config = canonical(config)
-        plan = self._plan(config, channels)
-        answer: Any = None
-        whole = failed = False
-        try:
-            while True:
-                request = plan.send(answer)
-                if request[0] == _TUPLE:
-                    answer = await self.inner.aget_tuple(request[1])
-                elif request[0] == _LIST:
-                    answer = [
-                        tup
-                        async for tup in self.inner.alist(
-                            request[1], before=request[2], limit=request[3]
-                        )
-                    ]
-                elif request[0] == _INNER:
-                    whole = True
-                    answer = await self.inner.aget_delta_channel_history(
-                        config=request[1], channels=request[2]
-                    )
-                else:
-                    answer = await self._acache_call(request[1], request[2])
-                    failed = failed or answer is _FAILED
-        except StopIteration as done:
-            result: Mapping[str, DeltaChannelHistory] = done.value
-        self._outcome(started, result, whole, failed, current)
-        return result
+        with _span(self._tier, self.inner, channels) as current:
+            return await adrive(self._answered(config, channels, current), self)
 
     # -- observed reads and writes ---------------------------------------------------------
 
@@ -881,73 +880,53 @@ class CachedHistorySaver(_CacheBracket):
         head_id = Address.from_config(head.config).checkpoint_id if head is not None else None
         return cid is None or head_id is None or head_id <= cid
 
-    def _fence(self, config: RunnableConfig, writer: str) -> bool:
+    def _fence(self, config: RunnableConfig, fence: CacheFence) -> Plan[SharedCacheFence, bool]:
         """Fence the write's thread; False when the write goes ahead unfenced
         (the cache failed but the saver shows no descendant); raises when it must
         not go ahead."""
-        thread, ns, cid = Address.from_config(config)
         try:
-            self.cache.fence(thread, ns, cid or "", writer)
+            yield fence
             return True
         except Exception as exc:
-            head = next(iter(self.inner.list(Address(thread, ns).thread_config(), limit=1)), None)
-            if self._childless(config, head):
+            heads = yield ListTuples(Address(fence.thread, fence.ns).thread_config(), limit=1)
+            if self._childless(config, heads[0] if heads else None):
                 self.cache.count_error("fence", exc)
                 return False
             raise self._refusal(config, exc) from exc
 
-    async def _afence(self, config: RunnableConfig, writer: str) -> bool:
-        thread, ns, cid = Address.from_config(config)
-        try:
-            await self.cache.afence(thread, ns, cid or "", writer)
-            return True
-        except Exception as exc:
-            head = None
-            async for tup in self.inner.alist(Address(thread, ns).thread_config(), limit=1):
-                head = tup
-            if self._childless(config, head):
-                self.cache.count_error("fence", exc)
-                return False
-            raise self._refusal(config, exc) from exc
-
-    def _unfence(self, config: RunnableConfig, writer: str) -> None:
+    def _unfence(self, unfence: CacheUnfence) -> Plan[SharedCacheFence, None]:
         # a failed unfence is tried again at once, then left to the process's next
         # cache call (see "A failed unfence" in the module docstring)
-        thread, ns, cid = Address.from_config(config)
-        args = (thread, ns, cid or "", writer)
-        stuck, done = self._memory.take_stuck(), 0
-        while done < len(stuck) and self._cache_call("unfence", stuck[done]) is not _FAILED:
-            done += 1
-        self._memory.stuck(*stuck[done:])
-        for _ in range(_UNFENCE_ATTEMPTS):
-            if self._cache_call("unfence", args) is not _FAILED:
-                break
-        else:
-            self._memory.stuck(args)
-
-    async def _aunfence(self, config: RunnableConfig, writer: str) -> None:
-        thread, ns, cid = Address.from_config(config)
-        # A cancellation arriving at the unfence itself must not skip it: the
-        # request is consumed by the first attempt, so the second one runs.
-        args = (thread, ns, cid or "", writer)
-        stuck, done = self._memory.take_stuck(), 0
         try:
-            while (
-                done < len(stuck) and await self._acache_call("unfence", stuck[done]) is not _FAILED
-            ):
-                done += 1
-            self._memory.stuck(*stuck[done:])
-            stuck = []
+            yield from self._retry_stuck()
             for _ in range(_UNFENCE_ATTEMPTS):
-                if await self._acache_call("unfence", args) is not _FAILED:
-                    break
-            else:
-                self._memory.stuck(args)
+                if (yield unfence) is not FAILED:
+                    return
         except asyncio.CancelledError:
-            self._memory.stuck(*stuck[done:])  # the retries not run yet
-            if await self._acache_call("unfence", args) is _FAILED:
-                self._memory.stuck(args)
+            # A cancellation arriving at the unfence itself must not skip it: the
+            # request is consumed by the first attempt, so one more runs.
+            if (yield unfence) is FAILED:
+                self._memory.stuck(unfence)
             raise
+        self._memory.stuck(unfence)
+
+    def _fenced_write(self, write: PutWrites) -> Plan[SharedCacheFence, None]:
+        thread, ns, cid = Address.from_config(write.config)
+        writer = uuid.uuid4().hex
+        unfence = CacheUnfence(thread, ns, cid or "", writer)
+        try:
+            fenced = yield from self._fence(write.config, CacheFence(thread, ns, cid or "", writer))
+        except asyncio.CancelledError:  # the fence may have been set before it arrived
+            yield from self._unfence(unfence)
+            raise
+        if not fenced:
+            yield write
+            return
+        try:
+            yield write
+        finally:
+            # also when the write failed or was cancelled: it may have reached the saver
+            yield from self._unfence(unfence)
 
     def put_writes(
         self,
@@ -960,15 +939,7 @@ class CachedHistorySaver(_CacheBracket):
         if not _touches_history(writes):
             self.inner.put_writes(config, writes, task_id, task_path)
             return
-        writer = uuid.uuid4().hex
-        if not self._fence(config, writer):
-            self.inner.put_writes(config, writes, task_id, task_path)
-            return
-        try:
-            self.inner.put_writes(config, writes, task_id, task_path)
-        finally:
-            # also when the write failed: it may have reached the saver
-            self._unfence(config, writer)
+        drive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
 
     async def aput_writes(
         self,
@@ -981,21 +952,7 @@ class CachedHistorySaver(_CacheBracket):
         if not _touches_history(writes):
             await self.inner.aput_writes(config, writes, task_id, task_path)
             return
-        writer = uuid.uuid4().hex
-        try:
-            fenced = await self._afence(config, writer)
-        except asyncio.CancelledError:
-            # the fence may have been set before the cancellation arrived
-            await self._aunfence(config, writer)
-            raise
-        if not fenced:
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-            return
-        try:
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-        finally:
-            # also when the write failed or was cancelled: it may have reached the saver
-            await self._aunfence(config, writer)
+        await adrive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
 
 
 class MeasuredHistorySaver(SaverLayer):
@@ -1005,52 +962,33 @@ class MeasuredHistorySaver(SaverLayer):
     with a span when an SDK tracer is configured. ``wrap`` puts it where the
     cache layer would be; it holds no state."""
 
-    def _attributes(self, channels: Sequence[str]) -> dict[str, Any]:
-        return {
-            "checkpoint_guard.cache": "none",
-            "checkpoint_guard.backend": backend_name(unwrap(self.inner)),
-            "checkpoint_guard.mode": "delta",
-            "checkpoint_guard.channels": len(channels),
-        }
-
     @staticmethod
-    def _record(started: float, result: Mapping[str, DeltaChannelHistory], current: Any) -> None:
+    def _measured(
+        config: RunnableConfig, channels: Sequence[str], current: Any
+    ) -> Plan[SaverLayer, _History]:
+        started = time.perf_counter()
+        result: _History = yield InnerHistory(config, channels)
         writes = sum(len(entry["writes"]) for entry in result.values())
         _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
         if current is not None:
             current.set_attribute("checkpoint_guard.result", "miss")
             current.set_attribute("checkpoint_guard.writes", writes)
+        return result
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         config = canonical(config)
         if not channels:
             return self.inner.get_delta_channel_history(config=config, channels=channels)
-        started = time.perf_counter()
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
-                result = self.inner.get_delta_channel_history(config=config, channels=channels)
-                self._record(started, result, sp)
-                return result
-        result = self.inner.get_delta_channel_history(config=config, channels=channels)
-        self._record(started, result, None)
-        return result
+        with _span("none", self.inner, channels) as current:
+            return drive(self._measured(config, channels, current), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _History:
         config = canonical(config)
         if not channels:
             return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        started = time.perf_counter()
-        if _telemetry.tracing():
-            with _telemetry.span("checkpoint_guard.history", self._attributes(channels)) as sp:
-                result = await self.inner.aget_delta_channel_history(
-                    config=config, channels=channels
-                )
-                self._record(started, result, sp)
-                return result
-        result = await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        self._record(started, result, None)
-        return result
+        with _span("none", self.inner, channels) as current:
+            return await adrive(self._measured(config, channels, current), self)

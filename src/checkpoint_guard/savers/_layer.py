@@ -286,7 +286,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        return self.inner.list(config, filter=filter, before=before, limit=limit)
+        yield from self.inner.list(config, filter=filter, before=before, limit=limit)
 
     def put(
         self,

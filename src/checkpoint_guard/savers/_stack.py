@@ -13,9 +13,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .._config import CheckpointerConfig
 from .._modes import ChannelMode, parse_mode
 from ..cache import HistoryCache, MemoryHistoryCache, RedisHistoryCache
-from ._fence import SharedCacheFence
 from ._guard import GuardedSaver
-from ._history import CachedHistorySaver, MeasuredHistorySaver
+from ._history import CachedHistorySaver, MeasuredHistorySaver, SharedCacheFence
 
 __all__ = ["configured_stack", "make_cache", "needs_identity", "wrap"]
 
