@@ -75,78 +75,64 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--turns", type=int, default=40)
     demo.add_argument("--snapshot-frequency", type=int, default=10)
     demo.add_argument("--payload-bytes", type=int, default=400)
+    progress = _Parser(add_help=False)
+    progress.add_argument("--no-progress", action="store_true", help="no progress bar")
+    graphs = _Parser(add_help=False)
+    graphs.add_argument(
+        "--graph",
+        metavar="PATH",
+        help="the graph whose channel table gives each delta channel's reducer: "
+        "module:attr or path/to/file.py:attr (a compiled graph or a StateGraph); "
+        "without it only 'messages' has a default, other delta channels are kept "
+        "as stored or the thread is refused",
+    )
+    graphs.add_argument(
+        "--subgraph",
+        action="append",
+        metavar="PREFIX=PATH",
+        help="the graph that runs in namespaces PREFIX:<id>, where --graph's "
+        "get_subgraphs() cannot see it (a subagent run from a tool: deepagents' "
+        "task tool stores its subagents under 'tools', so --subgraph "
+        "tools=agent.py:subagent); repeatable, one per prefix",
+    )
+    fleet = _Parser(add_help=False)
+    fleet.add_argument(
+        "thread_ids", metavar="THREAD_ID", nargs="*", help="threads (verify: all when none given)"
+    )
+    fleet.add_argument(
+        "--all",
+        action="store_true",
+        help="every thread of the configured store (refused threads are reported "
+        "and skipped; re-run the same command to finish an interrupted run)",
+    )
+    fleet.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
+    fleet.add_argument("--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes")
+    fleet.add_argument("--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, parents=[common])
-        cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
-        return cmd
+    def command(name: str, help_text: str, *more: _Parser) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, parents=[common, progress, *more])
 
-    def graph_option(cmd: argparse.ArgumentParser) -> None:
-        cmd.add_argument(
-            "--graph",
-            metavar="PATH",
-            help="the graph whose channel table gives each delta channel's reducer: "
-            "module:attr or path/to/file.py:attr (a compiled graph or a StateGraph); "
-            "without it only 'messages' has a default, other delta channels are kept "
-            "as stored or the thread is refused",
-        )
-        cmd.add_argument(
-            "--subgraph",
-            action="append",
-            metavar="PREFIX=PATH",
-            help="the graph that runs in namespaces PREFIX:<id>, where --graph's "
-            "get_subgraphs() cannot see it (a subagent run from a tool: deepagents' "
-            "task tool stores its subagents under 'tools', so --subgraph "
-            "tools=agent.py:subagent); repeatable, one per prefix",
-        )
-
-    def fleet_options(cmd: argparse.ArgumentParser, *, required: bool) -> None:
-        cmd.add_argument(
-            "thread_ids",
-            metavar="THREAD_ID",
-            nargs="*",
-            help="threads to work on" + ("" if required else " (default: all)"),
-        )
-        cmd.add_argument(
-            "--all",
-            action="store_true",
-            help="every thread of the configured store (refused threads are reported "
-            "and skipped; re-run the same command to finish an interrupted run)",
-        )
-        cmd.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
-        cmd.add_argument(
-            "--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes"
-        )
-        cmd.add_argument(
-            "--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes"
-        )
-
-    inspect = command("inspect", "one thread: mode, size, snapshot distance, problems")
+    inspect = command("inspect", "one thread: mode, size, snapshot distance, problems", graphs)
     inspect.add_argument("thread_id", metavar="THREAD_ID")
-    graph_option(inspect)
     command("scan", "every thread: mode, checkpoints, bytes, distance to last snapshot")
-    verify = command("verify", "can every checkpoint's state be rebuilt? (exit 1 if not)")
-    fleet_options(verify, required=False)
-    graph_option(verify)
-    migrate = command("migrate", "rewrite threads for the other channel mode, state intact")
+    command("verify", "can every checkpoint's state be rebuilt? (exit 1 if not)", fleet, graphs)
+    migrate = command(
+        "migrate", "rewrite threads for the other channel mode, state intact", fleet, graphs
+    )
     migrate.add_argument("--to", required=True, choices=["full", "delta"])
     migrate.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
-    fleet_options(migrate, required=True)
-    graph_option(migrate)
-    prune = command("prune", "keep only each thread's latest state, state intact")
+    prune = command("prune", "keep only each thread's latest state, state intact", fleet, graphs)
     prune.add_argument(
         "--keep-latest", action="store_true", required=True, help="the (only) strategy offered"
     )
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    fleet_options(prune, required=True)
-    graph_option(prune)
     sub.add_parser(
         "doctor",
         help="check every assumption about LangGraph's internals (exit 1 if one fails)",
         parents=[common],
     )
     sweep = command(
-        "sweep", "retention: prune or delete every thread idle longer than --older-than"
+        "sweep", "retention: prune or delete every thread idle longer than --older-than", graphs
     )
     sweep.add_argument(
         "--older-than",
@@ -164,7 +150,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     action.add_argument("--delete", action="store_true", help="delete the threads")
     sweep.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
-    graph_option(sweep)
     # The harness has its own parser: every argument after `bench` (its --help
     # included) is forwarded to it unparsed (see main).
     sub.add_parser(
@@ -305,10 +290,13 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
 def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) -> None:
     if args.json:
-        print(json.dumps([_plain(i) for i in infos], indent=2, default=str))
-        return
+        return _print_json([_plain(i) for i in infos])
 
     def verdict(info: Any) -> str:
         text = "ok" if info.ok else f"{len(info.problems or [])} problem(s)"
@@ -336,8 +324,7 @@ def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) 
 
 def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     if args.json:
-        print(json.dumps([_plain(r) for r in reports], indent=2, default=str))
-        return
+        return _print_json([_plain(r) for r in reports])
     rows = [
         [
             r.thread_id,
@@ -509,14 +496,6 @@ def _change(
     return _status(not any(r.refused for r in reports))
 
 
-def _migrate(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
-
-
-def _prune(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    return _change(args, saver, known, maintenance.prune)
-
-
 def _maintain(args: argparse.Namespace) -> int:
     """The commands that work on the configured store: print it, refuse one that holds
     no checkpoint tables, open it and run the command."""
@@ -556,7 +535,7 @@ def _doctor(args: argparse.Namespace) -> int:
     results = [_upstream.check(spec.name) for spec in _upstream.checks()]
     healthy = all(r.ok for r in results)
     if args.json:
-        print(json.dumps({"ok": healthy, "checks": [r.as_dict() for r in results]}, indent=2))
+        _print_json({"ok": healthy, "checks": [r.as_dict() for r in results]})
     else:
         for r in results:
             line = f"{r.status:<9} {r.name}"
@@ -586,7 +565,7 @@ def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> in
             **known,
         )
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
+        _print_json(report.to_dict())
     else:
         if report.threads:
             _print_changes(args, report.threads)
@@ -600,8 +579,10 @@ _STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]]
     "inspect": _inspect,
     "scan": _scan,
     "verify": _verify,
-    "migrate": _migrate,
-    "prune": _prune,
+    "migrate": lambda args, saver, known: _change(
+        args, saver, known, partial(maintenance.migrate, to=args.to)
+    ),
+    "prune": lambda args, saver, known: _change(args, saver, known, maintenance.prune),
     "sweep": _sweep,
 }
 DEMO_DIR = "checkpoint-guard-demo"
@@ -629,7 +610,7 @@ def _demo(args: argparse.Namespace) -> int:
         payload_bytes=args.payload_bytes,
     )
     if args.json:
-        print(json.dumps({**asdict(result), "database": str(result.database)}, indent=2))
+        _print_json(asdict(result))
     else:
         print(format_demo(result))
     return EXIT_OK if len({run.digest for run in result.runs}) == 1 else EXIT_PROBLEM
