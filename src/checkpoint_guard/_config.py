@@ -66,8 +66,8 @@ ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 
 @dataclass(frozen=True)
 class _Key:
-    """What a field's type does not say about its key: the environment variable that
-    sets it, the accepted text where the type cannot give it, a note to the type's."""
+    """What a field's type does not say: its environment variable, its accepted text
+    where the type cannot give it, a note to the type's."""
 
     env: str | None = None
     accepted: str | None = None
@@ -75,9 +75,8 @@ class _Key:
 
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
-    """A number field's default and range, stated once on the field: pydantic checks
-    it (finite too), and the accepted text is read from it. Every number is bounded
-    by what still bounds something (an infinite timeout fails every Redis call)."""
+    """A number field's default and range (finite too), checked by pydantic; the
+    accepted text is read from it."""
     low, high = bounds
     if isinstance(default, int):
         return Field(default, ge=low, le=high)
@@ -107,9 +106,8 @@ def _is_postgres_url(url: object) -> bool:
 
 
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
-    """One source's implied choices, as a user means them: a PostgreSQL URL without
-    a ``backend`` selects ``postgres``; a ``history_cache.redis_url`` without a
-    ``history_cache.backend`` selects ``redis``."""
+    """One source's implied choices: a PostgreSQL ``url`` selects backend ``postgres``,
+    a ``history_cache.redis_url`` the ``redis`` cache, unless the source chooses."""
     if "backend" not in data and _is_postgres_url(data.get("url")):
         data["backend"] = "postgres"
     cache = data.get("history_cache")
@@ -555,9 +553,8 @@ def _keys() -> Iterator[tuple[str, FieldInfo]]:
     """Every configuration key (a section's as ``section.key``) and its field."""
     for name, field in CheckpointerConfig.model_fields.items():
         yield name, field
-        if name in _SECTIONS:
-            for sub, nested in _SECTIONS[name].model_fields.items():
-                yield f"{name}.{sub}", nested
+        for sub, nested in _SECTIONS[name].model_fields.items() if name in _SECTIONS else ():
+            yield f"{name}.{sub}", nested
 
 
 def _key_of(field: FieldInfo) -> _Key:
@@ -769,11 +766,9 @@ def _config_error(exc: ValidationError, data: Mapping[str, Any]) -> ConfigError:
     loc = [str(p) for p in error["loc"]] or ["config"]
     key = ".".join(loc)
     if error["type"] == "extra_forbidden":
-        known = {
-            "history_cache": HistoryCacheConfig.model_fields,
-            "retention": RetentionConfig.model_fields,
-        }.get(loc[0] if len(loc) > 1 else "", CheckpointerConfig.model_fields)
-        return ConfigError(key, error.get("input"), ", ".join(sorted(known)), unknown=True)
+        model = _SECTIONS.get(loc[0], CheckpointerConfig) if len(loc) > 1 else CheckpointerConfig
+        known = ", ".join(sorted(model.model_fields))
+        return ConfigError(key, error.get("input"), known, unknown=True)
     value = error.get("input")
     if key in _SECRET_KEYS:
         value = redact_url(value)
