@@ -179,8 +179,7 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 @contextmanager
 def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterator[Any]:
     """A tqdm bar on stderr (only on a terminal, never with --json); yields the
-    per-thread callback and the within-thread step callback the maintenance
-    functions take (the bar's postfix shows a large thread's rewrites)."""
+    maintenance functions' per-thread and within-thread progress callbacks."""
     from tqdm import tqdm
 
     disable = args.json or args.no_progress or not sys.stderr.isatty()
@@ -211,18 +210,16 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _Graph(Protocol):
-    """A compiled graph or a ``StateGraph`` builder: its channel table is what the
-    maintenance functions read of it."""
+    """A compiled graph or a ``StateGraph``: maintenance reads its channel table."""
 
     @property
     def channels(self) -> Mapping[str, Any]: ...
 
 
 def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
-    """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
-    in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
-    zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
-    option it came from) says what was wrong."""
+    """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as in
+    langgraph.json): a compiled graph, a ``StateGraph`` or a factory of one; else
+    ``ConfigError`` naming ``key`` (the option)."""
     accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
@@ -232,8 +229,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
             path = Path(target).expanduser().resolve()
             if not path.is_file():
                 raise ConfigError(key, spec, accepted, detail=f"no file {path}")
-            # As `langgraph dev` loads it: the file's folder is importable, so the
-            # file may import its sibling modules.
+            # as `langgraph dev` loads it: the file may import its sibling modules
             if str(path.parent) not in sys.path:
                 sys.path.insert(0, str(path.parent))
             name = f"_checkpoint_guard_graph_{abs(hash(str(path)))}"
@@ -252,8 +248,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
             obj = getattr(obj, part)
     except ConfigError:
         raise
-    # An import error, a missing attribute, the module's own; SystemExit too (a
-    # module or factory calling sys.exit would end the CLI with no word).
+    # SystemExit too: a module calling sys.exit would end the CLI without a word
     except (Exception, SystemExit) as exc:
         raise ConfigError(key, spec, accepted, detail=_why(exc)) from exc
     if not hasattr(obj, "channels") and callable(obj):
@@ -389,9 +384,8 @@ _POINT = (
 
 
 def _require_store(config: CheckpointerConfig) -> None:
-    """Refuse, before anything is opened, a store that holds no checkpoint tables:
-    opening would create the database (SQLite) or the tables (both backends), and
-    every command would then report an empty fleet of the wrong store."""
+    """Refuse, before anything is opened, a store without checkpoint tables: opening
+    would create them and report an empty fleet of the wrong store."""
     where = _store(config)
     if config.backend == "memory" or (config.backend == "sqlite" and config.url == ":memory:"):
         raise ConfigError(
@@ -497,8 +491,8 @@ def _change(
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    """The commands that work on the configured store: print it, refuse one that holds
-    no checkpoint tables, open it and run the command."""
+    """A command on the configured store: print it, refuse one without checkpoint
+    tables, open it and run the command."""
     config = CheckpointerConfig.load(args.config)
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
         args.older_than = parse_duration(args.older_than, key="--older-than")
@@ -521,8 +515,8 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """``checkpoint-guard doctor``: run every upstream check now, one line each; exit 0
-    when all hold (skipped ones included), 1 otherwise. Needs no configuration."""
+    """``checkpoint-guard doctor``: every upstream check now, one line each; exit 1
+    when one fails. Needs no configuration."""
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
@@ -548,9 +542,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    """``sweep`` (the store is already printed): the report (``--json``: the
-    report's data). Exit 1 when a selected thread was skipped (the reason is
-    printed); re-running the same command finishes an interrupted sweep."""
+    """``sweep``: the report; exit 1 when a selected thread was skipped."""
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
@@ -624,25 +616,17 @@ BENCH_HOWTO = (
 )
 
 
-def _harness_checkout() -> Path | None:
-    """The checkout of this project holding ``benchmarks/harness``: the current
-    directory or one of its parents, else the one this package was installed from in
-    editable mode. A directory is a checkout only with this package's source in it."""
+def _bench(argv: Sequence[str]) -> int:
+    """``checkpoint-guard bench``: delegate to the harness of a checkout (the current
+    directory or a parent, else the one this package is installed from, with this
+    package's source in it); without one, exit 2 saying how to run the benchmarks."""
     here = Path.cwd().resolve()
-    candidates = [here, *here.parents, Path(__file__).resolve().parents[2]]
-    for root in candidates:
+    for root in (here, *here.parents, Path(__file__).resolve().parents[2]):
         if (root / "benchmarks" / "harness" / "__init__.py").is_file() and (
             root / "src" / "checkpoint_guard" / "cli.py"
         ).is_file():
-            return root
-    return None
-
-
-def _bench(argv: Sequence[str]) -> int:
-    """``checkpoint-guard bench``: delegate to the harness of a checkout; without one,
-    exit 2 saying how to run the benchmarks."""
-    root = _harness_checkout()
-    if root is None:
+            break
+    else:
         print(f"checkpoint-guard bench: {BENCH_HOWTO}", file=sys.stderr)
         return EXIT_USAGE
     if str(root) not in sys.path:
@@ -667,12 +651,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             return _doctor(args)
         return _maintain(args)
-    except ConfigError as exc:
-        print(f"checkpoint-guard: configuration error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BackendUnavailableError as exc:
-        # As `bench` does: the configured store cannot be reached or opened.
-        print(f"checkpoint-guard: backend unavailable: {exc}", file=sys.stderr)
+    except (ConfigError, BackendUnavailableError) as exc:  # exit 2, as `bench` does
+        what = "configuration error" if isinstance(exc, ConfigError) else "backend unavailable"
+        print(f"checkpoint-guard: {what}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CheckpointGuardError as exc:
         print(f"checkpoint-guard: {exc}", file=sys.stderr)
