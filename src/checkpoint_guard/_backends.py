@@ -58,12 +58,6 @@ _KNOWN = (
 )
 
 
-def _class_of(backend: Backend) -> type | None:
-    module = sys.modules.get(backend.module)
-    found = getattr(module, backend.cls_name, None) if module is not None else None
-    return found if isinstance(found, type) else None
-
-
 def overridden(saver_type: type, base: type) -> list[str]:
     """The storage methods ``saver_type`` (a subclass of ``base``) replaces."""
     return [
@@ -81,8 +75,8 @@ def backend_of_type(saver_type: type) -> Backend | None:
 def _nearest(saver_type: type) -> tuple[Backend, type] | None:
     # the known saver class ``saver_type`` is or derives from, with its backend
     for backend in _KNOWN:
-        cls = _class_of(backend)
-        if cls is not None and issubclass(saver_type, cls):
+        cls = getattr(sys.modules.get(backend.module), backend.cls_name, None)
+        if isinstance(cls, type) and issubclass(saver_type, cls):
             return backend, cls
     return None
 

@@ -111,16 +111,10 @@ def register(
             _checks[name] = Check(name, assumption, turns_off, fn)
             _results.pop(name, None)
         # the checkpoint_guard.degraded gauge reads the remembered outcome (no check run)
-        _telemetry.register_degraded(name, lambda: _failed(name))
+        _telemetry.register_degraded(name, lambda: name in degraded())
         return fn
 
     return decorate
-
-
-def _failed(name: str) -> bool:
-    with _lock:
-        known = _results.get(name)
-    return known is not None and not known.ok
 
 
 def checks() -> list[Check]:
