@@ -151,20 +151,6 @@ def _seconds(seconds: float, key: str, shown: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _duration(value: object, key: str) -> timedelta:
-    """A config duration: a duration string, a number of seconds or a ``timedelta``."""
-    if isinstance(value, timedelta):
-        return _seconds(value.total_seconds(), key, value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _seconds(float(value), key, value)
-    if isinstance(value, str):
-        stripped = value.strip()
-        if re.fullmatch(r"\d+(?:\.\d+)?", stripped):  # seconds, as in the environment
-            return _seconds(float(stripped), key, value)
-        return parse_duration(value, key=key)
-    raise ConfigError(key, value, _ACCEPTED[key])
-
-
 _MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
 # Each field's docstring is its entry in the generated configuration reference.
 
@@ -205,8 +191,20 @@ class RetentionConfig(BaseModel):
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
+        # a duration string, a number of seconds (as text too, from the environment) or a
+        # timedelta; any error names the key's own accepted text
+        seconds = value
+        if isinstance(value, str) and re.fullmatch(r"\d+(?:\.\d+)?", value.strip()):
+            seconds = float(value)
         try:
-            parsed = _duration(value, key)
+            if isinstance(value, timedelta):
+                parsed = _seconds(value.total_seconds(), key, value)
+            elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                parsed = _seconds(float(seconds), key, value)
+            elif isinstance(value, str):
+                parsed = parse_duration(value, key=key)
+            else:
+                raise ConfigError(key, value, _ACCEPTED[key])
         except ConfigError:
             raise ConfigError(key, value, _ACCEPTED[key]) from None
         if info.field_name == "interval" and not (
