@@ -322,12 +322,9 @@ class HistoryCacheConfig(BaseModel):
 
 
 class CheckpointerConfig(BaseModel):
-    """Validated checkpointer configuration (the documentation's configuration
-    reference is generated from these fields).
-
-    Build one with ``from_mapping``, ``from_file`` (YAML), ``from_env`` or ``load``
-    (all sources, with the documented precedence). Instances are immutable.
-    """
+    """Validated, immutable checkpointer configuration (the configuration reference is
+    generated from its fields): ``from_mapping``, ``from_file`` (YAML), ``from_env`` or
+    ``load`` (every source, with the documented precedence)."""
 
     model_config = _MODEL_CONFIG
 

@@ -76,16 +76,11 @@ def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
 def open_checkpointer(
     config: ConfigSource = None, *, freeze: ModeFreeze | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
-    """Open the configured, wrapped sync checkpointer (tables set up) and close
-    everything on exit, also when the body raises.
-
-    ``config`` is a ``CheckpointerConfig``, a mapping, a YAML path or ``None``
-    (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
-    freezes the channel mode and snapshot frequency in ``freeze`` (the process
-    freeze by default): a later open with different values raises
-    ``CheckpointModeReconfigurationError``. The freeze happens once everything is
-    open: an open that fails freezes nothing.
-    """
+    """Open the configured, wrapped sync checkpointer (tables set up); close everything
+    on exit. ``config``: anything ``CheckpointerConfig.load`` takes (``None``: the
+    environment). A successful open freezes the channel mode and snapshot frequency in
+    ``freeze`` (the process's by default): a later open with other values raises
+    ``CheckpointModeReconfigurationError``."""
     resolved = _prepare(config)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:

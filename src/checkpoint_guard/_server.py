@@ -184,13 +184,9 @@ def _installed(adapter_cls: type) -> bool:
 
 
 async def forward_delta_history(enabled: bool = True) -> str:
-    """Make the LangGraph server's adapter forward delta history to our layers.
-
-    Does nothing outside the server (the adapter module is not loaded) or when
-    ``enabled`` is false. Returns, and remembers for ``server_adapter_status()``,
-    one of ``ServerAdapterStatus``'s values; the first outcome of each kind is
-    logged (a warning when the fix is installed: it names an upstream limitation).
-    """
+    """Make the LangGraph server's adapter forward delta history to our layers (not
+    outside the server, nor when ``enabled`` is false). Returns, and remembers for
+    ``server_adapter_status()``, a ``ServerAdapterStatus`` value, logged once per kind."""
     global _status
     module = sys.modules.get(ADAPTER_MODULE)
     adapter_cls = getattr(module, _ADAPTER_CLASS, None) if module is not None else None

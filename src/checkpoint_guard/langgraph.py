@@ -29,12 +29,9 @@ _open: list[BaseCheckpointSaver[Any]] = []
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """Yield the environment-configured async checkpointer; close it on exit.
-
-    Under the LangGraph server the server's checkpointer adapter is made to
-    forward ``aget_delta_channel_history`` to this stack first (probe-guarded,
-    logged once; ``CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false`` turns it off).
-    """
+    """Yield the environment-configured async checkpointer; close it on exit. Under
+    the LangGraph server, its adapter first forwards delta history to this stack
+    (``CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false`` turns that off)."""
     config = CheckpointerConfig.load(None)
     async with aopen_checkpointer(config) as saver:
         if config.channel_mode == "delta":

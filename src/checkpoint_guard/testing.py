@@ -179,12 +179,9 @@ def _strip_bytes(value: Any) -> Any:
 
 
 class SaverParityMachine(RuleBasedStateMachine):
-    """Drives ``make_saver()`` and an ``InMemorySaver`` in lockstep.
-
-    Subclass it with ``make_saver`` (and optionally ``delta_history``) set, or use
-    ``make_parity_machine``. Each example opens a fresh saver and closes it in
-    ``teardown``.
-    """
+    """Drives ``make_saver()`` and an ``InMemorySaver`` in lockstep, a fresh saver per
+    example. Subclass it with ``make_saver`` (and ``delta_history``) set, or use
+    ``make_parity_machine``."""
 
     make_saver: MakeSaver
     delta_history: bool = True
@@ -442,14 +439,12 @@ def assert_saver_parity(
 ) -> None:
     """Check that the saver ``make_saver()`` yields behaves like ``InMemorySaver``.
 
-    ``make_saver`` is a zero-argument callable returning a context manager (sync
-    or async) that yields a fresh, empty saver; async ones are driven through the
-    ``a*`` methods. Returns ``None`` when every step agrees; raises
-    ``AssertionError`` on the first disagreement, with hypothesis's minimal
-    reproducing sequence of operations attached. ``delta_history`` compares
-    ``get_delta_channel_history`` with ``BaseCheckpointSaver``'s walk over the
-    model's data. ``max_examples`` defaults to the active hypothesis profile;
-    ``settings`` (a ``hypothesis.settings``) overrides anything else.
+    ``make_saver``: a zero-argument callable returning a context manager (sync or async:
+    then driven through the ``a*`` methods) yielding a fresh, empty saver. Raises
+    ``AssertionError`` with hypothesis's minimal sequence of operations on the first
+    disagreement. ``delta_history`` also compares ``get_delta_channel_history`` with
+    ``BaseCheckpointSaver``'s walk over the model; ``max_examples`` defaults to the
+    active hypothesis profile; ``settings`` (a ``hypothesis.settings``) overrides all.
     """
     machine = make_parity_machine(make_saver, delta_history=delta_history)
     base = settings or Settings()
