@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 try:
@@ -73,17 +74,8 @@ _DURATION_BUCKETS = (
 _WRITES_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
-class _Off:
-    """The instrument used when ``opentelemetry-api`` is not installed."""
-
-    def add(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
-        return None
-
-    def record(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
-        return None
-
-
-_OFF = _Off()
+# the instrument used when opentelemetry-api is not installed
+_OFF: Any = SimpleNamespace(add=lambda *args: None, record=lambda *args: None)
 
 if _metrics is not None:
     _meter = _metrics.get_meter("checkpoint_guard")
