@@ -15,7 +15,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -277,21 +277,13 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _plain(obj: Any) -> Any:
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {k: _plain(v) for k, v in asdict(obj).items()}
-    if isinstance(obj, list):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
 def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) -> None:
     if args.json:
-        return _print_json([_plain(i) for i in infos])
+        return _print_json([asdict(i) for i in infos])
 
     def verdict(info: Any) -> str:
         text = "ok" if info.ok else f"{len(info.problems or [])} problem(s)"
@@ -319,7 +311,7 @@ def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) 
 
 def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     if args.json:
-        return _print_json([_plain(r) for r in reports])
+        return _print_json([asdict(r) for r in reports])
     rows = [
         [
             r.thread_id,
