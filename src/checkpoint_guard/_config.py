@@ -151,15 +151,20 @@ def _seconds(seconds: float, key: str, shown: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
-# Each field's docstring is its entry in the generated configuration reference.
+class _Model(BaseModel):
+    # each field's docstring is its entry in the generated configuration reference
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+    def __repr_args__(self) -> Any:
+        for key, value in super().__repr_args__():
+            yield key, (redact_url(value) if key in ("url", "redis_url") else value)
 
 
-class RetentionConfig(BaseModel):
+class RetentionConfig(_Model):
     """``retention.*``: periodic sweeping by an opened async stack (see
     ``checkpoint_guard.maintenance.sweep``). Off while ``older_than`` is unset."""
-
-    model_config = _MODEL_CONFIG
 
     older_than: Annotated[
         timedelta | None,
@@ -234,10 +239,8 @@ class RetentionConfig(BaseModel):
         return self.older_than is not None
 
 
-class HistoryCacheConfig(BaseModel):
+class HistoryCacheConfig(_Model):
     """``history_cache.*``: which history cache sits under the guard in delta mode."""
-
-    model_config = _MODEL_CONFIG
 
     backend: Annotated[
         Literal["none", "memory", "redis"], _Key("CHECKPOINT_GUARD_HISTORY_CACHE")
@@ -316,17 +319,11 @@ class HistoryCacheConfig(BaseModel):
             raise ValueError("empty or contains whitespace")
         return value
 
-    def __repr_args__(self) -> Any:
-        for key, value in super().__repr_args__():
-            yield key, (redact_url(value) if key == "redis_url" else value)
 
-
-class CheckpointerConfig(BaseModel):
+class CheckpointerConfig(_Model):
     """Validated, immutable checkpointer configuration (the configuration reference is
     generated from its fields): ``from_mapping``, ``from_file`` (YAML), ``from_env`` or
     ``load`` (every source, with the documented precedence)."""
-
-    model_config = _MODEL_CONFIG
 
     backend: Annotated[
         Literal["memory", "sqlite", "postgres"], _Key("CHECKPOINT_GUARD_BACKEND")
@@ -461,10 +458,6 @@ class CheckpointerConfig(BaseModel):
                 _ACCEPTED["history_cache.redis_url"],
                 detail="history_cache.backend is 'redis'",
             )
-
-    def __repr_args__(self) -> Any:
-        for key, value in super().__repr_args__():
-            yield key, (redact_url(value) if key == "url" else value)
 
     def state_schema(self, schema: type) -> type:
         """The graph schema matching this configuration: ``schema`` unchanged in full
