@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _telemetry
@@ -89,10 +89,6 @@ class CheckResult:
     def ok(self) -> bool:
         """Whether the feature stays on (``ok`` or ``skipped``)."""
         return self.status != "degraded"
-
-    def as_dict(self) -> dict[str, Any]:
-        """A plain mapping (JSON output)."""
-        return asdict(self)
 
 
 _lock = threading.Lock()

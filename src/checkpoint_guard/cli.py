@@ -521,7 +521,7 @@ def _doctor(args: argparse.Namespace) -> int:
     results = [_upstream.check(spec.name) for spec in _upstream.checks()]
     healthy = all(r.ok for r in results)
     if args.json:
-        _print_json({"ok": healthy, "checks": [r.as_dict() for r in results]})
+        _print_json({"ok": healthy, "checks": [asdict(r) for r in results]})
     else:
         for r in results:
             line = f"{r.status:<9} {r.name}"
