@@ -139,12 +139,6 @@ class ModeFreeze:
             self._mode, self._frequency = parsed_mode, frequency
         return parsed_mode, frequency
 
-    def resolve_frequency(self, explicit: int | None = None) -> int:
-        """The snapshot frequency to use: ``explicit``, else the frozen one, else the default."""
-        if explicit is not None:
-            return parse_snapshot_frequency(explicit)
-        return self._frequency if self._frequency is not None else DEFAULT_SNAPSHOT_FREQUENCY
-
 
 PROCESS_MODE = ModeFreeze()
 """The process-wide freeze ``open_checkpointer`` records into (nothing reads
