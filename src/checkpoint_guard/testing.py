@@ -341,16 +341,14 @@ class SaverParityMachine(RuleBasedStateMachine):
         limit: int | None,
     ) -> None:
         config = _cfg(thread_id, ns) if thread_id is not None else None
-        kwargs: dict[str, Any] = {"limit": limit}
-        if source is not None:
-            kwargs["filter"] = {"source": source}
-        if before is not None:
-            kwargs["before"] = before.config()
         # Across threads or namespaces the order is unspecified (InMemorySaver goes
         # thread by thread, SQL savers by id): compare those listings as sets, unlimited.
         ordered = thread_id is not None and ns is not None
-        if not ordered:
-            kwargs["limit"] = None
+        kwargs: dict[str, Any] = {
+            "limit": limit if ordered else None,
+            "filter": {"source": source} if source is not None else None,
+            "before": before.config() if before is not None else None,
+        }
         model, subject = self._both(
             lambda s: list(s.list(config, **kwargs)), lambda s: _collect(s.alist(config, **kwargs))
         )
