@@ -11,13 +11,10 @@ def test_defaults_and_normalisation() -> None:
     assert tuple(Address.from_config({})) == (None, "", None)
     got = Address.from_config({"configurable": {"thread_id": "t", "checkpoint_ns": None}})
     assert tuple(got) == ("t", "", None)
-    assert got.key is None and got.thread == ("t", "")
     full = Address.from_config(
         {"configurable": {"thread_id": "t", "checkpoint_ns": "n", "checkpoint_id": "c"}}
     )
-    assert full.key == ("t", "n", "c")
-    empty_id = {"configurable": {"thread_id": "t", "checkpoint_id": ""}}
-    assert Address.from_config(empty_id).key is None
+    assert tuple(full) == ("t", "n", "c")
 
 
 def test_configs_round_trip() -> None:

@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoint_guard import maintenance, wrap
-from checkpoint_guard._backends import STORAGE_METHODS, backend_name, backend_of, backend_of_type
+from checkpoint_guard._backends import STORAGE_METHODS, backend_name, backend_of_type
 from tests.support.helpers import chat_graph
 from tests.support.stores import Store
 
@@ -22,7 +22,7 @@ EXPECTED.update(postgres="postgres", apostgres="postgres")
 
 async def test_each_store_is_its_backend_and_a_plain_subclass_keeps_it(store: Store) -> None:
     async with store.open() as raw:
-        backend = backend_of(raw)
+        backend = backend_of_type(type(raw))
         assert backend is not None
         assert backend.name == EXPECTED[store.kind] == backend_name(raw)
         assert backend.is_async == store.is_async or store.kind == "memory"

@@ -98,10 +98,10 @@ def test_mismatch_error_attributes_and_message() -> None:
 
 def test_freeze_accepts_same_and_refuses_different() -> None:
     freeze = ModeFreeze()
-    assert freeze.mode is None and freeze.resolve_frequency() == 10
+    assert freeze.mode is None and freeze.snapshot_frequency is None
     assert freeze.freeze("delta", 50) == (ChannelMode.DELTA, 50)
     assert freeze.freeze(ChannelMode.DELTA, 50) == (ChannelMode.DELTA, 50)
-    assert freeze.resolve_frequency() == 50 and freeze.resolve_frequency(7) == 7
+    assert freeze.snapshot_frequency == 50
     with pytest.raises(CheckpointModeReconfigurationError, match=r"'delta'.*'full'"):
         freeze.freeze("full", 50)
     with pytest.raises(CheckpointModeReconfigurationError, match="snapshot_frequency=50"):

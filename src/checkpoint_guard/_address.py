@@ -40,8 +40,7 @@ def canonical(config: RunnableConfig) -> RunnableConfig: ...
 def canonical(config: None) -> None: ...
 def canonical(config: RunnableConfig | None) -> RunnableConfig | None:
     """``config`` with its thread id in canonical form (the same object when it is
-    already): applied once where a call enters the stack, so the inner saver, every
-    cache and the gate address one thread whatever the caller's Python type."""
+    already), applied where a call enters the stack."""
     if not config:
         return config
     conf = config.get("configurable")
@@ -68,18 +67,6 @@ class Address(NamedTuple):
             conf.get("checkpoint_id"),
         )
 
-    @property
-    def thread(self) -> tuple[Any, str]:
-        """``(thread_id, checkpoint_ns)``."""
-        return (self.thread_id, self.checkpoint_ns)
-
-    @property
-    def key(self) -> tuple[Any, str, str] | None:
-        """``(thread_id, checkpoint_ns, checkpoint_id)``; ``None`` without an id."""
-        if not self.checkpoint_id:
-            return None
-        return (self.thread_id, self.checkpoint_ns, self.checkpoint_id)
-
     def config(self) -> RunnableConfig:
         """The config naming this checkpoint (``checkpoint_id`` present even when
         ``None``: a ``put``'s config names the parent, ``None`` for a root)."""
@@ -102,9 +89,7 @@ def thread_config(thread_id: ThreadId) -> RunnableConfig:
 
 
 def mode_mismatch(config: RunnableConfig | None, *, action: str) -> CheckpointModeMismatchError:
-    """The gate's refusal for the checkpoint ``config`` names: a full-mode reader or
-    writer met a delta checkpoint. Every such refusal is built here, once, and
-    counted (``checkpoint_guard.gate.refusals``, attribute ``operation``)."""
+    """The gate's refusal (counted) for the delta checkpoint ``config`` names."""
     _telemetry.gate_refusal(action)
     address = Address.from_config(config)
     return CheckpointModeMismatchError(

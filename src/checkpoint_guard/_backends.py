@@ -1,21 +1,11 @@
 """Which LangGraph saver a stack sits on: one table, one rule.
 
-Everything the package does differently per storage (the telemetry attribute, the
-history layer's one-query ancestor listing, maintenance's row store in ``stores``) asks
-``backend_of`` and nothing else, so a saver is treated as the same backend everywhere.
-
-The rule: a saver is backend ``B``'s when its class is ``B``'s class, or a subclass
-that keeps ``B``'s storage methods (it overrides none of ``STORAGE_METHODS``). What
-the package knows about a backend (where its rows live, that its ``list`` returns
-``get_tuple``'s pending writes) is knowledge of those methods; a subclass that
-replaces one of them (a different table, extra reads, counted calls) may store or
-read differently, so it is an unknown saver: read through the public API only, and
-maintenance refuses it naming the override. Everything else about a subclass
-(constructor, extra helpers) keeps its backend.
-
-Modules are looked up in ``sys.modules`` only: a backend whose module was never
-imported has no saver in this process, and a missing optional extra never matters
-for the others.
+Everything the package does per storage asks ``backend_of_type``. A saver is backend
+``B``'s when its class is ``B``'s, or a subclass that overrides none of
+``STORAGE_METHODS``: the package's knowledge of a backend is knowledge of those
+methods, so a subclass replacing one is an unknown saver (read through the public API;
+maintenance refuses it). Modules are looked up in ``sys.modules`` only, so a missing
+optional extra never matters for the other backends.
 """
 
 from __future__ import annotations
@@ -30,15 +20,12 @@ __all__ = [
     "STORAGE_METHODS",
     "Backend",
     "backend_name",
-    "backend_of",
     "backend_of_type",
-    "known_savers",
     "lists_like_get_tuple",
     "overridden",
     "refusal",
 ]
 
-# The methods whose behaviour the package's per-backend knowledge rests on.
 STORAGE_METHODS = (
     "get_tuple", "list", "put", "put_writes", "delete_thread",
     "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread",
@@ -47,13 +34,9 @@ STORAGE_METHODS = (
 
 @dataclass(frozen=True)
 class Backend:
-    """One known LangGraph saver class.
-
-    ``name`` is the storage (``memory``, ``sqlite``, ``postgres``); ``is_async``
-    whether the class is the async saver (its sync methods refuse to run on the
-    event loop); ``lists_like_get_tuple`` whether one
-    ``list(before=..., limit=k)`` returns each checkpoint with ``get_tuple``'s pending
-    writes in ``get_tuple``'s order (see ``lists_like_get_tuple``)."""
+    """One known LangGraph saver class: ``name`` is the storage; ``is_async`` whether its
+    sync methods refuse to run on the event loop; ``lists_like_get_tuple``: see the
+    function of that name."""
 
     name: str
     module: str
@@ -72,12 +55,6 @@ _KNOWN = (
 )
 
 
-def _class_of(backend: Backend) -> type | None:
-    module = sys.modules.get(backend.module)
-    found = getattr(module, backend.cls_name, None) if module is not None else None
-    return found if isinstance(found, type) else None
-
-
 def overridden(saver_type: type, base: type) -> list[str]:
     """The storage methods ``saver_type`` (a subclass of ``base``) replaces."""
     return [
@@ -85,15 +62,9 @@ def overridden(saver_type: type, base: type) -> list[str]:
     ]
 
 
-def backend_of(saver: object) -> Backend | None:
-    """The backend of ``saver`` (an unwrapped saver) by the module's rule, or
-    ``None`` for a saver the package does not know (including a subclass that
-    replaces a storage method)."""
-    return backend_of_type(type(saver))
-
-
 def backend_of_type(saver_type: type) -> Backend | None:
-    """``backend_of`` for a saver class."""
+    """The backend of an (unwrapped) saver class by the module's rule, or ``None`` for
+    a saver the package does not know (including a subclass replacing a storage method)."""
     found = _nearest(saver_type)
     return found[0] if found is not None and not overridden(saver_type, found[1]) else None
 
@@ -101,8 +72,8 @@ def backend_of_type(saver_type: type) -> Backend | None:
 def _nearest(saver_type: type) -> tuple[Backend, type] | None:
     # the known saver class ``saver_type`` is or derives from, with its backend
     for backend in _KNOWN:
-        cls = _class_of(backend)
-        if cls is not None and issubclass(saver_type, cls):
+        cls = getattr(sys.modules.get(backend.module), backend.cls_name, None)
+        if isinstance(cls, type) and issubclass(saver_type, cls):
             return backend, cls
     return None
 
@@ -110,13 +81,8 @@ def _nearest(saver_type: type) -> tuple[Backend, type] | None:
 def backend_name(saver: object) -> str:
     """``memory``, ``sqlite``, ``postgres`` or ``other`` (a fixed set: a telemetry
     attribute)."""
-    backend = backend_of(saver)
+    backend = backend_of_type(type(saver))
     return backend.name if backend is not None else "other"
-
-
-def known_savers() -> list[str]:
-    """The class names of the known savers (for error messages)."""
-    return [backend.cls_name for backend in _KNOWN]
 
 
 def refusal(saver_type: type) -> str:
@@ -128,19 +94,18 @@ def refusal(saver_type: type) -> str:
             f"{saver_type.__name__} derives from {found[1].__name__} but replaces its storage "
             f"methods ({names}), so where and how it stores is not known"
         )
-    return f"{saver_type.__name__} is not one of the known savers ({', '.join(known_savers())})"
+    known = ", ".join(backend.cls_name for backend in _KNOWN)
+    return f"{saver_type.__name__} is not one of the known savers ({known})"
 
 
 LIST_CHECK = "sqlite-list-like-get-tuple"
 
 
 def lists_like_get_tuple(saver: object) -> bool:
-    """Whether one ``list(before=..., limit=k)`` of ``saver`` (unwrapped) replaces
-    ``k`` reads of ancestors: its backend says so (PostgreSQL: ``list`` and
-    ``get_tuple`` load rows with the same query code; SQLite: while ``LIST_CHECK``
-    holds; ``InMemorySaver`` lists in time linear in the thread). Other savers are
-    read one ``get_tuple`` at a time."""
-    backend = backend_of(saver)
+    """Whether one ``list(before=..., limit=k)`` of ``saver`` (unwrapped) returns what
+    ``k`` ancestor ``get_tuple`` reads would (PostgreSQL: the same query code; SQLite:
+    while ``LIST_CHECK`` holds; not ``InMemorySaver``, which lists in linear time)."""
+    backend = backend_of_type(type(saver))
     if backend is None or not backend.lists_like_get_tuple:
         return False
     return backend.name != "sqlite" or _upstream.holds(LIST_CHECK)

@@ -66,8 +66,8 @@ ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 
 @dataclass(frozen=True)
 class _Key:
-    """What a field's type does not say about its key: the environment variable that
-    sets it, the accepted text where the type cannot give it, a note to the type's."""
+    """What a field's type does not say: its environment variable, its accepted text
+    where the type cannot give it, a note to the type's."""
 
     env: str | None = None
     accepted: str | None = None
@@ -75,9 +75,8 @@ class _Key:
 
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
-    """A number field's default and range, stated once on the field: pydantic checks
-    it (finite too), and the accepted text is read from it. Every number is bounded
-    by what still bounds something (an infinite timeout fails every Redis call)."""
+    """A number field's default and range (finite too), checked by pydantic; the
+    accepted text is read from it."""
     low, high = bounds
     if isinstance(default, int):
         return Field(default, ge=low, le=high)
@@ -107,9 +106,8 @@ def _is_postgres_url(url: object) -> bool:
 
 
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
-    """One source's implied choices, as a user means them: a PostgreSQL URL without
-    a ``backend`` selects ``postgres``; a ``history_cache.redis_url`` without a
-    ``history_cache.backend`` selects ``redis``."""
+    """One source's implied choices: a PostgreSQL ``url`` selects backend ``postgres``,
+    a ``history_cache.redis_url`` the ``redis`` cache, unless the source chooses."""
     if "backend" not in data and _is_postgres_url(data.get("url")):
         data["backend"] = "postgres"
     cache = data.get("history_cache")
@@ -153,29 +151,20 @@ def _seconds(seconds: float, key: str, shown: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _duration(value: object, key: str) -> timedelta:
-    """A config duration: a duration string, a number of seconds or a ``timedelta``."""
-    if isinstance(value, timedelta):
-        return _seconds(value.total_seconds(), key, value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _seconds(float(value), key, value)
-    if isinstance(value, str):
-        stripped = value.strip()
-        if re.fullmatch(r"\d+(?:\.\d+)?", stripped):  # seconds, as in the environment
-            return _seconds(float(stripped), key, value)
-        return parse_duration(value, key=key)
-    raise ConfigError(key, value, _ACCEPTED[key])
+class _Model(BaseModel):
+    # each field's docstring is its entry in the generated configuration reference
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+    def __repr_args__(self) -> Any:
+        for key, value in super().__repr_args__():
+            yield key, (redact_url(value) if key in ("url", "redis_url") else value)
 
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True)
-# Each field's docstring is its entry in the generated configuration reference.
-
-
-class RetentionConfig(BaseModel):
+class RetentionConfig(_Model):
     """``retention.*``: periodic sweeping by an opened async stack (see
     ``checkpoint_guard.maintenance.sweep``). Off while ``older_than`` is unset."""
-
-    model_config = _MODEL_CONFIG
 
     older_than: Annotated[
         timedelta | None,
@@ -207,8 +196,20 @@ class RetentionConfig(BaseModel):
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
+        # a duration string, a number of seconds (as text too, from the environment) or a
+        # timedelta; any error names the key's own accepted text
+        seconds = value
+        if isinstance(value, str) and re.fullmatch(r"\d+(?:\.\d+)?", value.strip()):
+            seconds = float(value)
         try:
-            parsed = _duration(value, key)
+            if isinstance(value, timedelta):
+                parsed = _seconds(value.total_seconds(), key, value)
+            elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                parsed = _seconds(float(seconds), key, value)
+            elif isinstance(value, str):
+                parsed = parse_duration(value, key=key)
+            else:
+                raise ConfigError(key, value, _ACCEPTED[key])
         except ConfigError:
             raise ConfigError(key, value, _ACCEPTED[key]) from None
         if info.field_name == "interval" and not (
@@ -238,10 +239,8 @@ class RetentionConfig(BaseModel):
         return self.older_than is not None
 
 
-class HistoryCacheConfig(BaseModel):
+class HistoryCacheConfig(_Model):
     """``history_cache.*``: which history cache sits under the guard in delta mode."""
-
-    model_config = _MODEL_CONFIG
 
     backend: Annotated[
         Literal["none", "memory", "redis"], _Key("CHECKPOINT_GUARD_HISTORY_CACHE")
@@ -320,20 +319,11 @@ class HistoryCacheConfig(BaseModel):
             raise ValueError("empty or contains whitespace")
         return value
 
-    def __repr_args__(self) -> Any:
-        for key, value in super().__repr_args__():
-            yield key, (redact_url(value) if key == "redis_url" else value)
 
-
-class CheckpointerConfig(BaseModel):
-    """Validated checkpointer configuration (the documentation's configuration
-    reference is generated from these fields).
-
-    Build one with ``from_mapping``, ``from_file`` (YAML), ``from_env`` or ``load``
-    (all sources, with the documented precedence). Instances are immutable.
-    """
-
-    model_config = _MODEL_CONFIG
+class CheckpointerConfig(_Model):
+    """Validated, immutable checkpointer configuration (the configuration reference is
+    generated from its fields): ``from_mapping``, ``from_file`` (YAML), ``from_env`` or
+    ``load`` (every source, with the documented precedence)."""
 
     backend: Annotated[
         Literal["memory", "sqlite", "postgres"], _Key("CHECKPOINT_GUARD_BACKEND")
@@ -469,10 +459,6 @@ class CheckpointerConfig(BaseModel):
                 detail="history_cache.backend is 'redis'",
             )
 
-    def __repr_args__(self) -> Any:
-        for key, value in super().__repr_args__():
-            yield key, (redact_url(value) if key == "url" else value)
-
     def state_schema(self, schema: type) -> type:
         """The graph schema matching this configuration: ``schema`` unchanged in full
         mode; in delta mode the derived schema whose ``messages`` field is a
@@ -555,9 +541,8 @@ def _keys() -> Iterator[tuple[str, FieldInfo]]:
     """Every configuration key (a section's as ``section.key``) and its field."""
     for name, field in CheckpointerConfig.model_fields.items():
         yield name, field
-        if name in _SECTIONS:
-            for sub, nested in _SECTIONS[name].model_fields.items():
-                yield f"{name}.{sub}", nested
+        for sub, nested in _SECTIONS[name].model_fields.items() if name in _SECTIONS else ():
+            yield f"{name}.{sub}", nested
 
 
 def _key_of(field: FieldInfo) -> _Key:
@@ -769,11 +754,9 @@ def _config_error(exc: ValidationError, data: Mapping[str, Any]) -> ConfigError:
     loc = [str(p) for p in error["loc"]] or ["config"]
     key = ".".join(loc)
     if error["type"] == "extra_forbidden":
-        known = {
-            "history_cache": HistoryCacheConfig.model_fields,
-            "retention": RetentionConfig.model_fields,
-        }.get(loc[0] if len(loc) > 1 else "", CheckpointerConfig.model_fields)
-        return ConfigError(key, error.get("input"), ", ".join(sorted(known)), unknown=True)
+        model = _SECTIONS.get(loc[0], CheckpointerConfig) if len(loc) > 1 else CheckpointerConfig
+        known = ", ".join(sorted(model.model_fields))
+        return ConfigError(key, error.get("input"), known, unknown=True)
     value = error.get("input")
     if key in _SECRET_KEYS:
         value = redact_url(value)

@@ -1,11 +1,6 @@
-"""``checkpoint-guard demo``: full vs delta mode on an embedded SQLite file.
-
-A scripted conversation with a deterministic fake chat model (no network) runs
-through ``open_checkpointer`` three times: full mode, delta mode without a history
-cache (what LangGraph's ``DeltaChannel`` costs on its own) and delta mode as
-configured by default (the memory history cache). The demo prints storage, time
-per turn and the head read per run, checks every run holds the same messages, and
-then shows the gate refusing to open the delta thread in full mode.
+"""``checkpoint-guard demo``: one scripted conversation (a fake chat model, no network)
+in full mode, delta mode without a history cache and delta mode with the default one,
+on an embedded SQLite file; then the gate refusing the delta thread in full mode.
 """
 
 from __future__ import annotations
@@ -83,16 +78,13 @@ class DemoResult:
 
 def _thread_bytes(db: Path, thread_id: str) -> int:
     with sqlite3.connect(db) as conn:
-        cps = conn.execute(
-            "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints "
-            "WHERE thread_id = ?",
+        (stored,) = conn.execute(
+            "SELECT (SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) "
+            "FROM checkpoints WHERE thread_id = ?1) + (SELECT coalesce(sum(length(value)), 0) "
+            "FROM writes WHERE thread_id = ?1)",
             (thread_id,),
-        ).fetchone()[0]
-        writes = conn.execute(
-            "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?",
-            (thread_id,),
-        ).fetchone()[0]
-    return int(cps) + int(writes)
+        ).fetchone()
+    return int(stored)
 
 
 def _digest(messages: list[Any]) -> str:
@@ -130,16 +122,8 @@ def _chat_graph(saver: BaseCheckpointSaver[Any], schema: Any, payload: int) -> A
 
 
 def _run_mode(
-    db: Path,
-    mode: ChannelMode,
-    turns: int,
-    frequency: int,
-    payload: int,
-    *,
-    cache: str = "none",
-    thread: str | None = None,
+    db: Path, mode: ChannelMode, cache: str, thread: str, turns: int, frequency: int, payload: int
 ) -> ModeRun:
-    thread = thread or f"demo-{mode.value}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
     # A real process freezes one mode; the demo compares two, so each gets its own freeze.
     with open_checkpointer(_config(db, mode, frequency, cache), freeze=ModeFreeze()) as saver:
@@ -190,10 +174,7 @@ def run_demo(
     db = directory / DB_NAME
     for leftover in directory.glob(DB_NAME + "*"):
         leftover.unlink()
-    runs = [
-        _run_mode(db, mode, turns, snapshot_frequency, payload_bytes, cache=cache, thread=thread)
-        for mode, cache, thread in RUNS
-    ]
+    runs = [_run_mode(db, *run, turns, snapshot_frequency, payload_bytes) for run in RUNS]
     return DemoResult(runs, _gate(db, snapshot_frequency), db, snapshot_frequency)
 
 
@@ -214,14 +195,15 @@ def format_demo(result: DemoResult) -> str:
             f"{run.ms_per_turn:>8.2f} {run.head_read_ms:>13.2f}"
         )
     same = len({run.digest for run in result.runs}) == 1
-    head = round(_head_ratio(delta, full), 2)  # the verdict judges the ratio as printed
+    head = round(delta.head_read_ms / max(full.head_read_ms, 1e-9), 2)  # judged as printed
+    verdict = "faster" if head < 0.95 else "slower" if head > 1.05 else "about the same"
     lines += [
         "",
         f"measured in this run ({full.turns} turns, {full.messages} messages):",
         f"  delta storage = {delta.storage_bytes / max(full.storage_bytes, 1):.1%} of full",
         f"  per turn: delta without cache {_ratio(delta_raw, full)} of full, "
         f"delta with the default cache {_ratio(delta, full)}",
-        f"  head read: delta with the cache {head:.2f}x of full ({_faster(head)})",
+        f"  head read: delta with the cache {head:.2f}x of full ({verdict} here)",
         f"all runs hold {full.messages} messages, "
         + ("identical (digest " + full.digest + ")" if same else "DIFFERENT"),
         "",
@@ -237,9 +219,8 @@ def format_demo(result: DemoResult) -> str:
 
 
 def fix_command(database: Path) -> str:
-    """The shell command that converts the demo's delta thread, runnable as printed:
-    this interpreter runs the CLI (``python -m checkpoint_guard``), so it works
-    whether or not the venv's ``bin`` is on ``PATH``."""
+    """The shell command that converts the demo's delta thread, runnable as printed
+    (this interpreter's ``-m checkpoint_guard``: the venv's ``bin`` may not be on ``PATH``)."""
     url = shlex.quote(str(database.resolve()))
     return (
         f"CHECKPOINT_GUARD_BACKEND=sqlite CHECKPOINT_GUARD_URL={url} "
@@ -252,22 +233,7 @@ def _cli() -> str:
     return f"{shlex.quote(sys.executable)} -m checkpoint_guard"
 
 
-def _head_ratio(run: ModeRun, base: ModeRun) -> float:
-    return run.head_read_ms / max(base.head_read_ms, 1e-9)
-
-
-def _faster(ratio: float) -> str:
-    if ratio < 0.95:
-        return "faster here"
-    if ratio > 1.05:
-        return "slower here"
-    return "about the same here"
-
-
 def _when_faster(turns: int) -> list[str]:
-    """What the figures mean, for the thread length this run used: full mode
-    stores and re-reads the whole conversation at every checkpoint, so its cost
-    grows with the thread; delta mode with the cache pays per step's writes."""
     return [
         "When delta mode with the cache is faster: full mode stores and re-reads the whole",
         "conversation at every checkpoint, so its cost per turn and per read grows with the",

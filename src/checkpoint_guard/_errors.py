@@ -76,9 +76,7 @@ class CheckpointModeReconfigurationError(CheckpointGuardError):
 
 class ConfigError(CheckpointGuardError, ValueError):
     """Invalid configuration; the message names the key, the value and what is accepted.
-
-    A ``CheckpointGuardError`` like every error of the package, and still a
-    ``ValueError`` (the public contract), so ``except ValueError`` keeps working."""
+    A ``CheckpointGuardError``, and a ``ValueError`` (the public contract)."""
 
     def __init__(
         self, key: str, value: object, accepted: str, *, detail: str = "", unknown: bool = False
@@ -124,13 +122,6 @@ def require_extra(module: str, extra: str, what: str) -> Any:
         raise MissingExtraError(what, extra, exc.name or module) from exc
 
 
-def _shown_as_public(*classes: type) -> None:
-    # Tracebacks and reprs name an error where users import it from, the package's
-    # top level (``checkpoint_guard.ConfigError``), not this private module.
-    for cls in classes:
-        cls.__module__ = "checkpoint_guard"
-
-
 def range_text(low: float, high: float, *, integer: bool) -> str:
     """What a bounded number accepts, as ``ConfigError`` messages state it."""
     if integer:
@@ -144,15 +135,12 @@ def check_range(key: str, value: object, low: int, high: int, *, integer: Litera
 def check_range(
     key: str, value: object, low: float, high: float, *, integer: Literal[False] = ...
 ) -> float: ...
-@overload
-def check_range(key: str, value: object, low: float, high: float, *, integer: bool) -> float: ...
 def check_range(
     key: str, value: object, low: float, high: float, *, integer: bool = False
 ) -> float:
-    """Return ``value`` when it is a finite number (an ``int`` when ``integer``; never a
-    ``bool``) with ``low <= value <= high``; otherwise raise ``ConfigError`` naming ``key``,
-    the value and the range. An infinite or absurd value would be accepted and then make
-    every use fail (a socket timeout of ``inf``) or bound nothing."""
+    """``value`` when it is a finite number (an ``int`` when ``integer``; never a ``bool``)
+    within ``[low, high]``, else ``ConfigError`` naming ``key`` (an infinite timeout
+    would fail every call, an absurd bound bound nothing)."""
     kinds: tuple[type, ...] = (int,) if integer else (int, float)
     if (
         isinstance(value, bool)
@@ -168,8 +156,7 @@ class MaintenanceError(CheckpointGuardError):
     """A maintenance operation was refused (the message says why and what to do);
     the thread it names was left as stored."""
 
-    #: set when the refusal is a thread id with no checkpoints at all (a typo, or the
-    #: thread lives in another store): that id
+    #: the thread id, when the refusal is that it has no checkpoints (a typo, another store)
     missing_thread: str | None = None
 
     @classmethod
@@ -181,9 +168,8 @@ class MaintenanceError(CheckpointGuardError):
 
 
 class CodecError(CheckpointGuardError, ValueError):
-    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value
-    the cache will not store because it could not read it back safely. Still a
-    ``ValueError``, as it was when it lived in ``cache/_codec.py`` (re-exported there)."""
+    """Cached bytes that cannot be decoded (corrupt, foreign or unsafe), or a value the
+    cache will not store because it could not read it back safely. Still a ``ValueError``."""
 
 
 class StateUnavailableError(CheckpointGuardError):
@@ -207,10 +193,9 @@ class MessageNotFoundError(CheckpointGuardError, LookupError):
 
 
 class CacheInvalidationError(CheckpointGuardError):
-    """A write that may change cached histories could not invalidate the shared
-    history cache first; nothing was written. The write is refused only when the
-    storage cannot show that the checkpoint written onto has no descendant (an
-    ordinary graph turn writes onto the newest checkpoint and never needs it)."""
+    """A write that may change cached histories could not invalidate the shared history
+    cache first; nothing was written (an ordinary turn, onto the newest checkpoint,
+    never needs it)."""
 
     def __init__(self, *, thread_id: str, checkpoint_id: str | None, cause: BaseException) -> None:
         self.thread_id = thread_id
@@ -233,4 +218,6 @@ class CacheInvalidationError(CheckpointGuardError):
         )
 
 
-_shown_as_public(*(globals()[name] for name in __all__))
+# tracebacks and reprs name an error where users import it from: checkpoint_guard.ConfigError
+for _name in __all__:
+    globals()[_name].__module__ = "checkpoint_guard"

@@ -1,40 +1,10 @@
-"""Message ids in delta mode: assigned once, when a write is made, and stored with it.
+"""Message ids in delta mode, assigned when a write is made and stored with it.
 
-Full mode stores the reduced message list, so the ids ``add_messages`` gives id-less
-messages are stored and every read returns them. Delta mode stores the writes and
-reduces them again on every read: a write stored without ids (a ``("user", "hi")``
-tuple, a string) would get new ids on every read, and a bare tuple write comes back
-from the serializer as a list (``["ai", "x"]``: two human messages). So the ids are
-made where Pregel makes a write, before anything else sees it:
-
-* LangGraph's ``ensure_message_ids`` runs on every write Pregel makes (node writes in
-  its ``put_writes``, the input, ``update_state``, resumes) *before* the write is
-  handed to the saver, kept as a pending write or applied to a channel. For a
-  ``DeltaChannel`` whose reducer is its own ``_messages_delta_reducer`` it turns every
-  message-like into a message with an id; for any other reducer it only stamps
-  message objects and message dicts.
-* ``install()`` gives channels whose reducer is ours (``merge_message_writes``) the
-  full treatment too: after LangGraph's function, every remaining message-like of a
-  write (a string, a tuple, a message dict) becomes the message ``add_messages`` would
-  make of it, with a fresh id. The write is replaced in Pregel's own list, so the
-  saver stores, and the reducer applies, the same objects with the same ids.
-
-Why no interleaving gives one message two ids: the replacement happens on the loop's
-thread before the write is submitted to the saver's background executor and before
-the next tick applies it, so both see objects that already carry their ids, and the
-reducer never assigns an id to a message that has one. A message can still reach the
-reducer without an id only through a write made elsewhere (a thread stored by an
-earlier version, a direct ``put_writes``); for those ``merge_message_writes`` derives
-the id from the message and the one before it (``_schema.derived_message_id``), which is the
-same on every read in every process, whether or not a concurrent serialization saw
-the reducer's in-place assignment.
-
-The installation is process-wide (it rebinds ``ensure_message_ids`` in the two Pregel
-modules that call it) and changes nothing for channels with any other reducer.
-``probe()`` checks by behaviour that a tuple written by a node is stored as a message
-with an id; when it is not (a LangGraph that moved the function), ids of id-less
-writes are the derived ones: stable, but two identical id-less messages written after
-the same message on two branches share an id (full mode would give them two).
+Delta mode reduces the stored writes on every read, so a write stored without ids would
+get new ids on every read. ``install()`` wraps Pregel's ``ensure_message_ids`` so that
+writes to a ``merge_message_writes`` channel become messages with ids before the saver
+or the reducer sees them; writes stored without ids get the reducer's derived ids.
+docs/concepts.md ("Message ids") explains the design and what a failed ``probe()`` costs.
 """
 
 from __future__ import annotations
@@ -42,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, MutableSequence, Sequence
+from collections.abc import Mapping, MutableSequence, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
@@ -52,30 +22,14 @@ from . import _upstream
 from ._forms import is_overwrite
 from ._schema import merge_message_writes
 
-__all__ = [
-    "install",
-    "probe",
-    "register_message_reducer",
-    "stamp_message_writes",
-    "write_time_ids_active",
-]
+__all__ = ["install", "probe", "stamp_message_writes", "write_time_ids_active"]
 
 _logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-# The reducers whose DeltaChannel writes hold add_messages-style message-likes.
-_REDUCERS: set[Callable[..., Any]] = set()
-# The Pregel modules that call ensure_message_ids by their own global name.
+# the Pregel modules that call ensure_message_ids by their own global name
 _CALLERS = ("langgraph.pregel._loop", "langgraph.pregel.main")
 _MARK = "_checkpoint_guard_message_ids"
 _state: dict[str, Any] = {"installed": False}
-
-
-def register_message_reducer(reducer: Callable[..., Any]) -> None:
-    """Treat ``DeltaChannel(reducer)`` writes as ``add_messages`` updates (ids at write time)."""
-    _REDUCERS.add(reducer)
-
-
-register_message_reducer(merge_message_writes)
 
 
 def _with_id(item: Any) -> Any:
@@ -93,9 +47,7 @@ def _with_id(item: Any) -> Any:
 
 
 def _value_with_ids(value: Any) -> Any:
-    if is_overwrite(value):
-        # An Overwrite replaces the channel without the reducer, as it does in full
-        # mode: its items stay as written (LangGraph already stamped its messages).
+    if is_overwrite(value):  # bypasses the reducer, as in full mode: kept as written
         return value
     if isinstance(value, list):
         mapped = [_with_id(item) for item in value]
@@ -108,37 +60,20 @@ def _value_with_ids(value: Any) -> Any:
 def stamp_message_writes(
     channels: Mapping[str, Any], writes: MutableSequence[tuple[str, Any]]
 ) -> None:
-    """Give every message-like written to a message ``DeltaChannel`` an id, in place.
-
-    ``writes`` holds ``(channel, value)`` pairs as Pregel makes them; a value that
-    changes is replaced in ``writes`` (lists the caller passed are never changed).
-    """
-    if not _REDUCERS:
-        return
+    """Give every message-like written to a message ``DeltaChannel`` an id: a changed
+    value is replaced in ``writes`` (Pregel's ``(channel, value)`` pairs); the caller's
+    own lists are never changed."""
     for i, (channel, value) in enumerate(writes):
         spec = channels.get(channel)
-        if isinstance(spec, DeltaChannel) and spec.reducer in _REDUCERS:
+        if isinstance(spec, DeltaChannel) and spec.reducer is merge_message_writes:
             new = _value_with_ids(value)
             if new is not value:
                 writes[i] = (channel, new)
 
 
-def _wrap(original: Callable[..., None]) -> Callable[..., None]:
-    def ensure_message_ids(channels: Mapping[str, Any], writes: Sequence[tuple[str, Any]]) -> None:
-        original(channels, writes)
-        stamp_message_writes(channels, writes)  # type: ignore[arg-type]
-
-    setattr(ensure_message_ids, _MARK, original)
-    ensure_message_ids.__doc__ = original.__doc__
-    return ensure_message_ids
-
-
 def install() -> bool:
-    """Rebind ``ensure_message_ids`` in Pregel's modules to the stamping wrapper.
-
-    Idempotent. Returns whether write-time ids are installed; ``False`` (with a
-    warning) when a module or the function is not where this LangGraph keeps it.
-    """
+    """Rebind ``ensure_message_ids`` in Pregel's modules to the stamping wrapper
+    (idempotent). False, with a warning, when this LangGraph keeps it elsewhere."""
     import importlib
 
     with _lock:
@@ -158,9 +93,15 @@ def install() -> bool:
                 "langgraph.pregel._messages.ensure_message_ids"
             )
             return False
-        wrapper = _wrap(upstream)
+
+        def ensure_message_ids(channels: Mapping[str, Any], writes: Sequence[Any]) -> None:
+            upstream(channels, writes)
+            stamp_message_writes(channels, writes)  # type: ignore[arg-type]
+
+        setattr(ensure_message_ids, _MARK, upstream)
+        ensure_message_ids.__doc__ = upstream.__doc__
         for module in callers:
-            setattr(module, "ensure_message_ids", wrapper)  # noqa: B010
+            setattr(module, "ensure_message_ids", ensure_message_ids)  # noqa: B010
         _state["installed"] = True
         return True
 

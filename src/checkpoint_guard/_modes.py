@@ -42,32 +42,20 @@ class ChannelMode(StrEnum):
 
 
 def parse_mode(value: object, *, key: str = "channel_mode") -> ChannelMode:
-    """Return the ``ChannelMode`` for ``value`` (a ``ChannelMode`` or ``"full"`` /
-    ``"delta"``); anything else raises ``ConfigError`` naming ``key``."""
-    if isinstance(value, ChannelMode):
-        return value
-    if isinstance(value, str):
-        try:
-            return ChannelMode(value)
-        except ValueError:
-            pass
+    """The ``ChannelMode`` for ``value`` (one, or its text), else ``ConfigError``."""
+    if isinstance(value, str) and value in ("full", "delta"):
+        return ChannelMode(value)
     raise ConfigError(key, value, "'full' or 'delta'")
 
 
 def parse_snapshot_frequency(value: object, *, key: str = "snapshot_frequency") -> int:
-    """Return ``value`` as a snapshot frequency, an ``int`` in ``SNAPSHOT_FREQUENCY_RANGE``;
-    ``bool``, floats, numeric strings and values out of range raise ``ConfigError``
-    naming ``key``."""
+    """``value`` when it is an ``int`` in ``SNAPSHOT_FREQUENCY_RANGE``, else ``ConfigError``."""
     return check_range(key, value, *SNAPSHOT_FREQUENCY_RANGE, integer=True)
 
 
 def _marker_says_delta(value: object) -> bool:
-    # Absent or exactly "full" means full. Anything else that is present --
-    # "delta", a wrong-cased "Delta", a non-string -- is treated as delta so a
-    # full-mode reader fails closed instead of guessing.
-    if value is None:
-        return False
-    return not (isinstance(value, str) and value == ChannelMode.FULL.value)
+    # anything present but exactly "full" ("Delta", a non-string) counts: fail closed
+    return value is not None and not (isinstance(value, str) and value == ChannelMode.FULL)
 
 
 def metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
@@ -90,16 +78,11 @@ def _channel_values_use_delta(checkpoint: Mapping[str, Any] | None) -> bool:
 
 
 def checkpoint_uses_delta(obj: object) -> bool:
-    """Whether ``obj`` carries any evidence of delta channel mode.
-
-    ``obj`` may be a ``CheckpointTuple``, a ``StateSnapshot``, a ``Checkpoint``
-    dict, a metadata mapping, or ``None`` (``False``). Evidence is any of: our
-    marker ``MODE_METADATA_KEY``; the legacy DeerFlow marker; a non-empty
-    ``counters_since_delta_snapshot``; LangGraph.js's ``delta_writes_versioned``;
-    a ``_DeltaSnapshot`` in ``channel_values`` (which covers a thread head where
-    LangGraph dropped the counters after every delta channel snapshotted).
-    A present marker that is not exactly ``"full"`` counts as delta (fail closed).
-    """
+    """Whether ``obj`` (a ``CheckpointTuple``, ``StateSnapshot``, ``Checkpoint`` dict,
+    metadata mapping or ``None``) carries any evidence of delta channel mode: our marker
+    or the legacy DeerFlow one (present and not exactly ``"full"``: fail closed), a
+    non-empty ``counters_since_delta_snapshot``, LangGraph.js's ``delta_writes_versioned``,
+    or a ``_DeltaSnapshot`` in ``channel_values`` (a head whose counters were dropped)."""
     if obj is None:
         return False
     metadata = getattr(obj, "metadata", None)
@@ -115,13 +98,9 @@ def checkpoint_uses_delta(obj: object) -> bool:
 
 
 class ModeFreeze:
-    """Holds one process's channel mode and snapshot frequency.
-
-    ``freeze`` records the first values and accepts the same values again; a
-    different value raises ``CheckpointModeReconfigurationError``. An invalid
-    value raises ``ConfigError`` and freezes nothing. Tests build a fresh
-    instance instead of touching ``PROCESS_MODE``.
-    """
+    """One process's channel mode and snapshot frequency: ``freeze`` records the first
+    values and accepts them again; different ones raise
+    ``CheckpointModeReconfigurationError``, invalid ones ``ConfigError`` (nothing frozen)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -160,17 +139,10 @@ class ModeFreeze:
             self._mode, self._frequency = parsed_mode, frequency
         return parsed_mode, frequency
 
-    def resolve_frequency(self, explicit: int | None = None) -> int:
-        """The snapshot frequency to use: ``explicit``, else the frozen one, else the default."""
-        if explicit is not None:
-            return parse_snapshot_frequency(explicit)
-        return self._frequency if self._frequency is not None else DEFAULT_SNAPSHOT_FREQUENCY
-
 
 PROCESS_MODE = ModeFreeze()
-"""The process-wide freeze ``open_checkpointer`` records into: it refuses a second,
-different mode or snapshot frequency. Nothing reads configuration from it (the
-schema helpers take their frequency from the caller)."""
+"""The process-wide freeze ``open_checkpointer`` records into (nothing reads
+configuration from it: the schema helpers take their frequency from the caller)."""
 
 
 # -- a graph schema whose snapshot frequency is not the saver's ------------------------
@@ -196,9 +168,8 @@ def _warn_frequency(schema: int, saver: int) -> None:
 
 
 def note_schema_frequency(frequency: int) -> None:
-    """Record a delta schema's snapshot frequency (``state_schema_for_mode``) and
-    warn, once per pair, when the process's saver was opened in delta mode with
-    another one. A warning only: the schema's frequency is what LangGraph uses."""
+    """Record a delta schema's snapshot frequency and warn, once per pair, when the
+    process's delta-mode saver was opened with another (LangGraph uses the schema's)."""
     with _frequency_lock:
         _schema_frequencies.add(frequency)
     saver = PROCESS_MODE.snapshot_frequency
@@ -214,8 +185,8 @@ def delta_schema_built() -> bool:
 
 
 def check_schema_frequencies(saver: int) -> None:
-    """At a delta-mode open of the process's saver: warn, once per pair, for every
-    delta schema built so far with another snapshot frequency."""
+    """At a delta-mode open of the process's saver: warn, once per pair, for every delta
+    schema built with another snapshot frequency."""
     with _frequency_lock:
         others = sorted(f for f in _schema_frequencies if f != saver)
     for frequency in others:

@@ -1,10 +1,6 @@
-"""Opening a configured checkpointer: config -> inner saver -> stack of layers.
-
-The composition root, above every part: it loads the configuration, applies the
-process-wide Overwrite fix (``state``) when the config asks for it, opens the inner
-saver (``stores``: one module per LangGraph saver), builds the cache and the layers
-(``savers/_stack.py``) and freezes the process's mode. Every upstream check
-(``_upstream``) runs once per process before the first stack opens.
+"""Opening a configured checkpointer, the composition root: config -> upstream checks
+and process-wide fixes -> inner saver (``stores``) -> cache and layers
+(``savers/_stack.py``) -> the process's mode freeze.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from .savers._stack import configured_stack, make_cache, needs_identity
 from .state._overwrite import apply_overwrite_fix
 from .stores import _memory, _postgres, _sqlite, aopen_inner, open_inner, require_extra  # noqa: F401  (register their checks)
 
-__all__ = ["ConfigSource", "aopen_checkpointer", "check_upstream", "open_checkpointer"]
+__all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
 
 
 def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:
@@ -46,12 +42,6 @@ def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:
         ) from None
 
 
-def check_upstream() -> list[_upstream.CheckResult]:
-    """Every upstream check (``checkpoint_guard._upstream``), each run once per process:
-    a failure warns once and turns its feature off (``doctor`` prints the same list)."""
-    return _upstream.run_all()
-
-
 def _cache(resolved: CheckpointerConfig, serde: Any, identity: str) -> HistoryCache | None:
     cache = make_cache(resolved, serde, identity)
     if (
@@ -59,8 +49,7 @@ def _cache(resolved: CheckpointerConfig, serde: Any, identity: str) -> HistoryCa
         and resolved.channel_mode is ChannelMode.DELTA
         and not _upstream.holds("delta-snapshot")
     ):
-        # The cache seeds its segments with _DeltaSnapshot: without it, no cache
-        # (a full-mode stack keeps a shared cache: it only fences maintenance).
+        # the cache seeds its segments with _DeltaSnapshot (a full-mode cache only fences)
         cache.close()
         return None
     return cache
@@ -68,7 +57,7 @@ def _cache(resolved: CheckpointerConfig, serde: Any, identity: str) -> HistoryCa
 
 def _prepare(config: ConfigSource) -> CheckpointerConfig:
     resolved = CheckpointerConfig.load(config)
-    check_upstream()
+    _upstream.run_all()  # each check once per process: a failure warns and turns off its feature
     if resolved.fix_overwrite:
         apply_overwrite_fix()
     if resolved.channel_mode is ChannelMode.DELTA:
@@ -77,8 +66,7 @@ def _prepare(config: ConfigSource) -> CheckpointerConfig:
 
 
 def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
-    # Called once the stack is open: a failed open (bad config, unreachable or
-    # unwritable backend) freezes nothing, so a corrected open can still follow.
+    # called once the stack is open: a failed open freezes nothing, so a corrected one can follow
     (freeze or PROCESS_MODE).freeze(resolved.channel_mode, resolved.snapshot_frequency)
     if freeze is None and resolved.channel_mode is ChannelMode.DELTA:
         check_schema_frequencies(resolved.snapshot_frequency)
@@ -88,16 +76,11 @@ def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
 def open_checkpointer(
     config: ConfigSource = None, *, freeze: ModeFreeze | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
-    """Open the configured, wrapped sync checkpointer (tables set up) and close
-    everything on exit, also when the body raises.
-
-    ``config`` is a ``CheckpointerConfig``, a mapping, a YAML path or ``None``
-    (environment); see ``CheckpointerConfig.load`` for the precedence. Opening
-    freezes the channel mode and snapshot frequency in ``freeze`` (the process
-    freeze by default): a later open with different values raises
-    ``CheckpointModeReconfigurationError``. The freeze happens once everything is
-    open: an open that fails freezes nothing.
-    """
+    """Open the configured, wrapped sync checkpointer (tables set up); close everything
+    on exit. ``config``: anything ``CheckpointerConfig.load`` takes (``None``: the
+    environment). A successful open freezes the channel mode and snapshot frequency in
+    ``freeze`` (the process's by default): a later open with other values raises
+    ``CheckpointModeReconfigurationError``."""
     resolved = _prepare(config)
     serde = make_serde(resolved)
     with open_inner(resolved, serde) as inner:

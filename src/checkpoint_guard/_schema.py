@@ -95,14 +95,9 @@ def derived_message_id(
     previous_id: str | None, message: BaseMessage, taken: Container[str] = ()
 ) -> str:
     """The id ``merge_message_writes`` gives an id-less ``message`` written after the
-    message whose id is ``previous_id`` (``None``: first in the list).
-
-    Deterministic (a UUID over the predecessor's id and the message's fields), so every
-    read of a stored id-less write, in every process, returns the same id; an id in
-    ``taken`` (ids already in the list) is derived again from itself, so a derived id
-    never makes a new message replace an existing one. Writes made by Pregel carry
-    their ids already (see ``_message_ids``); this covers writes stored without them.
-    """
+    message whose id is ``previous_id`` (``None``: first): a UUID over the predecessor's
+    id and the message's fields, so every read in every process agrees; an id in
+    ``taken`` is derived again, so a new message never replaces an existing one."""
     body = message.model_dump_json(exclude={"id"})
     mid = previous_id
     while True:
@@ -121,15 +116,10 @@ def _identified(message: BaseMessage, previous_id: Any, taken: Any) -> BaseMessa
 
 
 class _Merger:
-    """The fold state: a list with tombstones plus an id index.
-
-    ``add_messages`` indexes ``{id: position}`` so a repeated id (possible only
-    after ``REMOVE_ALL_MESSAGES``, whose tail is kept as given, or in the initial
-    state) resolves to its last position for replacement, while removal drops
-    every position with that id: ``dups`` keeps the earlier positions of such ids.
-    Id-less messages of ``items`` get their ids here, as ``add_messages`` gives the
-    left side's (derived ids on copies: see ``derived_message_id``).
-    """
+    """The fold state: a list with tombstones plus an id index. As in ``add_messages``,
+    a repeated id (after ``REMOVE_ALL_MESSAGES``, or in the initial state) is replaced
+    at its last position and removed at all: ``dups`` keeps the earlier positions.
+    Id-less messages of ``items`` get derived ids here, on copies."""
 
     __slots__ = ("dups", "index", "items", "removed")
 
@@ -236,15 +226,10 @@ def _merge_one(state: Any, write: Any) -> list[Any] | None:
 
 
 def merge_message_writes(state: Messages, writes: Sequence[Messages]) -> Messages:
-    """Merge a batch of message writes into ``state`` exactly as folding
-    ``add_messages`` over them would, in time linear in ``len(state)`` plus the writes.
-
-    ``writes`` is a sequence of updates, each what a node may return for an
-    ``add_messages`` channel (a message, a list, a dict, a tuple, a string, chunks,
-    ``RemoveMessage``, ``REMOVE_ALL_MESSAGES``). Ids are assigned to id-less messages
-    in place, as ``add_messages`` does; unknown-id removals and null arguments raise
-    the same ``ValueError``. Batching-invariant, so it is a valid ``DeltaChannel``
-    reducer: ``merge(merge(s, a), b) == merge(s, a + b)``. Empty ``writes`` return
+    """Merge a batch of message writes (each what a node may return for an
+    ``add_messages`` channel) into ``state`` exactly as folding ``add_messages`` over
+    them would, same errors included, in time linear in ``len(state)`` plus the writes.
+    Batching-invariant, so a valid ``DeltaChannel`` reducer; empty ``writes`` return
     ``state`` unchanged.
     """
     if not writes:
@@ -286,11 +271,9 @@ def merge_message_writes(state: Messages, writes: Sequence[Messages]) -> Message
 
 
 class _MessagesDelta(DeltaChannel):  # type: ignore[type-arg]
-    """Our ``messages`` channel. ``StateGraph`` registers a node's annotated input schema
-    (``def agent(state: State)``) beside the state schema and refuses a channel that
-    compares unequal; folding ``add_messages`` is exactly ``merge_message_writes``, so this
-    channel equals the original schema's ``add_messages`` channel and a node annotated
-    with the user's own schema is accepted, receiving that schema as in full mode."""
+    """Our ``messages`` channel, equal to an ``add_messages`` channel (its fold is exactly
+    ``merge_message_writes``): ``StateGraph`` refuses a node whose annotated input schema
+    (the user's own) has a channel comparing unequal to the state schema's."""
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, BinaryOperatorAggregate):
@@ -342,11 +325,9 @@ def _is_message_type(tp: Any) -> bool:
 
 
 def _declared_delta(schema: Any, annotation: Any) -> bool:
-    """Whether a declared ``messages`` field is already a ``DeltaChannel`` (ours, or one the
-    user declared, e.g. LangGraph's documented ``DeltaChannel(_messages_delta_reducer)``):
-    delta mode keeps it as declared. Refuses (``ConfigError``) to replace a field that is
-    neither that nor an ``add_messages`` list of messages: delta mode would change its
-    semantics."""
+    """Whether a declared ``messages`` field is already a ``DeltaChannel`` (kept as
+    declared); ``ConfigError`` when it is neither that nor an ``add_messages`` list of
+    messages (delta mode would change its semantics)."""
     tp = annotation
     while get_origin(tp) in (Required, NotRequired):
         tp = get_args(tp)[0]
@@ -460,22 +441,15 @@ def state_schema_for_mode(
 ) -> type:
     """The state schema a graph should be compiled with in ``mode``.
 
-    Full mode returns ``schema`` unchanged. Delta mode returns a schema of the same
-    kind whose ``messages`` field is ``delta_messages_field(F)`` (added when ``schema``
-    has none, defaulting to an empty list for a model or dataclass) and every other
-    field exactly as declared, reducers and Union types included: a ``TypedDict`` for a
-    ``TypedDict``; for a Pydantic model or a dataclass, a subclass, so nodes receive
-    instances of the same name (reprs and validation errors read as in full mode),
-    defaults apply and validators and config are inherited. A ``messages`` field that
-    already is a ``DeltaChannel`` (one the user declared, e.g. LangGraph's
-    ``DeltaChannel(_messages_delta_reducer)``, or a derived schema's) is stored as deltas
-    already: ``schema`` is returned unchanged. A ``messages`` field that is neither that
-    nor an ``add_messages`` list of messages raises ``ConfigError``. ``F`` is
-    ``snapshot_frequency``, else 10: the caller passes it
-    (``CheckpointerConfig.state_schema`` passes the config's); the process
-    freeze never chooses it, but a frequency other than the one the process's
-    delta-mode saver was opened with is warned about (once per pair). Derived
-    schemas are cached per ``(schema, F)``, so every call returns the same class.
+    Full mode: ``schema`` unchanged. Delta mode: a schema of the same kind (a
+    ``TypedDict``; for a Pydantic model or dataclass a same-named subclass, validators,
+    config and defaults inherited) whose ``messages`` field is
+    ``delta_messages_field(F)`` (added when absent, defaulting to an empty list), every
+    other field as declared. A ``messages`` field that already is a ``DeltaChannel`` is
+    kept (``schema`` unchanged); one that is neither that nor an ``add_messages`` list
+    of messages raises ``ConfigError``. ``F`` is ``snapshot_frequency``, else 10 (a
+    frequency other than the process's delta-mode saver's warns once per pair).
+    Derived schemas are cached per ``(schema, F)``.
     """
     if parse_mode(mode, key="mode") is ChannelMode.FULL:
         return schema

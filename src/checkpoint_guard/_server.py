@@ -1,24 +1,15 @@
-"""What checkpoint-guard does under the LangGraph server (langgraph-api).
-
-The server wraps a custom checkpointer in its own ``_CustomCheckpointerAdapter``
-(``langgraph_api._checkpointer._adapter``). The adapter forwards the required
-methods, the optional maintenance methods by capability, and unknown attributes
-through ``__getattr__``; it does not forward ``aget_delta_channel_history``,
-which ``BaseCheckpointSaver`` itself defines, so Pregel runs the base class's
-walk through the adapter: one ``aget_tuple`` per ancestor on every step, and the
-history cache (and the inner saver's two-statement fast path) are never asked.
-
-``forward_delta_history()`` fixes that narrowly: when the adapter module is
-loaded (only the server loads it) and a behavioural probe shows the adapter does
-not forward the call itself, the adapter's ``aget_delta_channel_history`` is
-replaced by one that forwards to the wrapped saver **when that saver is one of
-checkpoint-guard's layers**, and runs the original walk otherwise. Once
-langgraph-api forwards the call itself the probe says so and nothing is changed.
-The outcome is logged once per process.
+"""The LangGraph server's checkpointer adapter does not forward
+``aget_delta_channel_history``, so Pregel walks every ancestor through it and the
+history cache is never asked. ``forward_delta_history()`` makes the adapter forward it
+to checkpoint-guard's layers (only those), guarded by a behavioural probe that stands
+the fix down once langgraph-api forwards the call itself. docs/deploying.md ("What the
+factory does") explains it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import sys
 import threading
@@ -65,14 +56,6 @@ def server_adapter_status() -> str:
     return _status
 
 
-def _log_once(status: str, level: int, message: str, *args: Any) -> None:
-    with _lock:
-        if status in _logged:
-            return
-        _logged.add(status)
-    logger.log(level, message, *args)
-
-
 class _ProbeSaver(InMemorySaver):
     """Answers delta history with a sentinel, so a forwarding adapter shows itself."""
 
@@ -104,16 +87,6 @@ async def _adapter_forwards(adapter_cls: type, module: Any) -> bool:
 CHECK = "server-adapter"
 
 
-def _run_async(coro: Any) -> Any:
-    # The check may run inside an event loop (aopen_checkpointer): a fresh loop in a
-    # thread of its own runs the probe without touching the caller's loop.
-    import asyncio
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 @_upstream.register(
     CHECK,
     assumption="langgraph_api._checkpointer._adapter._CustomCheckpointerAdapter(inner=, "
@@ -132,7 +105,9 @@ def _check() -> str | None:
     adapter, probe = _probe_adapter(adapter_cls, module)
     if adapter.__dict__.get("_inner") is not probe:
         return f"{_ADAPTER_CLASS} does not keep the wrapped saver in _inner"
-    _run_async(_adapter_forwards(adapter_cls, module))  # answers, forwarding or not
+    # answers, forwarding or not; in a thread of its own, as the caller may be in a loop
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _adapter_forwards(adapter_cls, module)).result()
     return None
 
 
@@ -163,76 +138,82 @@ def _install(adapter_cls: type) -> None:
 
 def _remove(adapter_cls: type) -> None:
     """Undo ``_install`` (tests)."""
-    current = adapter_cls.__dict__.get("aget_delta_channel_history")
-    original = getattr(current, _MARK, None)
-    if original is None:
+    if not _installed(adapter_cls):
         return
+    original = getattr(adapter_cls.__dict__["aget_delta_channel_history"], _MARK)
     if original is BaseCheckpointSaver.aget_delta_channel_history:
         delattr(adapter_cls, "aget_delta_channel_history")
     else:
         setattr(adapter_cls, "aget_delta_channel_history", original)  # noqa: B010
 
 
-async def forward_delta_history(enabled: bool = True) -> str:
-    """Make the LangGraph server's adapter forward delta history to our layers.
-
-    Does nothing outside the server (the adapter module is not loaded) or when
-    ``enabled`` is false. Returns, and remembers for ``server_adapter_status()``,
-    one of ``ServerAdapterStatus``'s values; the first outcome of each kind is
-    logged (a warning when the fix is installed, since it names an upstream
-    limitation).
-    """
-    global _status
-    module = sys.modules.get(ADAPTER_MODULE)
-    adapter_cls = getattr(module, _ADAPTER_CLASS, None) if module is not None else None
-    if not isinstance(adapter_cls, type):
-        _status = ServerAdapterStatus.NOT_SERVER
-        return _status
-    if not enabled:
-        _status = ServerAdapterStatus.DISABLED
-        _log_once(
-            _status,
-            logging.WARNING,
-            "checkpoint-guard: fix_server_adapter is off: the LangGraph server's %s walks "
-            "every ancestor with one aget_tuple per step (the history cache is not used)",
-            _ADAPTER_CLASS,
-        )
-        return _status
-    if getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is not None:
-        _status = ServerAdapterStatus.FORWARDED
-        return _status
-    if _upstream.result(CHECK).status == "skipped":
-        _upstream.reset(CHECK)  # checked when a stack opened outside the server: again now
-    if not _upstream.holds(CHECK):  # warned once by _upstream; nothing is changed
-        _status = ServerAdapterStatus.PROBE_FAILED
-        return _status
-    try:
-        forwards = await _adapter_forwards(adapter_cls, module)
-    except Exception as exc:  # the check passed moments ago: remember it as failed now
-        _upstream.record_failure(CHECK, f"{type(exc).__name__}: {exc}")
-        _status = ServerAdapterStatus.PROBE_FAILED
-        return _status
-    if forwards:
-        _status = ServerAdapterStatus.UPSTREAM
-        _log_once(
-            _status,
-            logging.INFO,
-            "checkpoint-guard: the LangGraph server's %s forwards aget_delta_channel_history "
-            "itself; checkpoint-guard's forward stands down",
-            _ADAPTER_CLASS,
-        )
-        return _status
-    with _lock:
-        if getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is None:
-            _install(adapter_cls)
-    _status = ServerAdapterStatus.FORWARDED
-    _log_once(
-        _status,
+_LOGS = {
+    ServerAdapterStatus.DISABLED: (
+        logging.WARNING,
+        "checkpoint-guard: fix_server_adapter is off: the LangGraph server's %s walks "
+        "every ancestor with one aget_tuple per step (the history cache is not used)",
+    ),
+    ServerAdapterStatus.UPSTREAM: (
+        logging.INFO,
+        "checkpoint-guard: the LangGraph server's %s forwards aget_delta_channel_history "
+        "itself; checkpoint-guard's forward stands down",
+    ),
+    ServerAdapterStatus.FORWARDED: (
         logging.WARNING,
         "checkpoint-guard: the LangGraph server's %s does not forward "
         "aget_delta_channel_history (an upstream limitation: every step would re-read "
         "each ancestor with one aget_tuple); forwarding it to checkpoint-guard's savers. "
         "Set CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false to disable.",
-        _ADAPTER_CLASS,
-    )
+    ),
+}
+
+
+def _logged_once(status: str) -> str:
+    """``status``, its message logged the first time it is the outcome."""
+    with _lock:
+        first = status not in _logged
+        _logged.add(status)
+    if first:
+        level, message = _LOGS[status]
+        logger.log(level, message, _ADAPTER_CLASS)
+    return status
+
+
+def _installed(adapter_cls: type) -> bool:
+    return getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is not None
+
+
+async def forward_delta_history(enabled: bool = True) -> str:
+    """Make the LangGraph server's adapter forward delta history to our layers (not
+    outside the server, nor when ``enabled`` is false). Returns, and remembers for
+    ``server_adapter_status()``, a ``ServerAdapterStatus`` value, logged once per kind."""
+    global _status
+    module = sys.modules.get(ADAPTER_MODULE)
+    adapter_cls = getattr(module, _ADAPTER_CLASS, None) if module is not None else None
+    if not isinstance(adapter_cls, type):
+        _status = ServerAdapterStatus.NOT_SERVER
+    elif not enabled:
+        _status = _logged_once(ServerAdapterStatus.DISABLED)
+    elif _installed(adapter_cls):
+        _status = ServerAdapterStatus.FORWARDED
+    else:
+        _status = await _forward(adapter_cls, module)
     return _status
+
+
+async def _forward(adapter_cls: type, module: Any) -> str:
+    if _upstream.result(CHECK).status == "skipped":
+        _upstream.reset(CHECK)  # checked when a stack opened outside the server: again now
+    if not _upstream.holds(CHECK):  # warned once by _upstream; nothing is changed
+        return ServerAdapterStatus.PROBE_FAILED
+    try:
+        forwards = await _adapter_forwards(adapter_cls, module)
+    except Exception as exc:  # the check passed moments ago: remember it as failed now
+        _upstream.record_failure(CHECK, f"{type(exc).__name__}: {exc}")
+        return ServerAdapterStatus.PROBE_FAILED
+    if forwards:
+        return _logged_once(ServerAdapterStatus.UPSTREAM)
+    with _lock:
+        if not _installed(adapter_cls):
+            _install(adapter_cls)
+    return _logged_once(ServerAdapterStatus.FORWARDED)

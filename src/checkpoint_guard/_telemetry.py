@@ -1,21 +1,8 @@
 """OpenTelemetry metrics and spans: the one module that imports ``opentelemetry``.
 
-Libraries depend on the OpenTelemetry *API* only (the ``otel`` extra,
-``opentelemetry-api``) and stay no-ops until the application installs an SDK
-(``metrics.set_meter_provider`` / ``trace.set_tracer_provider``):
-
-* Without ``opentelemetry-api`` installed, every function here does nothing (the
-  import is guarded; nothing is printed).
-* With the API but no SDK configured, the instruments are the API's proxies, whose
-  ``add``/``record`` test one attribute and return; spans are not even started
-  (``tracing`` is checked first), so a warm turn pays a few attribute lookups.
-* Once an SDK is configured, the proxies forward to its instruments, also for
-  instruments created before it was set.
-
-Attribute values come from small fixed sets (cache tier, result, operation,
-backend): no thread ids, checkpoint ids or payloads, for cardinality and privacy.
-The counters are recorded by the same calls that count ``stats()``
-(``cache/_base.py``'s ``CacheStats``), so the two agree.
+The API only (the ``otel`` extra): without it every function here does nothing; with
+it, nothing is recorded until the application configures an SDK. Attribute values
+come from small fixed sets (no ids, no payloads). docs/telemetry.md is the reference.
 """
 
 from __future__ import annotations
@@ -23,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 try:
@@ -77,9 +65,8 @@ GATE_OPERATIONS = frozenset((
     "maintain", "delete runs of", "schema",
 ))  # fmt: skip
 
-# Seconds: a warm read takes tens of microseconds, a cold one over a long thread
-# up to seconds (the SDK's default buckets are for milliseconds). Given as advice
-# (opentelemetry-api 1.30+); a view the application configures takes precedence.
+# Seconds, from a warm read (tens of microseconds) to a cold long thread: the SDK's
+# default buckets are for milliseconds. Advice only (API 1.30+): an application's view wins.
 _DURATION_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -87,17 +74,8 @@ _DURATION_BUCKETS = (
 _WRITES_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
-class _Off:
-    """The instrument used when ``opentelemetry-api`` is not installed."""
-
-    def add(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
-        return None
-
-    def record(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
-        return None
-
-
-_OFF = _Off()
+# the instrument used when opentelemetry-api is not installed
+_OFF: Any = SimpleNamespace(add=lambda *args: None, record=lambda *args: None)
 
 if _metrics is not None:
     _meter = _metrics.get_meter("checkpoint_guard")
@@ -176,10 +154,8 @@ _DEGRADED_LOCK = threading.Lock()
 
 
 def register_degraded(feature: str, probe: Callable[[], bool]) -> None:
-    """Report ``feature`` on the ``checkpoint_guard.degraded`` gauge: ``probe()``
-    (cheap, no I/O) is asked at each metrics collection whether it is turned off
-    now. ``feature`` is a fixed name (an attribute value); registering it again
-    replaces its probe."""
+    """Report ``feature`` (a fixed name) on the ``checkpoint_guard.degraded`` gauge:
+    ``probe()`` (cheap, no I/O) says at each collection whether it is turned off."""
     with _DEGRADED_LOCK:
         _DEGRADED[feature] = probe
 
@@ -198,8 +174,7 @@ def _observe_degraded() -> Iterable[Any]:
 
 
 def available() -> bool:
-    """Whether ``opentelemetry-api`` is installed (instruments and spans can be
-    recorded once the application configures an SDK)."""
+    """Whether ``opentelemetry-api`` is installed."""
     return _metrics is not None
 
 
@@ -264,18 +239,15 @@ def maintenance_operation(operation: str, outcome: str) -> None:
 
 
 def tracing() -> bool:
-    """Whether spans are recorded: an SDK tracer provider is configured. Checked
-    per call (a provider can be set at any time), without starting a span."""
+    """Whether an SDK tracer provider is configured now (spans are recorded)."""
     return _trace is not None and not isinstance(_trace.get_tracer_provider(), _SILENT_TRACERS)
 
 
 @contextmanager
 def span(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
-    """A current span named ``name``, or ``None`` when no SDK tracer provider is
-    configured. Callers pass only attributes from fixed sets; ``set_attribute`` on
-    the yielded span likewise. An exception raised inside marks the span as an
-    error with its type only (``error.type``): exception messages name threads
-    and checkpoints, so they are not recorded."""
+    """A current span named ``name``, or ``None`` without an SDK tracer provider.
+    Attributes come from fixed sets; an exception inside records its type only
+    (``error.type``): exception messages name threads and checkpoints."""
     if not tracing():
         yield None
         return

@@ -1,27 +1,12 @@
 """Every assumption checkpoint-guard makes about LangGraph's internals, checked by behaviour.
 
-The package touches private upstream names and layouts in a few places. Each one is a
-named check here: a callable that *exercises* the assumption (never reads source text)
-and says whether it holds, why not, and what a failure turns off. The checks run once
-per process when a stack opens (``open_checkpointer`` / ``aopen_checkpointer``) and on
-demand with ``checkpoint-guard doctor``; a failed check logs ONE warning, its feature
-turns itself off (never failing open: a maintenance row layout that no longer matches
-refuses with ``MaintenanceError`` rather than guess) and it is listed in the opened
-stack's ``stats()["degraded"]`` and on the ``checkpoint_guard.degraded`` gauge
-(attribute ``feature``: the check's name). This registry is the single source of that
-list.
-
-Each check's ``register`` call states its assumption and what a failure turns off
-(``checkpoint-guard doctor`` prints them all); the module that owns the assumption
-registers it. The private names several modules share (``DeltaSnapshot``, ``MISSING``,
-``msgpack_allowlist``) are imported here only; besides this module, only
-``stores/_postgres``, ``_message_ids`` and ``_server`` name a private upstream name,
-each for the one component it owns (``tests/test_architecture.py`` keeps that list).
-
-A check function returns ``None`` when the assumption holds, or a reason (a string)
-when it does not; raising counts as a failure with the exception as the reason. A
-check may also raise ``NotApplicable`` (an optional extra not installed): doctor lists
-it as skipped and it is not degraded.
+Each assumption is a named check, registered by the module that owns it: a callable that
+exercises the assumption and returns ``None`` when it holds, a reason when it does not
+(raising is a failure too), or raises ``NotApplicable`` (skipped: an extra is not
+installed). Checks run once per process when a stack opens, and by ``checkpoint-guard
+doctor``; a failure warns once, turns its feature off and is listed as degraded
+(docs/doctor.md). The private names several modules share are imported here only
+(``tests/test_architecture.py`` lists the few modules that name others).
 """
 
 from __future__ import annotations
@@ -29,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import _telemetry
@@ -39,8 +24,7 @@ try:
 except ImportError:  # moved upstream: the delta-snapshot check fails and says so
 
     class DeltaSnapshot(NamedTuple):  # type: ignore[no-redef]
-        """Stand-in for a moved ``_DeltaSnapshot``: LangGraph never makes one, so no
-        stored value is taken for a snapshot, and the check turns off what needs it."""
+        """Stand-in for a moved ``_DeltaSnapshot``: no stored value is taken for one."""
 
         value: Any
 
@@ -106,10 +90,6 @@ class CheckResult:
         """Whether the feature stays on (``ok`` or ``skipped``)."""
         return self.status != "degraded"
 
-    def as_dict(self) -> dict[str, Any]:
-        """A plain mapping (JSON output)."""
-        return asdict(self)
-
 
 _lock = threading.Lock()
 _checks: dict[str, Check] = {}
@@ -127,16 +107,10 @@ def register(
             _checks[name] = Check(name, assumption, turns_off, fn)
             _results.pop(name, None)
         # the checkpoint_guard.degraded gauge reads the remembered outcome (no check run)
-        _telemetry.register_degraded(name, lambda: _failed(name))
+        _telemetry.register_degraded(name, lambda: name in degraded())
         return fn
 
     return decorate
-
-
-def _failed(name: str) -> bool:
-    with _lock:
-        known = _results.get(name)
-    return known is not None and not known.ok
 
 
 def checks() -> list[Check]:
@@ -185,9 +159,8 @@ def _warn(outcome: CheckResult) -> None:
 
 
 def record_failure(name: str, reason: str) -> CheckResult:
-    """Remember check ``name`` as failed with ``reason`` (a feature found the
-    assumption broken while using it, after the check had passed): one warning,
-    listed as degraded like a failed check. Returns the remembered outcome."""
+    """Remember check ``name`` as failed with ``reason`` (a feature found it broken after
+    it passed): warned and listed as a failed check is. Returns the remembered outcome."""
     spec = _checks[name]
     failed = CheckResult(name, "degraded", reason, spec.assumption, spec.turns_off)
     with _lock:
@@ -221,16 +194,12 @@ def degraded() -> dict[str, dict[str, str]]:
 
 
 def reset(name: str | None = None) -> None:
-    """Forget the remembered outcome of ``name`` (every check when ``None``): tests
-    that simulate an upstream change run the checks again."""
+    """Forget the remembered outcome of ``name`` (every check when ``None``)."""
     with _lock:
         if name is None:
             _results.clear()
         else:
             _results.pop(name, None)
-
-
-# ---- the checks on names shared by several modules -------------------------------
 
 
 @register(
@@ -279,11 +248,10 @@ def _missing_sentinel() -> str | None:
 
 def msgpack_allowlist(serde: object) -> frozenset[tuple[str, str]]:
     """The explicit msgpack allowlist of ``serde`` (an ``EncryptedSerializer``'s
-    inner one too) as ``(module, name)`` pairs, or nothing: a permissive serde (the
-    default, which imports any name) widens nothing, and neither does a serde whose
-    allowlist is no longer where the ``msgpack-allowlist`` check found it."""
+    inner one too) as ``(module, name)`` pairs; empty for a permissive serde or when
+    the ``msgpack-allowlist`` check failed (those values are then read from the saver)."""
     if not holds("msgpack-allowlist"):
-        return frozenset()  # narrower than the serde: those values are read from the saver
+        return frozenset()
     inner = getattr(serde, "serde", serde)
     allowed = getattr(inner, "_allowed_msgpack_modules", None)
     if not isinstance(allowed, (set, frozenset)):

@@ -15,7 +15,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -75,78 +75,64 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--turns", type=int, default=40)
     demo.add_argument("--snapshot-frequency", type=int, default=10)
     demo.add_argument("--payload-bytes", type=int, default=400)
+    progress = _Parser(add_help=False)
+    progress.add_argument("--no-progress", action="store_true", help="no progress bar")
+    graphs = _Parser(add_help=False)
+    graphs.add_argument(
+        "--graph",
+        metavar="PATH",
+        help="the graph whose channel table gives each delta channel's reducer: "
+        "module:attr or path/to/file.py:attr (a compiled graph or a StateGraph); "
+        "without it only 'messages' has a default, other delta channels are kept "
+        "as stored or the thread is refused",
+    )
+    graphs.add_argument(
+        "--subgraph",
+        action="append",
+        metavar="PREFIX=PATH",
+        help="the graph that runs in namespaces PREFIX:<id>, where --graph's "
+        "get_subgraphs() cannot see it (a subagent run from a tool: deepagents' "
+        "task tool stores its subagents under 'tools', so --subgraph "
+        "tools=agent.py:subagent); repeatable, one per prefix",
+    )
+    fleet = _Parser(add_help=False)
+    fleet.add_argument(
+        "thread_ids", metavar="THREAD_ID", nargs="*", help="threads (verify: all when none given)"
+    )
+    fleet.add_argument(
+        "--all",
+        action="store_true",
+        help="every thread of the configured store (refused threads are reported "
+        "and skipped; re-run the same command to finish an interrupted run)",
+    )
+    fleet.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
+    fleet.add_argument("--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes")
+    fleet.add_argument("--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, parents=[common])
-        cmd.add_argument("--no-progress", action="store_true", help="no progress bar")
-        return cmd
+    def command(name: str, help_text: str, *more: _Parser) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, parents=[common, progress, *more])
 
-    def graph_option(cmd: argparse.ArgumentParser) -> None:
-        cmd.add_argument(
-            "--graph",
-            metavar="PATH",
-            help="the graph whose channel table gives each delta channel's reducer: "
-            "module:attr or path/to/file.py:attr (a compiled graph or a StateGraph); "
-            "without it only 'messages' has a default, other delta channels are kept "
-            "as stored or the thread is refused",
-        )
-        cmd.add_argument(
-            "--subgraph",
-            action="append",
-            metavar="PREFIX=PATH",
-            help="the graph that runs in namespaces PREFIX:<id>, where --graph's "
-            "get_subgraphs() cannot see it (a subagent run from a tool: deepagents' "
-            "task tool stores its subagents under 'tools', so --subgraph "
-            "tools=agent.py:subagent); repeatable, one per prefix",
-        )
-
-    def fleet_options(cmd: argparse.ArgumentParser, *, required: bool) -> None:
-        cmd.add_argument(
-            "thread_ids",
-            metavar="THREAD_ID",
-            nargs="*",
-            help="threads to work on" + ("" if required else " (default: all)"),
-        )
-        cmd.add_argument(
-            "--all",
-            action="store_true",
-            help="every thread of the configured store (refused threads are reported "
-            "and skipped; re-run the same command to finish an interrupted run)",
-        )
-        cmd.add_argument("--mode", choices=["full", "delta"], help="only threads in this mode")
-        cmd.add_argument(
-            "--min-bytes", type=_int_at_least(0), help="only threads storing >= N bytes"
-        )
-        cmd.add_argument(
-            "--max-bytes", type=_int_at_least(0), help="only threads storing <= N bytes"
-        )
-
-    inspect = command("inspect", "one thread: mode, size, snapshot distance, problems")
+    inspect = command("inspect", "one thread: mode, size, snapshot distance, problems", graphs)
     inspect.add_argument("thread_id", metavar="THREAD_ID")
-    graph_option(inspect)
     command("scan", "every thread: mode, checkpoints, bytes, distance to last snapshot")
-    verify = command("verify", "can every checkpoint's state be rebuilt? (exit 1 if not)")
-    fleet_options(verify, required=False)
-    graph_option(verify)
-    migrate = command("migrate", "rewrite threads for the other channel mode, state intact")
+    command("verify", "can every checkpoint's state be rebuilt? (exit 1 if not)", fleet, graphs)
+    migrate = command(
+        "migrate", "rewrite threads for the other channel mode, state intact", fleet, graphs
+    )
     migrate.add_argument("--to", required=True, choices=["full", "delta"])
     migrate.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
-    fleet_options(migrate, required=True)
-    graph_option(migrate)
-    prune = command("prune", "keep only each thread's latest state, state intact")
+    prune = command("prune", "keep only each thread's latest state, state intact", fleet, graphs)
     prune.add_argument(
         "--keep-latest", action="store_true", required=True, help="the (only) strategy offered"
     )
     prune.add_argument("--dry-run", action="store_true", help="report, change nothing")
-    fleet_options(prune, required=True)
-    graph_option(prune)
     sub.add_parser(
         "doctor",
         help="check every assumption about LangGraph's internals (exit 1 if one fails)",
         parents=[common],
     )
     sweep = command(
-        "sweep", "retention: prune or delete every thread idle longer than --older-than"
+        "sweep", "retention: prune or delete every thread idle longer than --older-than", graphs
     )
     sweep.add_argument(
         "--older-than",
@@ -164,7 +150,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     action.add_argument("--delete", action="store_true", help="delete the threads")
     sweep.add_argument("--dry-run", action="store_true", help="report (bytes estimated)")
-    graph_option(sweep)
     # The harness has its own parser: every argument after `bench` (its --help
     # included) is forwarded to it unparsed (see main).
     sub.add_parser(
@@ -194,8 +179,7 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 @contextmanager
 def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterator[Any]:
     """A tqdm bar on stderr (only on a terminal, never with --json); yields the
-    per-thread callback and the within-thread step callback the maintenance
-    functions take (the bar's postfix shows a large thread's rewrites)."""
+    maintenance functions' per-thread and within-thread progress callbacks."""
     from tqdm import tqdm
 
     disable = args.json or args.no_progress or not sys.stderr.isatty()
@@ -226,18 +210,16 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _Graph(Protocol):
-    """A compiled graph or a ``StateGraph`` builder: its channel table is what the
-    maintenance functions read of it."""
+    """A compiled graph or a ``StateGraph``: maintenance reads its channel table."""
 
     @property
     def channels(self) -> Mapping[str, Any]: ...
 
 
 def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
-    """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as
-    in langgraph.json): a compiled graph, a ``StateGraph`` builder, or a
-    zero-argument callable returning one. ``ConfigError`` (naming ``key``, the
-    option it came from) says what was wrong."""
+    """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as in
+    langgraph.json): a compiled graph, a ``StateGraph`` or a factory of one; else
+    ``ConfigError`` naming ``key`` (the option)."""
     accepted = "module:attr or path/to/file.py:attr naming a compiled graph or StateGraph"
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
@@ -247,8 +229,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
             path = Path(target).expanduser().resolve()
             if not path.is_file():
                 raise ConfigError(key, spec, accepted, detail=f"no file {path}")
-            # As `langgraph dev` loads it: the file's folder is importable, so the
-            # file may import its sibling modules.
+            # as `langgraph dev` loads it: the file may import its sibling modules
             if str(path.parent) not in sys.path:
                 sys.path.insert(0, str(path.parent))
             name = f"_checkpoint_guard_graph_{abs(hash(str(path)))}"
@@ -267,8 +248,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
             obj = getattr(obj, part)
     except ConfigError:
         raise
-    # An import error, a missing attribute, the module's own; SystemExit too (a
-    # module or factory calling sys.exit would end the CLI with no word).
+    # SystemExit too: a module calling sys.exit would end the CLI without a word
     except (Exception, SystemExit) as exc:
         raise ConfigError(key, spec, accepted, detail=_why(exc)) from exc
     if not hasattr(obj, "channels") and callable(obj):
@@ -297,18 +277,13 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _plain(obj: Any) -> Any:
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {k: _plain(v) for k, v in asdict(obj).items()}
-    if isinstance(obj, list):
-        return [_plain(v) for v in obj]
-    return obj
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
 
 
 def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) -> None:
     if args.json:
-        print(json.dumps([_plain(i) for i in infos], indent=2, default=str))
-        return
+        return _print_json([asdict(i) for i in infos])
 
     def verdict(info: Any) -> str:
         text = "ok" if info.ok else f"{len(info.problems or [])} problem(s)"
@@ -336,8 +311,7 @@ def _print_infos(args: argparse.Namespace, infos: list[Any], *, problems: bool) 
 
 def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     if args.json:
-        print(json.dumps([_plain(r) for r in reports], indent=2, default=str))
-        return
+        return _print_json([asdict(r) for r in reports])
     rows = [
         [
             r.thread_id,
@@ -402,9 +376,8 @@ _POINT = (
 
 
 def _require_store(config: CheckpointerConfig) -> None:
-    """Refuse, before anything is opened, a store that holds no checkpoint tables:
-    opening would create the database (SQLite) or the tables (both backends), and
-    every command would then report an empty fleet of the wrong store."""
+    """Refuse, before anything is opened, a store without checkpoint tables: opening
+    would create them and report an empty fleet of the wrong store."""
     where = _store(config)
     if config.backend == "memory" or (config.backend == "sqlite" and config.url == ":memory:"):
         raise ConfigError(
@@ -509,17 +482,9 @@ def _change(
     return _status(not any(r.refused for r in reports))
 
 
-def _migrate(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    return _change(args, saver, known, partial(maintenance.migrate, to=args.to))
-
-
-def _prune(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    return _change(args, saver, known, maintenance.prune)
-
-
 def _maintain(args: argparse.Namespace) -> int:
-    """The commands that work on the configured store: print it, refuse one that holds
-    no checkpoint tables, open it and run the command."""
+    """A command on the configured store: print it, refuse one without checkpoint
+    tables, open it and run the command."""
     config = CheckpointerConfig.load(args.config)
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
         args.older_than = parse_duration(args.older_than, key="--older-than")
@@ -542,8 +507,8 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """``checkpoint-guard doctor``: run every upstream check now, one line each; exit 0
-    when all hold (skipped ones included), 1 otherwise. Needs no configuration."""
+    """``checkpoint-guard doctor``: every upstream check now, one line each; exit 1
+    when one fails. Needs no configuration."""
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
@@ -556,7 +521,7 @@ def _doctor(args: argparse.Namespace) -> int:
     results = [_upstream.check(spec.name) for spec in _upstream.checks()]
     healthy = all(r.ok for r in results)
     if args.json:
-        print(json.dumps({"ok": healthy, "checks": [r.as_dict() for r in results]}, indent=2))
+        _print_json({"ok": healthy, "checks": [asdict(r) for r in results]})
     else:
         for r in results:
             line = f"{r.status:<9} {r.name}"
@@ -569,9 +534,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    """``sweep`` (the store is already printed): the report (``--json``: the
-    report's data). Exit 1 when a selected thread was skipped (the reason is
-    printed); re-running the same command finishes an interrupted sweep."""
+    """``sweep``: the report; exit 1 when a selected thread was skipped."""
     ids = maintenance.list_threads(saver)
     with _progress(args, len(ids), "sweep") as (tick, step):
         report = maintenance.sweep(
@@ -586,7 +549,7 @@ def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> in
             **known,
         )
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
+        _print_json(report.to_dict())
     else:
         if report.threads:
             _print_changes(args, report.threads)
@@ -600,8 +563,10 @@ _STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]]
     "inspect": _inspect,
     "scan": _scan,
     "verify": _verify,
-    "migrate": _migrate,
-    "prune": _prune,
+    "migrate": lambda args, saver, known: _change(
+        args, saver, known, partial(maintenance.migrate, to=args.to)
+    ),
+    "prune": lambda args, saver, known: _change(args, saver, known, maintenance.prune),
     "sweep": _sweep,
 }
 DEMO_DIR = "checkpoint-guard-demo"
@@ -629,7 +594,7 @@ def _demo(args: argparse.Namespace) -> int:
         payload_bytes=args.payload_bytes,
     )
     if args.json:
-        print(json.dumps({**asdict(result), "database": str(result.database)}, indent=2))
+        _print_json(asdict(result))
     else:
         print(format_demo(result))
     return EXIT_OK if len({run.digest for run in result.runs}) == 1 else EXIT_PROBLEM
@@ -643,25 +608,17 @@ BENCH_HOWTO = (
 )
 
 
-def _harness_checkout() -> Path | None:
-    """The checkout of this project holding ``benchmarks/harness``: the current
-    directory or one of its parents, else the one this package was installed from in
-    editable mode. A directory is a checkout only with this package's source in it."""
+def _bench(argv: Sequence[str]) -> int:
+    """``checkpoint-guard bench``: delegate to the harness of a checkout (the current
+    directory or a parent, else the one this package is installed from, with this
+    package's source in it); without one, exit 2 saying how to run the benchmarks."""
     here = Path.cwd().resolve()
-    candidates = [here, *here.parents, Path(__file__).resolve().parents[2]]
-    for root in candidates:
+    for root in (here, *here.parents, Path(__file__).resolve().parents[2]):
         if (root / "benchmarks" / "harness" / "__init__.py").is_file() and (
             root / "src" / "checkpoint_guard" / "cli.py"
         ).is_file():
-            return root
-    return None
-
-
-def _bench(argv: Sequence[str]) -> int:
-    """``checkpoint-guard bench``: delegate to the harness of a checkout; without one,
-    exit 2 saying how to run the benchmarks."""
-    root = _harness_checkout()
-    if root is None:
+            break
+    else:
         print(f"checkpoint-guard bench: {BENCH_HOWTO}", file=sys.stderr)
         return EXIT_USAGE
     if str(root) not in sys.path:
@@ -686,12 +643,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             return _doctor(args)
         return _maintain(args)
-    except ConfigError as exc:
-        print(f"checkpoint-guard: configuration error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BackendUnavailableError as exc:
-        # As `bench` does: the configured store cannot be reached or opened.
-        print(f"checkpoint-guard: backend unavailable: {exc}", file=sys.stderr)
+    except (ConfigError, BackendUnavailableError) as exc:  # exit 2, as `bench` does
+        what = "configuration error" if isinstance(exc, ConfigError) else "backend unavailable"
+        print(f"checkpoint-guard: {what}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CheckpointGuardError as exc:
         print(f"checkpoint-guard: {exc}", file=sys.stderr)

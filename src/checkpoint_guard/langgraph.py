@@ -1,32 +1,14 @@
-"""Entry points for ``langgraph.json`` (the LangGraph server, ``langgraph dev``).
-
-```json
-{
-  "checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"},
-  "http": {"app": "checkpoint_guard.langgraph:app"}
-}
-```
-
-- ``checkpointer`` — an ``@asynccontextmanager`` factory (no arguments) opening the
-  async stack configured by the environment (``CHECKPOINT_GUARD_*``). The server
-  resolves a non-file ``checkpointer.path`` by splitting on the last dot, so the
-  documented form is ``checkpoint_guard.langgraph.checkpointer``; Python callers
-  import ``checkpoint_guard.langgraph:checkpointer``. Under the server it also
-  makes the server's checkpointer adapter forward delta history to the stack
-  (see ``checkpoint_guard._server``), unless ``fix_server_adapter`` is false.
-- ``app`` — a Starlette app for ``http.app`` (the server only accepts
-  ``module:attr`` there): its exception handlers answer
-  ``CheckpointModeMismatchError`` with HTTP 409 (thread, checkpoint, modes and the
-  fix) and ``CheckpointModeReconfigurationError`` with 503, instead of a bare 500;
-  ``GET /checkpoint-guard/stats`` reports the mode, the adapter fix and the history
-  cache counters. Built on first access (Starlette ships with the server, not with
-  this package). ``add_exception_handlers(app)`` adds the same handlers to an app
-  of your own.
+"""Entry points for ``langgraph.json`` (the LangGraph server, ``langgraph dev``):
+``"checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"}`` (the server
+splits a non-file path on its last dot) and ``"http": {"app": "checkpoint_guard.langgraph:app"}``
+(the exception handlers and ``GET /checkpoint-guard/stats``; built on first access, as
+Starlette ships with the server, not this package). See docs/deploying.md.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, TypeVar
@@ -47,12 +29,9 @@ _open: list[BaseCheckpointSaver[Any]] = []
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """Yield the environment-configured async checkpointer; close it on exit.
-
-    Under the LangGraph server the server's checkpointer adapter is made to
-    forward ``aget_delta_channel_history`` to this stack first (probe-guarded,
-    logged once; ``CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false`` turns it off).
-    """
+    """Yield the environment-configured async checkpointer; close it on exit. Under
+    the LangGraph server, its adapter first forwards delta history to this stack
+    (``CHECKPOINT_GUARD_FIX_SERVER_ADAPTER=false`` turns that off)."""
     config = CheckpointerConfig.load(None)
     async with aopen_checkpointer(config) as saver:
         if config.channel_mode == "delta":
@@ -84,24 +63,23 @@ def stats() -> dict[str, Any]:
     with _open_lock:
         savers = list(_open)
     caches = [c for c in (_cache_of(s) for s in savers) if c is not None]
-    totals: dict[str, int] | None = None
-    if caches:
-        totals = {}
-        for cache in caches:
-            for key, value in cache.stats().items():
-                if isinstance(value, int):
-                    totals[key] = totals.get(key, 0) + value
+    totals: Counter[str] = Counter()
+    for cache in caches:
+        totals.update({k: v for k, v in cache.stats().items() if isinstance(v, int)})
     return {
         "open_savers": len(savers),
         "channel_mode": str(getattr(savers[0], "mode", "")) if savers else None,
         "server_adapter": server_adapter_status(),
-        "history_cache": totals,
+        "history_cache": dict(totals) if caches else None,
         "degraded": _upstream.degraded(),
     }
 
 
-def _mismatch_body(exc: CheckpointModeMismatchError) -> dict[str, Any]:
-    return {
+async def _on_mismatch(request: Any, exc: Exception) -> Any:
+    from starlette.responses import JSONResponse
+
+    assert isinstance(exc, CheckpointModeMismatchError)
+    body = {
         "detail": str(exc),
         "error": type(exc).__name__,
         "thread_id": exc.thread_id,
@@ -114,13 +92,7 @@ def _mismatch_body(exc: CheckpointModeMismatchError) -> dict[str, Any]:
             f"the thread: checkpoint-guard migrate --to {exc.mode} {exc.thread_id}"
         ),
     }
-
-
-async def _on_mismatch(request: Any, exc: Exception) -> Any:
-    from starlette.responses import JSONResponse
-
-    assert isinstance(exc, CheckpointModeMismatchError)
-    return JSONResponse(_mismatch_body(exc), status_code=409)
+    return JSONResponse(body, status_code=409)
 
 
 async def _on_reconfiguration(request: Any, exc: Exception) -> Any:

@@ -1,19 +1,12 @@
 """A reusable parity kit: test any saver (or wrapper) against ``InMemorySaver``.
 
-``assert_saver_parity(make_saver)`` runs a hypothesis state machine that drives
-the saver under test and a model ``InMemorySaver`` with the same operations —
-``put`` (new threads, namespaces, children of any checkpoint, so forks happen),
-``put_writes`` (regular and special channels, idempotent re-writes, several task
-paths in one step), ``get_tuple`` (latest and by id), ``list`` (filters,
-``before``, ``limit``), ``delete_thread`` and ``get_delta_channel_history`` (any
-checkpoint, any subset of channels) — and compares every answer, modulo the
-checkpoint-guard mode marker. Where checkpoint-guard's maintenance serves the
-saver's storage (memory, SQLite, PostgreSQL, raw or wrapped), the machine also
-runs ``prune`` (both strategies), ``copy_thread`` and ``delete_for_runs`` on both
-sides and keeps comparing everything afterwards. The first disagreement raises ``AssertionError``;
-hypothesis shrinks it and attaches the minimal sequence of operations.
-
-The strategies and ``SaverParityMachine`` are public, for your own machines.
+``assert_saver_parity(make_saver)`` runs a hypothesis state machine that drives the
+saver under test and a model ``InMemorySaver`` with the same operations (puts, forks,
+writes, reads, listings, deletes, delta history and, where maintenance serves the
+storage, ``prune``, ``copy_thread`` and ``delete_for_runs``) and compares every answer,
+modulo the mode marker; the first disagreement raises ``AssertionError`` with the
+minimal sequence of operations. The strategies and ``SaverParityMachine`` are public,
+for your own machines (docs/testing-kit.md).
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import asdict, is_dataclass
 from typing import Any
 
 try:
@@ -66,6 +60,7 @@ from .maintenance import (
     prune,
     supported,
 )
+from .savers._layer import unwrap
 
 __all__ = [
     "CHANNELS",
@@ -176,8 +171,6 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
 
 
 def _strip_bytes(value: Any) -> Any:
-    from dataclasses import asdict, is_dataclass
-
     if isinstance(value, list):
         return [_strip_bytes(v) for v in value]
     if is_dataclass(value) and not isinstance(value, type):
@@ -186,12 +179,9 @@ def _strip_bytes(value: Any) -> Any:
 
 
 class SaverParityMachine(RuleBasedStateMachine):
-    """Drives ``make_saver()`` and an ``InMemorySaver`` in lockstep.
-
-    Subclass it with ``make_saver`` (and optionally ``delta_history``) set, or use
-    ``make_parity_machine``. Each example opens a fresh saver and closes it in
-    ``teardown``.
-    """
+    """Drives ``make_saver()`` and an ``InMemorySaver`` in lockstep, a fresh saver per
+    example. Subclass it with ``make_saver`` (and ``delta_history``) set, or use
+    ``make_parity_machine``."""
 
     make_saver: MakeSaver
     delta_history: bool = True
@@ -210,13 +200,8 @@ class SaverParityMachine(RuleBasedStateMachine):
         self._ids = 0
         self._versions = 0
         self._refs: list[Address] = []
-        self.maintained = self._maintenance_serves()
-
-    def _maintenance_serves(self) -> bool:
-        from .savers._layer import unwrap
-
         sync_ok, async_ok = supported(type(unwrap(self.subject)))
-        return async_ok if self._loop is not None else sync_ok
+        self.maintained = async_ok if self._loop is not None else sync_ok
 
     def teardown(self) -> None:
         if self._loop is None:
@@ -234,8 +219,17 @@ class SaverParityMachine(RuleBasedStateMachine):
         return self._loop.run_until_complete(asynchronous(self.subject))
 
     def _both(self, sync: Call, asynchronous: ACall) -> tuple[Any, Any]:
-        """The model's and the subject's outcomes of the same call."""
-        return _outcome(lambda: sync(self.model)), _outcome(lambda: self._call(sync, asynchronous))
+        """The model's and the subject's outcomes of the same call: both values, or
+        errors of one type."""
+        model = _outcome(lambda: sync(self.model))
+        subject = _outcome(lambda: self._call(sync, asynchronous))
+        assert model[0] == subject[0], (model, subject)
+        return model, subject
+
+    def _compare_get(self, config: RunnableConfig) -> None:
+        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
+        if model[0] == "ok":
+            assert _view(subject[1]) == _view(model[1])
 
     # -- rules --------------------------------------------------------------------------
 
@@ -295,7 +289,7 @@ class SaverParityMachine(RuleBasedStateMachine):
             lambda s: s.put(config, checkpoint, metadata, versions),
             lambda s: s.aput(config, checkpoint, metadata, versions),
         )
-        assert model[0] == subject[0] == "ok", (model, subject)
+        assert model[0] == "ok", (model, subject)
         ref = Address(thread_id, ns, checkpoint_id)
         self._refs.append(ref)
         if self.delta_history and parent is not None:
@@ -318,28 +312,18 @@ class SaverParityMachine(RuleBasedStateMachine):
     )
     def put_writes(self, ref: Address, writes: list[tuple[str, Any]], task: str) -> None:
         path = TASK_PATHS[task]
-        model, subject = self._both(
+        self._both(
             lambda s: s.put_writes(ref.config(), writes, task, path),
             lambda s: s.aput_writes(ref.config(), writes, task, path),
         )
-        assert model[0] == subject[0], (model, subject)
 
     @rule(ref=refs, latest=st.booleans())
     def get_tuple(self, ref: Address, latest: bool) -> None:
-        config = _cfg(ref.thread_id, ref.checkpoint_ns) if latest else ref.config()
-        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
-        assert model[0] == subject[0], (model, subject)
-        if model[0] == "ok":
-            assert _view(subject[1]) == _view(model[1])
+        self._compare_get(_cfg(ref.thread_id, ref.checkpoint_ns) if latest else ref.config())
 
     @rule(thread_id=thread_ids, ns=namespaces)
     def get_latest_anywhere(self, thread_id: str, ns: str) -> None:
-        # also threads that never existed or were deleted
-        config = _cfg(thread_id, ns)
-        model, subject = self._both(lambda s: s.get_tuple(config), lambda s: s.aget_tuple(config))
-        assert model[0] == subject[0], (model, subject)
-        if model[0] == "ok":
-            assert _view(subject[1]) == _view(model[1])
+        self._compare_get(_cfg(thread_id, ns))  # also threads never written or deleted
 
     @rule(
         thread_id=st.one_of(st.none(), thread_ids),
@@ -357,20 +341,17 @@ class SaverParityMachine(RuleBasedStateMachine):
         limit: int | None,
     ) -> None:
         config = _cfg(thread_id, ns) if thread_id is not None else None
-        kwargs: dict[str, Any] = {"limit": limit}
-        if source is not None:
-            kwargs["filter"] = {"source": source}
-        if before is not None:
-            kwargs["before"] = before.config()
         # Across threads or namespaces the order is unspecified (InMemorySaver goes
         # thread by thread, SQL savers by id): compare those listings as sets, unlimited.
         ordered = thread_id is not None and ns is not None
-        if not ordered:
-            kwargs["limit"] = None
+        kwargs: dict[str, Any] = {
+            "limit": limit if ordered else None,
+            "filter": {"source": source} if source is not None else None,
+            "before": before.config() if before is not None else None,
+        }
         model, subject = self._both(
             lambda s: list(s.list(config, **kwargs)), lambda s: _collect(s.alist(config, **kwargs))
         )
-        assert model[0] == subject[0], (model, subject)
         if model[0] == "ok":
             got, want = [_view(t) for t in subject[1]], [_view(t) for t in model[1]]
             if not ordered:
@@ -379,10 +360,7 @@ class SaverParityMachine(RuleBasedStateMachine):
 
     @rule(thread_id=thread_ids)
     def delete_thread(self, thread_id: str) -> None:
-        model, subject = self._both(
-            lambda s: s.delete_thread(thread_id), lambda s: s.adelete_thread(thread_id)
-        )
-        assert model[0] == subject[0], (model, subject)
+        self._both(lambda s: s.delete_thread(thread_id), lambda s: s.adelete_thread(thread_id))
 
     # -- maintenance (checkpoint_guard.maintenance on both sides) ---------------------------
 
@@ -393,14 +371,8 @@ class SaverParityMachine(RuleBasedStateMachine):
         want, got = self._both(
             lambda s: sync(s, *args, **kwargs), lambda s: asynchronous(s, *args, **kwargs)
         )
-        # Reports carry byte counts, which are storage-specific: compare the rest.
-        strip = _strip_bytes
-        assert (want[0], strip(want[1])) == (got[0], strip(got[1])), (
-            sync.__name__,
-            args,
-            want,
-            got,
-        )
+        # reports carry byte counts, which are storage-specific: compare the rest
+        assert _strip_bytes(want[1]) == _strip_bytes(got[1]), (sync.__name__, args, want, got)
         if self.delta_history:
             # every surviving checkpoint's history must still agree
             for ref in self._refs:
@@ -465,14 +437,12 @@ def assert_saver_parity(
 ) -> None:
     """Check that the saver ``make_saver()`` yields behaves like ``InMemorySaver``.
 
-    ``make_saver`` is a zero-argument callable returning a context manager (sync
-    or async) that yields a fresh, empty saver; async ones are driven through the
-    ``a*`` methods. Returns ``None`` when every step agrees; raises
-    ``AssertionError`` on the first disagreement, with hypothesis's minimal
-    reproducing sequence of operations attached. ``delta_history`` compares
-    ``get_delta_channel_history`` with ``BaseCheckpointSaver``'s walk over the
-    model's data. ``max_examples`` defaults to the active hypothesis profile;
-    ``settings`` (a ``hypothesis.settings``) overrides anything else.
+    ``make_saver``: a zero-argument callable returning a context manager (sync or async:
+    then driven through the ``a*`` methods) yielding a fresh, empty saver. Raises
+    ``AssertionError`` with hypothesis's minimal sequence of operations on the first
+    disagreement. ``delta_history`` also compares ``get_delta_channel_history`` with
+    ``BaseCheckpointSaver``'s walk over the model; ``max_examples`` defaults to the
+    active hypothesis profile; ``settings`` (a ``hypothesis.settings``) overrides all.
     """
     machine = make_parity_machine(make_saver, delta_history=delta_history)
     base = settings or Settings()

@@ -104,7 +104,7 @@ def row_store_for(saver: BaseCheckpointSaver[Any]) -> RowStore:
     """The row store of a raw (unwrapped) saver; ``TypeError`` naming the
     supported savers when there is none, ``MaintenanceError`` when the store's
     upstream layout check (``_upstream``) fails."""
-    backend = _backends.backend_of(saver)
+    backend = _backends.backend_of_type(type(saver))
     if backend is None:
         raise TypeError(
             f"checkpoint-guard maintenance does not know this saver: "
