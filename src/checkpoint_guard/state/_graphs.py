@@ -1,9 +1,7 @@
 """Effective schemas, the state mutation graph and the compiled-graph cache.
 
-A thread's channel table is the union of every schema its graph registered: the
-state schema plus node input schemas (that is how LangChain agent middleware adds
-channels). A graph built from the state schema alone would silently drop the
-extra channels when it writes, so everything here starts from that union.
+Everything starts from the union of the graph's schemas: a graph built from the state
+schema alone would drop middleware channels when it writes (docs/state.md).
 """
 
 from __future__ import annotations

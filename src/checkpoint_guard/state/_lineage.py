@@ -1,15 +1,5 @@
-"""Lineage: the checkpoint before a message, found by walking parent links.
-
-A chronological scan of the thread can pick a sibling created by an earlier
-regeneration; the parent chain cannot. So the walk follows ``parent_config`` only
-and fails closed (``LineageIntegrityError``) on any broken link. The one tolerated
-gap is a *missing* legacy parent link (a non-root checkpoint stored without a
-parent): only then a bounded newest-first scan of older checkpoints is used.
-
-A root is a checkpoint without a parent whose metadata says so: ``step`` -1, or
-``ROOT_METADATA_KEY``, set by maintenance when it re-roots a surviving checkpoint
-(prune, run deletion). Without that mark such a checkpoint would look like legacy
-data, and the scan would pick checkpoints of other branches.
+"""Lineage: the checkpoint before a message, found by walking parent links only and
+failing closed, since a chronological scan can pick a sibling branch (docs/state.md).
 """
 
 from __future__ import annotations

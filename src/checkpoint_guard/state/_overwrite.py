@@ -1,14 +1,5 @@
-"""The ``Overwrite`` first-write fix for ``BinaryOperatorAggregate`` (LangGraph #4380).
-
-``BinaryOperatorAggregate.update`` seeds an empty channel (``MISSING``: its type,
-e.g. ``dict | None``, has no constructible default) with the first write *as is*,
-before it looks for ``Overwrite``. When that first write is an ``Overwrite`` (any
-form: see ``_forms.overwrite_value``), the wrapper itself becomes the value and
-the next merge feeds it to the reducer.
-
-The fix seeds such a channel with the unwrapped value and hands every write to
-the original ``update``, so all other semantics stay LangGraph's own. It is
-**process-wide**: it replaces ``BinaryOperatorAggregate.update`` on the class.
+"""The process-wide ``Overwrite`` first-write fix for ``BinaryOperatorAggregate``
+(LangGraph #4380; the mechanism is in docs/state.md).
 """
 
 from __future__ import annotations
