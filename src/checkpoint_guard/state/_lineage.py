@@ -27,8 +27,6 @@ DEFAULT_MAX_DEPTH = 10_000
 DEFAULT_FALLBACK_LIMIT = 400
 #: Metadata key maintenance sets (``True``) on a checkpoint it re-rooted.
 ROOT_METADATA_KEY = "checkpoint_guard_root"
-_ROOT = "root"
-_LEGACY = "legacy"
 
 
 # -- the walk's I/O: requests answered by the accessor ------------------------------------
@@ -100,20 +98,21 @@ def _integrity(cur: CheckpointTuple, problem: str) -> LineageIntegrityError:
     )
 
 
-def _parent_step(
+def _is_root(cur: CheckpointTuple) -> bool:
+    metadata = cur.metadata or {}
+    step = metadata.get("step", -1)
+    return metadata.get(ROOT_METADATA_KEY) is True or (isinstance(step, int) and step <= -1)
+
+
+def _parent(
     cur: CheckpointTuple, seen: set[str], depth: int, max_depth: int
-) -> RunnableConfig | str:
-    """The parent config to read next, ``_ROOT`` at a true root, ``_LEGACY`` when a
-    non-root checkpoint has no parent link; raises on every integrity problem."""
+) -> RunnableConfig | None:
+    """The parent link to follow (``None``: there is none); raises on every integrity problem."""
     if depth >= max_depth:
         raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
     parent = cur.parent_config
     if parent is None:
-        metadata = cur.metadata or {}
-        if metadata.get(ROOT_METADATA_KEY) is True:
-            return _ROOT
-        step = metadata.get("step", -1)
-        return _ROOT if isinstance(step, int) and step <= -1 else _LEGACY
+        return None
     thread, ns, _ = _ids(cur.config)
     p_thread, p_ns, p_id = _ids(parent)
     if (p_thread, p_ns) != (thread, ns):
@@ -156,10 +155,10 @@ def _before_message(
     depth = 0
     snapshot: StateSnapshot
     while True:
-        step = _parent_step(cur, seen, depth, max_depth)
-        if step == _ROOT:
+        parent = _parent(cur, seen, depth, max_depth)
+        if parent is None and _is_root(cur):
             return None
-        if step == _LEGACY:
+        if parent is None:  # legacy data: a non-root checkpoint without a parent link
             thread, ns, _ = _ids(cur.config)
             older = _Older(Address(thread, ns).thread_config(), cur.config, fallback_limit)
             for tup in (yield older):
@@ -168,8 +167,7 @@ def _before_message(
                     if not _contains(snapshot, message_id, messages_key):
                         return snapshot
             return None
-        assert isinstance(step, dict)
-        cur = _checked_parent(cur, step, (yield _Tuple(step)))
+        cur = _checked_parent(cur, parent, (yield _Tuple(parent)))
         seen.add(str(_ids(cur.config)[2]))
         depth += 1
         snapshot = yield _State(cur.config)
@@ -187,15 +185,10 @@ def find_checkpoint_before_message(
     fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
 ) -> StateSnapshot | None:
     """The newest ancestor of ``config``'s checkpoint (the head without an id) whose
-    state does not contain message ``message_id``, as a materialized snapshot -- the
-    base to regenerate or replay from. ``None`` when the thread's root already holds it.
-
-    Walks ``parent_config`` links only. A non-root checkpoint without a parent link
-    (legacy data) allows a newest-first scan of at most ``fallback_limit`` older
-    checkpoints. Raises ``MessageNotFoundError`` when the starting state lacks the
-    message and ``LineageIntegrityError`` on a cycle, a dangling or foreign parent, a
-    mismatched parent or more than ``max_depth`` steps. Reads are gated like the
-    accessor's."""
+    state lacks message ``message_id`` (the base to regenerate from), ``None`` when the
+    root already holds it. Walks ``parent_config`` links only, except for a bounded scan
+    past a missing legacy link. Raises ``MessageNotFoundError`` when the starting state
+    lacks the message, ``LineageIntegrityError`` on any broken link (docs/state.md)."""
     plan = _before_message(accessor, config, message_id, messages_key, max_depth, fallback_limit)
     return drive(plan, accessor)
 
