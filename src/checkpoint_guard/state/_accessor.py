@@ -98,7 +98,7 @@ def _thread_config(config: RunnableConfig) -> RunnableConfig:
 
 
 def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
-    """``saver`` when its stack has a ``GuardedSaver`` (of ``mode``: another raises), else
+    """``saver`` if its stack has a ``GuardedSaver`` of ``mode`` (another mode raises), else
     ``saver`` wrapped in one."""
     layer = saver
     while not isinstance(layer, GuardedSaver):
@@ -213,8 +213,7 @@ def _capture_point(
     tup: CheckpointTuple | None,
     snapshot: StateSnapshot | None,
 ) -> RollbackPoint:
-    """The point for ``config``'s thread: the head ``tup`` with its materialized
-    ``snapshot`` (copied), or an empty thread's point when there is no head."""
+    """The point for ``config``'s thread: the head ``tup`` and its ``snapshot``, copied."""
     address = Address.from_config(config)
     empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
     if tup is None or snapshot is None:
@@ -325,8 +324,7 @@ class StateAccessor:
         return graph
 
     def _read_graph(self, config: RunnableConfig) -> Graph | None:
-        """The graph to read ``config`` with; ``None`` when a full-mode read degrades to
-        the stored checkpoint (delta mode raises: it cannot)."""
+        """The graph to read with; ``None``: a full-mode read degrades (delta mode raises)."""
         graph = self.graph()
         if graph is None and self.mode is ChannelMode.DELTA:
             thread = Address.from_config(config).thread_id
@@ -338,8 +336,7 @@ class StateAccessor:
         return graph
 
     def mutation_graph(self) -> MutationGraph:
-        """The (cached) state mutation graph for this accessor's thread schema, bound
-        to the accessor's checkpointer."""
+        """The (cached) state mutation graph of the thread's schema, bound to the checkpointer."""
         graph = self._require_graph("rewrite state")
         if isinstance(graph, CompiledStateGraph) and list(graph.builder.nodes) == [MUTATION_NODE]:
             mutation = graph  # already a state-only graph (for_schema)
