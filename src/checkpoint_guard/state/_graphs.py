@@ -20,12 +20,7 @@ from langgraph.pregel import Pregel
 from typing_extensions import TypedDict
 
 from .._errors import ConfigError
-from .._modes import (
-    DEFAULT_SNAPSHOT_FREQUENCY,
-    ChannelMode,
-    parse_mode,
-    parse_snapshot_frequency,
-)
+from .._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode, parse_mode, parse_snapshot_frequency
 from .._schema import state_schema_for_mode
 from .._upstream import MISSING
 
