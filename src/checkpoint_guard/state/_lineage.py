@@ -104,11 +104,10 @@ def _is_root(cur: CheckpointTuple) -> bool:
     return metadata.get(ROOT_METADATA_KEY) is True or (isinstance(step, int) and step <= -1)
 
 
-def _parent(
-    cur: CheckpointTuple, seen: set[str], depth: int, max_depth: int
-) -> RunnableConfig | None:
-    """The parent link to follow (``None``: there is none); raises on every integrity problem."""
-    if depth >= max_depth:
+def _parent(cur: CheckpointTuple, seen: set[str], max_depth: int) -> RunnableConfig | None:
+    """The link to follow from ``cur`` (``None``: there is none) after the ``seen`` ids;
+    raises on every integrity problem."""
+    if len(seen) > max_depth:  # every id seen but the start is one step
         raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
     parent = cur.parent_config
     if parent is None:
@@ -152,10 +151,9 @@ def _before_message(
             f"message {message_id!r} is not in the state at {_ids(config)!r}"
         )
     seen = {str(_ids(cur.config)[2])}
-    depth = 0
     snapshot: StateSnapshot
     while True:
-        parent = _parent(cur, seen, depth, max_depth)
+        parent = _parent(cur, seen, max_depth)
         if parent is None and _is_root(cur):
             return None
         if parent is None:  # legacy data: a non-root checkpoint without a parent link
@@ -169,7 +167,6 @@ def _before_message(
             return None
         cur = _checked_parent(cur, parent, (yield _Tuple(parent)))
         seen.add(str(_ids(cur.config)[2]))
-        depth += 1
         snapshot = yield _State(cur.config)
         if not _contains(snapshot, message_id, messages_key):
             return snapshot
