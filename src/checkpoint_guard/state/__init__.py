@@ -1,13 +1,6 @@
-"""Thread-state toolkit: graph-level helpers done once, correctly, in both channel modes.
+"""Thread-state toolkit: the accessor, lineage and the ``Overwrite`` fix (docs/state.md).
 
-- ``StateAccessor`` -- graph + checkpointer + mode: gated reads, writes after a
-  compatibility check, wholesale replacement, linear resume, rollback points.
-- ``find_checkpoint_before_message`` -- lineage by parent links, failing closed.
-- ``apply_overwrite_fix`` -- the probe-guarded ``Overwrite`` first-write fix.
-
-The names below ``__all__`` stay importable from here too (public in earlier
-releases): the errors (also top-level ``checkpoint_guard`` names), the graph helpers
-behind the accessor, the compiled-graph cache and the defaults.
+The names re-exported outside ``__all__`` were public in earlier releases and stay importable.
 """
 
 from __future__ import annotations

@@ -50,11 +50,8 @@ MutationGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What a checkpoint says about itself without materializing state.
-
-    ``created_at`` is the checkpoint's ``ts``; ``pending_writes`` counts its raw
-    pending writes; ``uses_delta`` is ``checkpoint_uses_delta`` of the tuple.
-    """
+    """What a checkpoint says about itself without materializing state: ``created_at``
+    is its ``ts``, ``pending_writes`` counts its raw pending writes."""
 
     config: RunnableConfig
     parent_config: RunnableConfig | None
@@ -71,13 +68,10 @@ class CheckpointInfo:
 
 @dataclass(frozen=True)
 class RollbackPoint:
-    """A thread's state before a run: materialized values plus the head's raw
-    pending writes, captured by ``StateAccessor.capture_rollback_point``.
-
-    ``checkpoint_id`` is ``None`` for a thread that had no checkpoint. When the capture
-    failed, ``error`` holds the cause and ``available`` is false: restoring it raises
-    ``RollbackUnavailableError`` (never a partial restore).
-    """
+    """A thread's materialized values plus the head's raw pending writes, captured
+    before a run. ``checkpoint_id`` is ``None`` for a thread that had no checkpoint; a
+    failed capture holds its cause in ``error`` and is not ``available`` (restoring it
+    raises ``RollbackUnavailableError``)."""
 
     thread_id: str
     checkpoint_ns: str
@@ -104,7 +98,7 @@ def _thread_config(config: RunnableConfig) -> RunnableConfig:
 
 
 def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
-    """``saver`` when its stack has a ``GuardedSaver`` (of ``mode``: another raises), else
+    """``saver`` if its stack has a ``GuardedSaver`` of ``mode`` (another mode raises), else
     ``saver`` wrapped in one."""
     layer = saver
     while not isinstance(layer, GuardedSaver):
@@ -167,17 +161,13 @@ def replacement_writes(
     current: Mapping[str, Any],
     absent: AbsentPolicy,
 ) -> dict[str, Any]:
-    """The update that makes a thread read ``values``: ``Overwrite`` for reducer
-    channels, the plain value otherwise (also for a reducer channel that is unset in
-    ``current`` and has no constructible default, where a first write is stored as
-    is). Channels absent from ``values`` keep their value (``absent="keep"``) or, when
-    currently set, go back to their empty value (``absent="reset"``). A key outside
-    the channel table raises ``ValueError`` rather than being dropped."""
+    """The update that makes a thread read ``values`` (``Overwrite`` for reducer
+    channels); absent channels as in ``StateAccessor.replace``. A key outside the
+    channel table raises ``ValueError`` rather than being dropped."""
     if absent not in ("keep", "reset"):
         raise ValueError(f"absent must be 'keep' or 'reset', got {absent!r}")
     if not _upstream.holds("missing-sentinel"):
-        # Which channels start empty, and their empty values, come from MISSING: a
-        # LangGraph where it no longer means "empty" would get wrong replacements.
+        # Empty channels are recognised by MISSING; if it changed meaning we would write wrongly.
         found = _upstream.result("missing-sentinel")
         raise StateUnavailableError(
             "state replacement is off: the installed LangGraph does not match what it "
@@ -194,8 +184,7 @@ def replacement_writes(
     for name, value in values.items():
         channel = channels[name]
         if name not in current and _starts_empty(channel):
-            # An unset channel without a constructible default stores its first write
-            # as is: a plain write already replaces, and an Overwrite would meet
+            # A plain first write already replaces here, and an Overwrite would meet
             # LangGraph's first-write bug where the fix is not installed.
             writes[name] = value
         else:
@@ -224,8 +213,7 @@ def _capture_point(
     tup: CheckpointTuple | None,
     snapshot: StateSnapshot | None,
 ) -> RollbackPoint:
-    """The point for ``config``'s thread: the head ``tup`` with its materialized
-    ``snapshot`` (copied), or an empty thread's point when there is no head."""
+    """The point for ``config``'s thread: the head ``tup`` and its ``snapshot``, copied."""
     address = Address.from_config(config)
     empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
     if tup is None or snapshot is None:
@@ -268,16 +256,11 @@ def _empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, Check
 
 
 class StateAccessor:
-    """Thread state through one graph, one checkpointer and one channel mode.
+    """Thread state through one graph, one checkpointer and one channel mode (docs/state.md).
 
-    ``graph`` is a compiled graph, a zero-argument factory returning one (called when
-    needed; a failure means "no graph") or ``None``. ``checkpointer`` defaults to the
-    graph's own; it is used through a ``GuardedSaver`` of ``mode`` (one is added when
-    the stack has none; a stack guarded in another mode raises ``ConfigError``).
-
-    Without a graph, full mode degrades reads to the stored checkpoint and delta mode
-    raises ``StateUnavailableError``; writes always need a graph. Every I/O method has
-    an async twin (``aget``, ``arestore``, ...).
+    ``graph`` is a compiled graph, a zero-argument factory returning one (a failure
+    means "no graph") or ``None``; ``checkpointer`` defaults to the graph's own and is
+    used through a ``GuardedSaver`` of ``mode``. Every I/O method has an async twin.
     """
 
     def __init__(
@@ -308,10 +291,8 @@ class StateAccessor:
         mode: ChannelMode | str,
         snapshot_frequency: int | None = None,
     ) -> StateAccessor:
-        """An accessor whose graph is the (cached) state-only graph of ``schema`` (a
-        schema or a sequence of schemas: state plus middleware), adapted to ``mode``.
-        Use it where the application graph cannot be built; ``next``/``tasks`` then
-        describe the state-only graph (always empty)."""
+        """An accessor over the (cached) state-only graph of ``schema`` (or of a sequence
+        of schemas), adapted to ``mode``, for when the application graph cannot be built."""
         graph = state_mutation_graph(schema, mode, snapshot_frequency=snapshot_frequency)
         return cls(graph, checkpointer, mode=mode)
 
@@ -343,8 +324,7 @@ class StateAccessor:
         return graph
 
     def _read_graph(self, config: RunnableConfig) -> Graph | None:
-        """The graph to read ``config`` with; ``None`` when a full-mode read degrades to
-        the stored checkpoint (delta mode raises: it cannot)."""
+        """The graph to read with; ``None``: a full-mode read degrades (delta mode raises)."""
         graph = self.graph()
         if graph is None and self.mode is ChannelMode.DELTA:
             thread = Address.from_config(config).thread_id
@@ -356,8 +336,7 @@ class StateAccessor:
         return graph
 
     def mutation_graph(self) -> MutationGraph:
-        """The (cached) state mutation graph for this accessor's thread schema, bound
-        to the accessor's checkpointer."""
+        """The (cached) state mutation graph of the thread's schema, bound to the checkpointer."""
         graph = self._require_graph("rewrite state")
         if isinstance(graph, CompiledStateGraph) and list(graph.builder.nodes) == [MUTATION_NODE]:
             mutation = graph  # already a state-only graph (for_schema)
@@ -378,10 +357,8 @@ class StateAccessor:
 
     def get(self, config: RunnableConfig) -> StateSnapshot:
         """The materialized state at ``config`` (the head without a ``checkpoint_id``).
-
-        Full mode raises ``CheckpointModeMismatchError`` on any delta evidence. Without a
-        graph: full mode returns the stored checkpoint (values = stored channel values,
-        ``created_at`` from ``ts``, empty ``next``/``tasks``), delta mode raises
+        Full mode raises ``CheckpointModeMismatchError`` on any delta evidence; without a
+        graph it returns the stored checkpoint, and delta mode raises
         ``StateUnavailableError``."""
         graph = self._read_graph(config)
         if graph is None:
@@ -505,15 +482,10 @@ class StateAccessor:
     def replace(
         self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
     ) -> RunnableConfig:
-        """Make the checkpoint after ``config`` read exactly ``values`` for the given keys,
-        bypassing reducers (``Overwrite``), through the state mutation graph.
-
-        Absent keys: ``"keep"`` leaves them as they are (inherited from the parent
-        checkpoint); ``"reset"`` sets every currently-set absent channel to its empty
-        value (type default, else ``None``). A key outside the thread's channel table
-        raises ``ValueError``. Without a ``checkpoint_id`` this writes onto the head;
-        with one, LangGraph forks from that checkpoint. Returns the new checkpoint's
-        config; no task is scheduled."""
+        """Make the checkpoint after ``config`` (a fork when it has a ``checkpoint_id``)
+        read exactly ``values``, bypassing reducers; returns its config, no task scheduled.
+        Absent keys are kept (``"keep"``) or set back to their empty value (``"reset"``);
+        a key outside the channel table raises ``ValueError``."""
         mutation = self.mutation_graph()
         current = self.get(config).values
         writes = replacement_writes(mutation.builder.channels, values, current, absent)
@@ -550,12 +522,9 @@ class StateAccessor:
     # -- rollback -----------------------------------------------------------------------------
 
     def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
-        """Capture the thread's state before a run: the head's materialized values
-        (the checkpoint's record view) and its raw pending writes.
-
-        Never raises for a failed capture: the returned point has ``available`` false
-        and ``restore`` refuses it, so a failure can only disable rollback, never cause
-        a partial one."""
+        """The head's materialized values and raw pending writes, before a run. Never
+        raises: a failed capture returns a point ``restore`` refuses, so a failure can
+        only disable rollback, never cause a partial one."""
         try:
             graph = self._require_graph("capture a rollback point")
             tup = self.checkpointer.get_tuple(_thread_config(config))
@@ -585,14 +554,10 @@ class StateAccessor:
         return mutation, point.config, writes
 
     def restore(self, point: RollbackPoint) -> RunnableConfig:
-        """Make the thread read exactly ``point``'s state again, carrying only its
-        pending writes; returns the config of the restored head.
-
-        The restored head is a new checkpoint whose parent is the captured one (its
-        channels inherited, every captured channel overwritten -- delta channels are
-        snapshotted, so no write of the abandoned run replays into it). A point captured
-        on an empty thread restores a new empty root checkpoint. Raises
-        ``RollbackUnavailableError`` for a failed capture or another mode."""
+        """Make the thread read exactly ``point``'s state again, with only its pending
+        writes, as a new head whose parent is the captured checkpoint (a new empty root
+        for an empty thread); returns its config. Raises ``RollbackUnavailableError``
+        for a failed capture or another mode's point."""
         _check_point(point, self.mode)
         if point.checkpoint_id is None:
             return self.checkpointer.put(*_empty_root(point), {})

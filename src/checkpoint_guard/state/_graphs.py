@@ -1,9 +1,7 @@
 """Effective schemas, the state mutation graph and the compiled-graph cache.
 
-A thread's channel table is the union of every schema its graph registered: the
-state schema plus node input schemas (that is how LangChain agent middleware adds
-channels). A graph built from the state schema alone would silently drop the
-extra channels when it writes, so everything here starts from that union.
+Everything starts from the union of the graph's schemas: a graph built from the state
+schema alone would drop middleware channels when it writes (docs/state.md).
 """
 
 from __future__ import annotations
@@ -22,12 +20,7 @@ from langgraph.pregel import Pregel
 from typing_extensions import TypedDict
 
 from .._errors import ConfigError
-from .._modes import (
-    DEFAULT_SNAPSHOT_FREQUENCY,
-    ChannelMode,
-    parse_mode,
-    parse_snapshot_frequency,
-)
+from .._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode, parse_mode, parse_snapshot_frequency
 from .._schema import state_schema_for_mode
 from .._upstream import MISSING
 
@@ -65,10 +58,8 @@ def _cap(value: object) -> int:
 class CompiledGraphCache:
     """A thread-safe LRU of compiled graphs keyed by (schemas, mode, snapshot frequency, node).
 
-    ``max_size`` is an ``int >= 1`` or a zero-argument callable returning one; it is
-    re-read on every insertion, and assigning it evicts down to the new cap at once,
-    so the cap can change while the process runs. The cap only decides eviction: a
-    rebuilt graph is compiled from the same key and behaves identically.
+    ``max_size`` is an ``int >= 1`` or a zero-argument callable returning one, re-read on
+    every insertion; assigning it evicts down to the new cap at once.
     """
 
     def __init__(self, max_size: int | Callable[[], int] = DEFAULT_GRAPH_CACHE_MAX) -> None:
@@ -153,12 +144,9 @@ def _schemas_of(source: SchemaSource) -> tuple[Any, ...]:
 
 def effective_state_schema(source: SchemaSource) -> Any:
     """The schema whose channel table is the thread's: every field of every schema
-    the graph registered (state, input/output and node input schemas -- the way
-    middleware contributes channels), the first declaration of a name winning.
-
-    ``source`` is a compiled ``StateGraph``, a ``StateGraph`` builder, a schema, or a
-    sequence of schemas. A single schema is returned unchanged; a union is a cached
-    ``TypedDict`` (one class per distinct tuple of schemas).
+    ``source`` registered (the first declaration of a name winning), as a cached
+    ``TypedDict``; a single schema is returned unchanged. ``source`` is a compiled
+    ``StateGraph``, a ``StateGraph`` builder, a schema, or a sequence of schemas.
     """
     schemas = _schemas_of(source)
     if len(schemas) == 1:
@@ -209,17 +197,11 @@ def state_mutation_graph(
     *,
     snapshot_frequency: int | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """A compiled graph with one no-op node (``MUTATION_NODE``, entry = finish) and
-    exactly the channel table of ``source``'s effective schema, without a
-    checkpointer (bind one with ``graph.copy(update={"checkpointer": saver})`` or
-    use ``StateAccessor``).
-
-    Writing through it (``update_state(..., as_node=MUTATION_NODE)``) stores
-    every channel of the table and schedules no task, so a rewritten head stays idle.
-    ``source`` as for ``effective_state_schema``. With ``mode`` given, every schema is
-    first adapted with ``state_schema_for_mode(schema, mode, snapshot_frequency=F)``
-    (pass raw schemas then, not a compiled graph's already-adapted ones). Cached in
-    ``GRAPH_CACHE`` by (schemas, mode, F).
+    """A compiled graph, without a checkpointer, with one no-op node (``MUTATION_NODE``)
+    over exactly the channel table of ``source``'s effective schema: writing through it
+    (``update_state(..., as_node=MUTATION_NODE)``) schedules no task. With ``mode``, every
+    schema is first adapted with ``state_schema_for_mode`` (pass raw schemas then).
+    Cached in ``GRAPH_CACHE``.
     """
     schemas = _schemas_of(source)
     parsed = parse_mode(mode, key="mode") if mode is not None else None

@@ -1,15 +1,5 @@
-"""Lineage: the checkpoint before a message, found by walking parent links.
-
-A chronological scan of the thread can pick a sibling created by an earlier
-regeneration; the parent chain cannot. So the walk follows ``parent_config`` only
-and fails closed (``LineageIntegrityError``) on any broken link. The one tolerated
-gap is a *missing* legacy parent link (a non-root checkpoint stored without a
-parent): only then a bounded newest-first scan of older checkpoints is used.
-
-A root is a checkpoint without a parent whose metadata says so: ``step`` -1, or
-``ROOT_METADATA_KEY``, set by maintenance when it re-roots a surviving checkpoint
-(prune, run deletion). Without that mark such a checkpoint would look like legacy
-data, and the scan would pick checkpoints of other branches.
+"""Lineage: the checkpoint before a message, found by walking parent links only and
+failing closed, since a chronological scan can pick a sibling branch (docs/state.md).
 """
 
 from __future__ import annotations
@@ -37,8 +27,6 @@ DEFAULT_MAX_DEPTH = 10_000
 DEFAULT_FALLBACK_LIMIT = 400
 #: Metadata key maintenance sets (``True``) on a checkpoint it re-rooted.
 ROOT_METADATA_KEY = "checkpoint_guard_root"
-_ROOT = "root"
-_LEGACY = "legacy"
 
 
 # -- the walk's I/O: requests answered by the accessor ------------------------------------
@@ -110,20 +98,20 @@ def _integrity(cur: CheckpointTuple, problem: str) -> LineageIntegrityError:
     )
 
 
-def _parent_step(
-    cur: CheckpointTuple, seen: set[str], depth: int, max_depth: int
-) -> RunnableConfig | str:
-    """The parent config to read next, ``_ROOT`` at a true root, ``_LEGACY`` when a
-    non-root checkpoint has no parent link; raises on every integrity problem."""
-    if depth >= max_depth:
+def _is_root(cur: CheckpointTuple) -> bool:
+    metadata = cur.metadata or {}
+    step = metadata.get("step", -1)
+    return metadata.get(ROOT_METADATA_KEY) is True or (isinstance(step, int) and step <= -1)
+
+
+def _parent(cur: CheckpointTuple, seen: set[str], max_depth: int) -> RunnableConfig | None:
+    """The link to follow from ``cur`` (``None``: there is none) after the ``seen`` ids;
+    raises on every integrity problem."""
+    if len(seen) > max_depth:  # every id seen but the start is one step
         raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
     parent = cur.parent_config
     if parent is None:
-        metadata = cur.metadata or {}
-        if metadata.get(ROOT_METADATA_KEY) is True:
-            return _ROOT
-        step = metadata.get("step", -1)
-        return _ROOT if isinstance(step, int) and step <= -1 else _LEGACY
+        return None
     thread, ns, _ = _ids(cur.config)
     p_thread, p_ns, p_id = _ids(parent)
     if (p_thread, p_ns) != (thread, ns):
@@ -163,13 +151,12 @@ def _before_message(
             f"message {message_id!r} is not in the state at {_ids(config)!r}"
         )
     seen = {str(_ids(cur.config)[2])}
-    depth = 0
     snapshot: StateSnapshot
     while True:
-        step = _parent_step(cur, seen, depth, max_depth)
-        if step == _ROOT:
+        parent = _parent(cur, seen, max_depth)
+        if parent is None and _is_root(cur):
             return None
-        if step == _LEGACY:
+        if parent is None:  # legacy data: a non-root checkpoint without a parent link
             thread, ns, _ = _ids(cur.config)
             older = _Older(Address(thread, ns).thread_config(), cur.config, fallback_limit)
             for tup in (yield older):
@@ -178,10 +165,8 @@ def _before_message(
                     if not _contains(snapshot, message_id, messages_key):
                         return snapshot
             return None
-        assert isinstance(step, dict)
-        cur = _checked_parent(cur, step, (yield _Tuple(step)))
+        cur = _checked_parent(cur, parent, (yield _Tuple(parent)))
         seen.add(str(_ids(cur.config)[2]))
-        depth += 1
         snapshot = yield _State(cur.config)
         if not _contains(snapshot, message_id, messages_key):
             return snapshot
@@ -197,15 +182,10 @@ def find_checkpoint_before_message(
     fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
 ) -> StateSnapshot | None:
     """The newest ancestor of ``config``'s checkpoint (the head without an id) whose
-    state does not contain message ``message_id``, as a materialized snapshot -- the
-    base to regenerate or replay from. ``None`` when the thread's root already holds it.
-
-    Walks ``parent_config`` links only. A non-root checkpoint without a parent link
-    (legacy data) allows a newest-first scan of at most ``fallback_limit`` older
-    checkpoints. Raises ``MessageNotFoundError`` when the starting state lacks the
-    message and ``LineageIntegrityError`` on a cycle, a dangling or foreign parent, a
-    mismatched parent or more than ``max_depth`` steps. Reads are gated like the
-    accessor's."""
+    state lacks message ``message_id`` (the base to regenerate from), ``None`` when the
+    root already holds it. Walks ``parent_config`` links only, except for a bounded scan
+    past a missing legacy link. Raises ``MessageNotFoundError`` when the starting state
+    lacks the message, ``LineageIntegrityError`` on any broken link (docs/state.md)."""
     plan = _before_message(accessor, config, message_id, messages_key, max_depth, fallback_limit)
     return drive(plan, accessor)
 

@@ -1,14 +1,5 @@
-"""The ``Overwrite`` first-write fix for ``BinaryOperatorAggregate`` (LangGraph #4380).
-
-``BinaryOperatorAggregate.update`` seeds an empty channel (``MISSING``: its type,
-e.g. ``dict | None``, has no constructible default) with the first write *as is*,
-before it looks for ``Overwrite``. When that first write is an ``Overwrite`` (any
-form: see ``_forms.overwrite_value``), the wrapper itself becomes the value and
-the next merge feeds it to the reducer.
-
-The fix seeds such a channel with the unwrapped value and hands every write to
-the original ``update``, so all other semantics stay LangGraph's own. It is
-**process-wide**: it replaces ``BinaryOperatorAggregate.update`` on the class.
+"""The process-wide ``Overwrite`` first-write fix for ``BinaryOperatorAggregate``
+(LangGraph #4380; the mechanism is in docs/state.md).
 """
 
 from __future__ import annotations
@@ -64,11 +55,8 @@ def _unpatched_update() -> Callable[..., bool]:
 
 def probe_overwrite_first_write_bug() -> bool:
     """Whether the installed LangGraph (without our fix) stores an ``Overwrite`` first
-    write into an empty ``BinaryOperatorAggregate`` wrongly, for any ``Overwrite`` form.
-
-    Behavioural: it runs a tiny channel update with each form, not a version check, so
-    the fix stands down by itself once LangGraph handles the case.
-    """
+    write (of any form) into an empty ``BinaryOperatorAggregate`` wrongly. Behavioural,
+    not a version check: the fix stands down by itself once LangGraph is fixed."""
     return _probe(_unpatched_update())
 
 
@@ -112,13 +100,9 @@ def overwrite_fix_active() -> bool:
 def apply_overwrite_fix() -> bool:
     """Install the fix if the probe finds the bug; return whether it is active.
 
-    Process-wide: it patches ``BinaryOperatorAggregate.update`` for every graph in
-    this process (logged once, at ``INFO``). Idempotent (a second call changes
-    nothing) and thread-safe. Returns ``False`` and installs nothing when
-    ``probe_overwrite_first_write_bug()`` says LangGraph already handles every
-    ``Overwrite`` form, or when ``checkpoint-guard doctor``'s ``overwrite-fix`` check
-    fails. ``open_checkpointer`` and ``aopen_checkpointer`` call it unless the config
-    sets ``fix_overwrite: false``.
+    Process-wide (every graph in this process; logged once at ``INFO``), idempotent and
+    thread-safe. Installs nothing when the probe finds no bug or ``checkpoint-guard
+    doctor``'s ``overwrite-fix`` check fails.
     """
     global _original_update, _announced
     with _lock:
