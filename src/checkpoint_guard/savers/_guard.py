@@ -1,82 +1,10 @@
 """``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
 
-Every namespace's marker says what it stores. The root follows the stack's mode; a
-subgraph's checkpoint is marked by LangGraph's own evidence in it (snapshot values,
-delta counters), since a subgraph brings its own schema: a delta parent's plain
-subagents store whole values, a plain parent's deep agent (deepagents declares
-``DeltaChannel``) stores deltas whatever the configuration.
-
-Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every root
-checkpoint it stores, a subgraph's by its evidence, and otherwise passes everything
-through; it reads full threads as they are (the full -> delta migration path). A root
-checkpoint whose ``messages`` channel holds a plain value (a graph compiled without
-the delta schema) is refused with ``ConfigError``: the marker would label full data
-delta.
-
-Full mode refuses, with ``CheckpointModeMismatchError``, every read that would
-hand out a delta checkpoint (``get_tuple``, every item of ``list``, the target of
-``get_delta_channel_history``, maintenance of a thread holding one), except in a
-subgraph namespace at a path (node names without task ids) where this process's
-graph stored delta data: that graph declares ``DeltaChannel`` there and reads it.
-The gate inspects what the inner saver returned, at no extra cost. It stores a
-subgraph's delta data marked delta, and on the write side refuses exactly
-
-* a root checkpoint whose own data is delta-shaped (a ``_DeltaSnapshot`` among its
-  values, delta counters in its metadata): the graph, not the thread, is wrong, and
-  the error says whether the graph declared ``DeltaChannel`` itself (delta by
-  construction: configure delta mode); delta metadata over whole values, a mislabel;
-* a subgraph's put whose parent checkpoint (LangGraph's ``parents`` metadata) was
-  refused: a refused step stores nothing in its subgraphs' namespaces either;
-* a write onto a checkpoint this process read as delta (a ``put`` under it, a
-  ``put_writes`` onto it, a ``put`` reusing its id);
-* a ``put`` with no parent (a new root) in a namespace whose head this process
-  last saw as delta: the root would become the head, and every later read of the
-  thread would start from it, empty;
-* a write addressed with a thread id that is not a str or an int, or a
-  ``checkpoint_ns`` that is not a str (``ConfigError``): savers store those each
-  their own way, so what this process read could not be matched to it.
-
-What it refuses is decided from the write's arguments and what this process
-read, in memory: full mode sends the inner saver exactly the calls (and SQL
-statements) the raw saver gets, whatever the saver.
-
-Why no write needs a storage read (the argument; ``docs/gate.md`` for users).
-The harm is a *misread*: a full-mode process handed a delta checkpoint (whose
-``messages`` are empty or partial), or a checkpoint holding delta data without the
-marker. Every read of a full-mode process goes through the read gate, so the
-first can only come from what is stored; and what a full-mode process stores is
-complete: a checkpoint built from a full read that passed the gate (its values
-whole), or task writes, whose format is the same in both modes. Delta readers
-take a stored value as the seed of their walk, and full readers read it whole.
-Take a full-mode worker F holding knowledge older than a migration M
-(``migrate --to delta``, which only stamps the marker) and delta workers D with
-caches:
-
-* F writes onto a checkpoint M stamped after F read it: a complete child (the
-  head from then on, unmarked: F and D both read it exactly, D as a seed) or task
-  writes (read by whoever resumes that checkpoint, the same in both modes).
-* D writes after M: new checkpoints carrying the marker; F's reads refuse them.
-* F writes a child of a checkpoint D made delta: F cannot have read that parent
-  (refused), so a graph run never builds one; a direct caller's child still
-  carries whole values, read exactly by both.
-* D's caches hold entries built from ancestors: an F write of a new child or onto
-  the namespace's newest checkpoint changes no ancestor of a cached checkpoint.
-
-Not guaranteed (the same with or without the guard, or in any mode): a write onto
-a checkpoint that already has children (two runs from it at once, a direct
-``put_writes``): the delta walk replays it into every child's history, and a
-full-mode writer, having no cache layer, does not fence a shared history cache
-for it; a ``put`` reusing the id of a checkpoint this process has not read as
-delta (every saver upserts: its delta children then replay from the new value); a
-new root over a delta head this process never read. The memory of what this
-process read is bounded (LRU): the argument above does not rest on it.
-
-One ordering detail of LangGraph's loop: it submits a checkpoint's ``put`` and the
-``put_writes`` of the tasks run from it concurrently. A refused ``put``'s own
-checkpoint, and the newer ids of its namespace until a ``put`` there is admitted
-again, are recorded, and later writes onto them are refused; writes that reached
-the saver before the refusal are orphans (never read: writes are read with their
-checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
+Delta mode marks every root checkpoint it stores (a subgraph's by LangGraph's evidence in
+it); full mode refuses every read that would hand out a delta checkpoint and every write
+it cannot prove complete, decided in memory from the write's arguments and what this
+process read (no storage read). docs/gate.md states the rules, the argument and what is
+not guaranteed; docs/design.md ("The layers") the rest.
 """
 
 from __future__ import annotations

@@ -1,43 +1,9 @@
 """``SaverLayer``: the one base class every checkpoint-guard layer builds on.
 
-A layer wraps an ``inner`` saver and delegates every part of the
-``BaseCheckpointSaver`` contract to it unchanged; a concrete layer overrides only
-what it changes. Delegation is complete on purpose: a layer that forgot, say,
-``aget_delta_channel_history`` would silently fall back to the base-class walk
-(one ``get_tuple`` per ancestor) instead of the inner saver's 2-statement fast path.
-
-Capabilities. LangGraph's conformance suite (and capability detection generally)
-asks ``type(saver)`` whether it overrides a method, so ``SaverLayer.__new__``
-returns a subclass in which every capability method (``CAPABILITY_METHODS``) the
-layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
-
-* A layer serves a method when the inner saver *instance* serves it
-  (``provides``): the attribute the instance hands out for that name -- through
-  its type, an instance attribute or ``__getattribute__`` delegation, the way
-  proxies and adapters (and LangGraph's own test savers) forward per instance --
-  is not ``BaseCheckpointSaver``'s ``NotImplementedError`` stub. Asking
-  ``type(inner)`` instead would reset ``put`` & co. on such a proxy and fail its
-  first write.
-* Over a raw saver ``checkpoint_guard.maintenance`` supports (memory, SQLite and
-  PostgreSQL), the layer also
-  serves ``prune`` / ``copy_thread`` / ``delete_for_runs`` (the twins that backend's
-  API allows) delta-safely, even where the inner saver has none: a layer may claim
-  *more* than its inner saver.
-* A method the inner saver claims but refuses at call time stays claimed and
-  refuses the same way (the sync ``SqliteSaver``'s ``aget_tuple`` / ``alist`` /
-  ``aput`` raise ``NotImplementedError`` naming ``AsyncSqliteSaver``).
-* ``get_delta_channel_history`` and its twin are not capabilities:
-  ``BaseCheckpointSaver`` defines both on top of ``get_tuple`` / ``aget_tuple``,
-  and a layer always delegates them, so each works exactly when the inner
-  saver's does (over the sync ``SqliteSaver`` the async one raises that
-  saver's own ``NotImplementedError``, as it does unwrapped).
-
-Maintenance builds on the layers, so this module imports it only inside the
-optional methods and ``_maintained``, at call time: nothing is wired on import,
-and the result does not depend on what was imported first. Maintenance tells
-the layers that storage changed under them through the public hooks:
-``seal_threads`` before a rewrite and ``unseal_threads`` after (``a*`` twins), or
-``forget_threads`` when nothing is rewritten.
+A layer delegates the whole ``BaseCheckpointSaver`` contract to ``inner`` and overrides
+only what it changes; ``SaverLayer.__new__`` resets each capability method the layer
+cannot serve to the base original, so capability detection sees the truth. The rule,
+and why delegation is complete, are in docs/design.md ("The layers").
 """
 
 from __future__ import annotations
