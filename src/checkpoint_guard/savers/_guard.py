@@ -61,13 +61,10 @@ _ADDRESS_ACCEPTED = {
 
 
 def _check_address(config: RunnableConfig) -> None:
-    """Refuse, with ``ConfigError`` and before any I/O, a full-mode write whose
-    target the gate cannot match to what this process read. Savers store other
-    types each their own way: a ``None`` namespace under ``None`` (InMemorySaver),
-    as NULL or as ``"None"`` (SQLite's put and put_writes differ), and PostgreSQL
-    casts a thread id to text its own way (``True`` -> ``'true'``), so the address
-    a read returned would not match the write's and a write onto a checkpoint read
-    as delta would be admitted."""
+    """Refuse (``ConfigError``, before any I/O) a full-mode write whose address the
+    gate could not match to what this process read: savers store other types each
+    their own way (a ``None`` namespace as ``None``, NULL or ``"None"``; PostgreSQL
+    a ``True`` thread id as ``'true'``), so a write onto a delta read would pass."""
     conf = config.get("configurable") or {}
     for name, kinds in _ADDRESS_TYPES.items():
         value = conf.get(name, "")
@@ -121,9 +118,8 @@ def _declared(channels: list[str]) -> str:
 def _delta_graph_refusal(
     thread_id: Any, checkpoint_id: Any, action: str, declared: str = ""
 ) -> ConfigError:
-    """A full-mode write at a thread's root of a graph that stores delta data:
-    ``declared`` names the channels the graph declared itself (delta by
-    construction), ``""`` a graph that may be compiled with a derived delta schema."""
+    """A full-mode root write of a graph storing delta data: ``declared`` names the
+    channels it declared itself (delta by construction); ``""``: a derived schema."""
     _telemetry.gate_refusal("schema")
     where = f"refusing to {action} checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
     if declared:
@@ -150,13 +146,10 @@ def _delta_graph_refusal(
 
 
 def _plain(messages: object) -> bool:
-    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph was
-    compiled without the delta schema, which stores nothing there but its snapshot).
-    A plain messages channel stores a list, a snapshot never is one; a value of
-    neither kind counts as plain while LangGraph's snapshot class is where
-    ``_upstream`` finds it (``delta-snapshot``): if it moved, nothing LangGraph
-    stores is an instance of the stand-in, and refusing those would refuse every
-    snapshot."""
+    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph
+    lacks the delta schema): a list, or anything but a snapshot while ``_upstream``
+    finds LangGraph's snapshot class (``delta-snapshot``; if it moved, nothing is an
+    instance of the stand-in, and refusing would refuse every snapshot)."""
     if isinstance(messages, list):
         return True
     return not isinstance(messages, DeltaSnapshot) and _upstream.holds("delta-snapshot")
@@ -188,8 +181,6 @@ class _Heads:
         *,
         active: bool = True,
     ) -> _Heads:
-        """The heads of ``list(config, filter=filter, before=before)``: none when
-        it names a checkpoint, filters, or starts below the head."""
         named = Address.from_config(config).checkpoint_id is not None
         return cls(active and not (named or filter or before is not None))
 
@@ -262,13 +253,11 @@ class GuardedSaver(SaverLayer):
         self._mode = parse_mode(mode, key="mode")
         self._full = self._mode is ChannelMode.FULL  # fixed: read on every call
         self._lock = threading.Lock()
-        # full mode: checkpoints this process read as delta, and namespaces whose
-        # head it last saw as delta
+        # full mode: checkpoints read as delta, namespaces whose head last read as delta
         self._delta: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         self._delta_heads: LRUCache[_Namespace, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
-        # checkpoints whose put this guard refused: their late put_writes are too
-        # (the value: refused as a misconfigured graph, not for the thread's mode; a
-        # str names the delta channels the graph declared itself)
+        # checkpoints whose put was refused, and so are their late put_writes (the
+        # value: truthy for a misconfigured graph; a str names its declared channels)
         self._refused: LRUCache[_Key, bool | str] = LRUCache(maxsize=_REMEMBERED_MAX)
         # (thread, ns) -> the newest refused checkpoint: writes onto newer ids are
         # its descendants' (never stored) until a put there is admitted again
@@ -276,11 +265,10 @@ class GuardedSaver(SaverLayer):
             maxsize=_REMEMBERED_MAX
         )
         # full mode: namespace paths (`_path`) where this process's graph stored delta
-        # data: it declares DeltaChannel there, so it reads the delta data stored there
+        # data: it declares DeltaChannel there, so it reads it
         self._declared: LRUCache[str, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
-        # thread -> the root-namespace checkpoints this guard stored since it put the
-        # thread's first one (a run's input checkpoint, exit mode's stub), while
-        # there are at most _FRESH_MAX: a refused graph's run leaves none of them
+        # thread -> the root checkpoints stored since its first (the run's input, exit
+        # mode's stub; at most _FRESH_MAX): a refused graph's run leaves none of them
         self._fresh: LRUCache[Any, list[str]] = LRUCache(maxsize=_REMEMBERED_MAX)
         # writes in flight onto a fresh thread: its discard waits for them to land
         self._inflight: dict[Any, int] = {}

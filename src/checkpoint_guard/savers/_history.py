@@ -70,10 +70,6 @@ _History = Mapping[str, DeltaChannelHistory]
 _Path = list[tuple[str, CheckpointTuple | None]]
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 class _Fallback(Exception):
     """Raised inside the plan: the inner saver answers the request instead (a cache
     failure, a refused store, an entry evicted mid-call)."""
@@ -516,11 +512,9 @@ class CachedHistorySaver(SharedCacheFence):
     def _whole(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The inner saver's answer for the target, stored whole."""
         whole = yield from self._inner(q, channels)
-        # The caller gets the inner's objects; the cache keeps its own copy
-        # unless it shares values with readers anyway (isolate=False).
-        keep = fresh if self.cache.isolate else _same
         for channel in channels:
-            entry = keep(whole[channel])
+            # the caller gets the inner's objects: the cache keeps its own copy (isolate)
+            entry = fresh(whole[channel]) if self.cache.isolate else whole[channel]
             done = yield from q.ask(CacheStore(q.thread, q.ns, channel, q.cid, entry, q.token))
             if done is FAILED or not done:
                 break
@@ -563,10 +557,9 @@ class CachedHistorySaver(SharedCacheFence):
     ) -> Plan[SharedCacheFence, tuple[Begin, set[str]]]:
         """Take the thread's generation, and learn which of the ancestors this
         process knows the cache holds (the probed ones)."""
-        # The generation is taken before the first saver read: whatever this walk
-        # reads may predate a concurrent write, and then its store is refused.
-        # The probes cover the last walk's length (at least 8): a chat turn is 3
-        # checkpoints, a deep agent's 9 and up (a step per middleware node).
+        # Taken before the first saver read: what the walk reads may predate a
+        # concurrent write, and then its store is refused. The probes cover the last
+        # walk's length (at least 8: a chat turn is 3 checkpoints, a deep agent's 9+).
         window = max(_PROBED, self._memory.depth(q.thread, q.ns) or 0)
         chain = self._memory.chain(q.thread, q.ns, q.cid, min(self.max_walk, window) + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
@@ -699,10 +692,7 @@ class CachedHistorySaver(SharedCacheFence):
     # -- drivers -------------------------------------------------------------------------
 
     def _outcome(self, started: float, result: _History, query: _Query, current: Any) -> None:
-        """Count one answered request (``stats()`` and the instruments): ``hit``
-        when the cache answered (after extending it by the ancestors it lacked),
-        ``miss`` when the saver's own history read did, ``error`` when a cache
-        failure made it."""
+        """Count one answered request by result (see the class docstring)."""
         seconds = time.perf_counter() - started
         outcome = ("error" if query.failed else "miss") if query.whole else "hit"
         writes = sum(len(entry["writes"]) for entry in result.values())

@@ -89,18 +89,11 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     over the raw saver ``inner`` (over a layer, the call goes down to that layer)."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
         return False
-    # Imported at call time: maintenance builds on the layers (it walks a stack's
-    # hooks), so this is the one edge that points up (see test_architecture.py).
+    # Imported at call time: the one edge that points up (see test_architecture.py).
     from ..stores import supported
 
     sync, async_ = supported(type(inner))
     return async_ if method.startswith("a") else sync
-
-
-def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
-    """Whether a layer over ``inner`` can serve ``method``: the inner instance
-    serves it, or (for the optional maintenance methods over a raw saver) we do."""
-    return provides(inner, method) or _maintained(inner, method)
 
 
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
@@ -124,7 +117,8 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
 
     def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Self:
-        lacking = frozenset(m for m in CAPABILITY_METHODS if not _serves(inner, m))
+        served = [m for m in CAPABILITY_METHODS if provides(inner, m) or _maintained(inner, m)]
+        lacking = frozenset(CAPABILITY_METHODS).difference(served)
         return object.__new__(cls._variant(lacking))
 
     @classmethod
@@ -240,8 +234,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- sync contract ---------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        return self.inner.get_tuple(config)
+        return self.inner.get_tuple(canonical(config))
 
     def list(
         self,
@@ -261,8 +254,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        config = canonical(config)
-        return self.inner.put(config, checkpoint, metadata, new_versions)
+        return self.inner.put(canonical(config), checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -271,12 +263,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        self.inner.put_writes(config, writes, task_id, task_path)
+        self.inner.put_writes(canonical(config), writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        self.inner.delete_thread(thread_id)
+        self.inner.delete_thread(canonical_thread_id(thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -290,8 +280,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- async contract --------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        return await self.inner.aget_tuple(config)
+        return await self.inner.aget_tuple(canonical(config))
 
     async def alist(
         self,
@@ -312,8 +301,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        config = canonical(config)
-        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        return await self.inner.aput(canonical(config), checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -322,12 +310,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        await self.inner.aput_writes(canonical(config), writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        await self.inner.adelete_thread(thread_id)
+        await self.inner.adelete_thread(canonical_thread_id(thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -335,11 +321,8 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         config = canonical(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
-    # -- optional maintenance (reset to the base original when nobody serves it) ----
-    # Over a raw memory, SQLite or PostgreSQL saver, checkpoint_guard.maintenance
-    # serves these delta-safely (upstream lacks them or refuses delta threads); over
-    # a layer or an unknown saver, the call goes down unchanged. The maintenance
-    # module is imported at call time: it builds on the layers.
+    # -- optional maintenance: delta-safe over a raw saver ``maintenance`` supports
+    # (upstream lacks them or refuses delta threads), else the call goes down unchanged
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
