@@ -164,25 +164,20 @@ def _path(checkpoint_ns: str) -> str:
 class _Heads:
     """Which items of one listing are their namespace's head: a listing is newest
     first, so without ``before``, ``filter`` or a checkpoint id it is the first item
-    of each namespace."""
+    of each namespace (full mode only: ``active``)."""
 
     __slots__ = ("_seen", "active")
 
-    def __init__(self, active: bool) -> None:
-        self.active = active
-        self._seen: set[_Namespace] = set()
-
-    @classmethod
-    def of(
-        cls,
+    def __init__(
+        self,
         config: RunnableConfig | None,
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
-        *,
-        active: bool = True,
-    ) -> _Heads:
+        active: bool,
+    ) -> None:
         named = Address.from_config(config).checkpoint_id is not None
-        return cls(active and not (named or filter or before is not None))
+        self.active = active and not (named or filter or before is not None)
+        self._seen: set[_Namespace] = set()
 
     def first(self, tup: CheckpointTuple) -> bool:
         """Whether ``tup`` is the first item of its namespace in this listing."""
@@ -588,7 +583,7 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads.of(config, filter, before, active=self._full)
+        heads = _Heads(config, filter, before, self._full)
         for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 
@@ -679,7 +674,7 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads.of(config, filter, before, active=self._full)
+        heads = _Heads(config, filter, before, self._full)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 

@@ -317,9 +317,7 @@ class SharedCacheFence(SaverLayer):
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
     def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        # Maintenance run on a stack directly: the same bracket as the layer's own
-        # prune (fence + drop before, drop + unfence after), so no reader in any
-        # process stores an entry computed from the storage being rewritten.
+        # maintenance run on a stack directly: the bracket of the layer's own prune
         drive(self._seal(thread_ids, writer), self)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
