@@ -69,13 +69,10 @@ def implements(saver_type: type, method: str) -> bool:
 
 
 def provides(saver: object, method: str) -> bool:
-    """Whether the saver *instance* ``saver`` serves ``method``: what ordinary
-    attribute lookup on it returns for ``method`` (its type, an instance attribute,
-    ``__getattribute__`` / ``__getattr__`` delegation) exists and is not
-    ``BaseCheckpointSaver``'s own stub, bound or not.
-
-    For an ordinary saver this agrees with ``implements(type(saver), method)``; it
-    differs for savers that forward per instance."""
+    """Whether the saver *instance* ``saver`` serves ``method``: what attribute lookup
+    on it returns (through its type, an instance attribute, ``__getattribute__`` /
+    ``__getattr__`` delegation) exists and is not ``BaseCheckpointSaver``'s stub, bound
+    or not. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
     base = getattr(BaseCheckpointSaver, method, None)
     try:
         attr = getattr(saver, method)
