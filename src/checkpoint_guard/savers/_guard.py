@@ -522,23 +522,19 @@ class GuardedSaver(SaverLayer):
             self._landed.notify_all()
 
     def _discard_refused(self, config: RunnableConfig) -> Plan[GuardedSaver, None]:
-        """After a refused put: the thread goes when all it holds is what the
-        refused run put (``_take_fresh``, ``_only``)."""
+        """After a refused put: the thread goes when all it holds is the root
+        checkpoints the refused run put (``_take_fresh``), so a refusal stores nothing;
+        a thread holding anything else existed before this run and is left as it is."""
         leftover = yield _TakeFresh(config)
-        if leftover is not None:
-            thread_id, chain = leftover
-            if self._only(chain, (yield ListTuples(thread_config(thread_id)))):
-                yield DeleteThread(thread_id)
-
-    @staticmethod
-    def _only(chain: list[str], listed: list[CheckpointTuple]) -> bool:
-        """Whether everything stored in the thread is ``chain`` (what the refused run
-        put): then the thread goes, so a refusal stores nothing. A thread holding
-        anything else existed before this run and is left as it is."""
-        return bool(listed) and all(
+        if leftover is None:
+            return
+        thread_id, chain = leftover
+        listed = yield ListTuples(thread_config(thread_id))
+        if listed and all(
             Address.from_config(t.config).checkpoint_ns == "" and t.checkpoint["id"] in chain
             for t in listed
-        )
+        ):
+            yield DeleteThread(thread_id)
 
     def _refuse(self, target: RunnableConfig, *, schema: bool | str = False) -> None:
         """Remember a refused put: ``schema``, refused as a misconfigured graph (its

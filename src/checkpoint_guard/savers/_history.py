@@ -781,19 +781,6 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- writes: fence, write, unfence --------------------------------------------------------
 
-    def _refusal(self, config: RunnableConfig, exc: BaseException) -> CacheInvalidationError:
-        thread, _, cid = Address.from_config(config)
-        self.cache.count_error("fence", exc)
-        return CacheInvalidationError(thread_id=str(thread), checkpoint_id=cid, cause=exc)
-
-    @staticmethod
-    def _childless(config: RunnableConfig, head: CheckpointTuple | None) -> bool:
-        # No checkpoint newer than the target: it has no descendant (ids grow
-        # along a thread), or it is not stored yet (written alongside its put).
-        cid = Address.from_config(config).checkpoint_id
-        head_id = Address.from_config(head.config).checkpoint_id if head is not None else None
-        return cid is None or head_id is None or head_id <= cid
-
     def _fence(self, config: RunnableConfig, fence: CacheFence) -> Plan[SharedCacheFence, bool]:
         """Fence the write's thread; False when the write goes ahead unfenced
         (the cache failed but the saver shows no descendant); raises when it must
@@ -803,10 +790,16 @@ class CachedHistorySaver(SharedCacheFence):
             return True
         except Exception as exc:
             heads = yield ListTuples(Address(fence.thread, fence.ns).thread_config(), limit=1)
-            if self._childless(config, heads[0] if heads else None):
-                self.cache.count_error("fence", exc)
+            self.cache.count_error("fence", exc)
+            thread, _, cid = Address.from_config(config)
+            # No checkpoint newer than the target: it has no descendant (ids grow
+            # along a thread), or it is not stored yet (written alongside its put).
+            head_id = Address.from_config(heads[0].config).checkpoint_id if heads else None
+            if cid is None or head_id is None or head_id <= cid:
                 return False
-            raise self._refusal(config, exc) from exc
+            raise CacheInvalidationError(
+                thread_id=str(thread), checkpoint_id=cid, cause=exc
+            ) from exc
 
     def _unfence(self, unfence: CacheUnfence) -> Plan[SharedCacheFence, None]:
         # a failed unfence is tried again at once, then left to the process's next
