@@ -1,82 +1,10 @@
 """``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
 
-Every namespace's marker says what it stores. The root follows the stack's mode; a
-subgraph's checkpoint is marked by LangGraph's own evidence in it (snapshot values,
-delta counters), since a subgraph brings its own schema: a delta parent's plain
-subagents store whole values, a plain parent's deep agent (deepagents declares
-``DeltaChannel``) stores deltas whatever the configuration.
-
-Delta mode stamps ``MODE_METADATA_KEY: "delta"`` into the metadata of every root
-checkpoint it stores, a subgraph's by its evidence, and otherwise passes everything
-through; it reads full threads as they are (the full -> delta migration path). A root
-checkpoint whose ``messages`` channel holds a plain value (a graph compiled without
-the delta schema) is refused with ``ConfigError``: the marker would label full data
-delta.
-
-Full mode refuses, with ``CheckpointModeMismatchError``, every read that would
-hand out a delta checkpoint (``get_tuple``, every item of ``list``, the target of
-``get_delta_channel_history``, maintenance of a thread holding one), except in a
-subgraph namespace at a path (node names without task ids) where this process's
-graph stored delta data: that graph declares ``DeltaChannel`` there and reads it.
-The gate inspects what the inner saver returned, at no extra cost. It stores a
-subgraph's delta data marked delta, and on the write side refuses exactly
-
-* a root checkpoint whose own data is delta-shaped (a ``_DeltaSnapshot`` among its
-  values, delta counters in its metadata): the graph, not the thread, is wrong, and
-  the error says whether the graph declared ``DeltaChannel`` itself (delta by
-  construction: configure delta mode); delta metadata over whole values, a mislabel;
-* a subgraph's put whose parent checkpoint (LangGraph's ``parents`` metadata) was
-  refused: a refused step stores nothing in its subgraphs' namespaces either;
-* a write onto a checkpoint this process read as delta (a ``put`` under it, a
-  ``put_writes`` onto it, a ``put`` reusing its id);
-* a ``put`` with no parent (a new root) in a namespace whose head this process
-  last saw as delta: the root would become the head, and every later read of the
-  thread would start from it, empty;
-* a write addressed with a thread id that is not a str or an int, or a
-  ``checkpoint_ns`` that is not a str (``ConfigError``): savers store those each
-  their own way, so what this process read could not be matched to it.
-
-What it refuses is decided from the write's arguments and what this process
-read, in memory: full mode sends the inner saver exactly the calls (and SQL
-statements) the raw saver gets, whatever the saver.
-
-Why no write needs a storage read (the argument; ``docs/gate.md`` for users).
-The harm is a *misread*: a full-mode process handed a delta checkpoint (whose
-``messages`` are empty or partial), or a checkpoint holding delta data without the
-marker. Every read of a full-mode process goes through the read gate, so the
-first can only come from what is stored; and what a full-mode process stores is
-complete: a checkpoint built from a full read that passed the gate (its values
-whole), or task writes, whose format is the same in both modes. Delta readers
-take a stored value as the seed of their walk, and full readers read it whole.
-Take a full-mode worker F holding knowledge older than a migration M
-(``migrate --to delta``, which only stamps the marker) and delta workers D with
-caches:
-
-* F writes onto a checkpoint M stamped after F read it: a complete child (the
-  head from then on, unmarked: F and D both read it exactly, D as a seed) or task
-  writes (read by whoever resumes that checkpoint, the same in both modes).
-* D writes after M: new checkpoints carrying the marker; F's reads refuse them.
-* F writes a child of a checkpoint D made delta: F cannot have read that parent
-  (refused), so a graph run never builds one; a direct caller's child still
-  carries whole values, read exactly by both.
-* D's caches hold entries built from ancestors: an F write of a new child or onto
-  the namespace's newest checkpoint changes no ancestor of a cached checkpoint.
-
-Not guaranteed (the same with or without the guard, or in any mode): a write onto
-a checkpoint that already has children (two runs from it at once, a direct
-``put_writes``): the delta walk replays it into every child's history, and a
-full-mode writer, having no cache layer, does not fence a shared history cache
-for it; a ``put`` reusing the id of a checkpoint this process has not read as
-delta (every saver upserts: its delta children then replay from the new value); a
-new root over a delta head this process never read. The memory of what this
-process read is bounded (LRU): the argument above does not rest on it.
-
-One ordering detail of LangGraph's loop: it submits a checkpoint's ``put`` and the
-``put_writes`` of the tasks run from it concurrently. A refused ``put``'s own
-checkpoint, and the newer ids of its namespace until a ``put`` there is admitted
-again, are recorded, and later writes onto them are refused; writes that reached
-the saver before the refusal are orphans (never read: writes are read with their
-checkpoint), reported and removed by ``maintenance.scan`` / ``prune``.
+Delta mode marks every root checkpoint it stores (a subgraph's by LangGraph's evidence in
+it); full mode refuses every read that would hand out a delta checkpoint and every write
+it cannot prove complete, decided in memory from the write's arguments and what this
+process read (no storage read). docs/gate.md states the rules, the argument and what is
+not guaranteed; docs/design.md ("The layers") the rest.
 """
 
 from __future__ import annotations
@@ -133,13 +61,10 @@ _ADDRESS_ACCEPTED = {
 
 
 def _check_address(config: RunnableConfig) -> None:
-    """Refuse, with ``ConfigError`` and before any I/O, a full-mode write whose
-    target the gate cannot match to what this process read. Savers store other
-    types each their own way: a ``None`` namespace under ``None`` (InMemorySaver),
-    as NULL or as ``"None"`` (SQLite's put and put_writes differ), and PostgreSQL
-    casts a thread id to text its own way (``True`` -> ``'true'``), so the address
-    a read returned would not match the write's and a write onto a checkpoint read
-    as delta would be admitted."""
+    """Refuse (``ConfigError``, before any I/O) a full-mode write whose address the
+    gate could not match to what this process read: savers store other types each
+    their own way (a ``None`` namespace as ``None``, NULL or ``"None"``; PostgreSQL
+    a ``True`` thread id as ``'true'``), so a write onto a delta read would pass."""
     conf = config.get("configurable") or {}
     for name, kinds in _ADDRESS_TYPES.items():
         value = conf.get(name, "")
@@ -193,9 +118,8 @@ def _declared(channels: list[str]) -> str:
 def _delta_graph_refusal(
     thread_id: Any, checkpoint_id: Any, action: str, declared: str = ""
 ) -> ConfigError:
-    """A full-mode write at a thread's root of a graph that stores delta data:
-    ``declared`` names the channels the graph declared itself (delta by
-    construction), ``""`` a graph that may be compiled with a derived delta schema."""
+    """A full-mode root write of a graph storing delta data: ``declared`` names the
+    channels it declared itself (delta by construction); ``""``: a derived schema."""
     _telemetry.gate_refusal("schema")
     where = f"refusing to {action} checkpoint {checkpoint_id!r} of thread {thread_id!r}: "
     if declared:
@@ -222,13 +146,10 @@ def _delta_graph_refusal(
 
 
 def _plain(messages: object) -> bool:
-    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph was
-    compiled without the delta schema, which stores nothing there but its snapshot).
-    A plain messages channel stores a list, a snapshot never is one; a value of
-    neither kind counts as plain while LangGraph's snapshot class is where
-    ``_upstream`` finds it (``delta-snapshot``): if it moved, nothing LangGraph
-    stores is an instance of the stand-in, and refusing those would refuse every
-    snapshot."""
+    """Whether a root checkpoint's stored ``messages`` is a plain value (the graph
+    lacks the delta schema): a list, or anything but a snapshot while ``_upstream``
+    finds LangGraph's snapshot class (``delta-snapshot``; if it moved, nothing is an
+    instance of the stand-in, and refusing would refuse every snapshot)."""
     if isinstance(messages, list):
         return True
     return not isinstance(messages, DeltaSnapshot) and _upstream.holds("delta-snapshot")
@@ -243,27 +164,20 @@ def _path(checkpoint_ns: str) -> str:
 class _Heads:
     """Which items of one listing are their namespace's head: a listing is newest
     first, so without ``before``, ``filter`` or a checkpoint id it is the first item
-    of each namespace."""
+    of each namespace (full mode only: ``active``)."""
 
     __slots__ = ("_seen", "active")
 
-    def __init__(self, active: bool) -> None:
-        self.active = active
-        self._seen: set[_Namespace] = set()
-
-    @classmethod
-    def of(
-        cls,
+    def __init__(
+        self,
         config: RunnableConfig | None,
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
-        *,
-        active: bool = True,
-    ) -> _Heads:
-        """The heads of ``list(config, filter=filter, before=before)``: none when
-        it names a checkpoint, filters, or starts below the head."""
+        active: bool,
+    ) -> None:
         named = Address.from_config(config).checkpoint_id is not None
-        return cls(active and not (named or filter or before is not None))
+        self.active = active and not (named or filter or before is not None)
+        self._seen: set[_Namespace] = set()
 
     def first(self, tup: CheckpointTuple) -> bool:
         """Whether ``tup`` is the first item of its namespace in this listing."""
@@ -334,13 +248,11 @@ class GuardedSaver(SaverLayer):
         self._mode = parse_mode(mode, key="mode")
         self._full = self._mode is ChannelMode.FULL  # fixed: read on every call
         self._lock = threading.Lock()
-        # full mode: checkpoints this process read as delta, and namespaces whose
-        # head it last saw as delta
+        # full mode: checkpoints read as delta, namespaces whose head last read as delta
         self._delta: LRUCache[_Key, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
         self._delta_heads: LRUCache[_Namespace, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
-        # checkpoints whose put this guard refused: their late put_writes are too
-        # (the value: refused as a misconfigured graph, not for the thread's mode; a
-        # str names the delta channels the graph declared itself)
+        # checkpoints whose put was refused, and so are their late put_writes (the
+        # value: truthy for a misconfigured graph; a str names its declared channels)
         self._refused: LRUCache[_Key, bool | str] = LRUCache(maxsize=_REMEMBERED_MAX)
         # (thread, ns) -> the newest refused checkpoint: writes onto newer ids are
         # its descendants' (never stored) until a put there is admitted again
@@ -348,11 +260,10 @@ class GuardedSaver(SaverLayer):
             maxsize=_REMEMBERED_MAX
         )
         # full mode: namespace paths (`_path`) where this process's graph stored delta
-        # data: it declares DeltaChannel there, so it reads the delta data stored there
+        # data: it declares DeltaChannel there, so it reads it
         self._declared: LRUCache[str, bool] = LRUCache(maxsize=_REMEMBERED_MAX)
-        # thread -> the root-namespace checkpoints this guard stored since it put the
-        # thread's first one (a run's input checkpoint, exit mode's stub), while
-        # there are at most _FRESH_MAX: a refused graph's run leaves none of them
+        # thread -> the root checkpoints stored since its first (the run's input, exit
+        # mode's stub; at most _FRESH_MAX): a refused graph's run leaves none of them
         self._fresh: LRUCache[Any, list[str]] = LRUCache(maxsize=_REMEMBERED_MAX)
         # writes in flight onto a fresh thread: its discard waits for them to land
         self._inflight: dict[Any, int] = {}
@@ -611,23 +522,19 @@ class GuardedSaver(SaverLayer):
             self._landed.notify_all()
 
     def _discard_refused(self, config: RunnableConfig) -> Plan[GuardedSaver, None]:
-        """After a refused put: the thread goes when all it holds is what the
-        refused run put (``_take_fresh``, ``_only``)."""
+        """After a refused put: the thread goes when all it holds is the root
+        checkpoints the refused run put (``_take_fresh``), so a refusal stores nothing;
+        a thread holding anything else existed before this run and is left as it is."""
         leftover = yield _TakeFresh(config)
-        if leftover is not None:
-            thread_id, chain = leftover
-            if self._only(chain, (yield ListTuples(thread_config(thread_id)))):
-                yield DeleteThread(thread_id)
-
-    @staticmethod
-    def _only(chain: list[str], listed: list[CheckpointTuple]) -> bool:
-        """Whether everything stored in the thread is ``chain`` (what the refused run
-        put): then the thread goes, so a refusal stores nothing. A thread holding
-        anything else existed before this run and is left as it is."""
-        return bool(listed) and all(
+        if leftover is None:
+            return
+        thread_id, chain = leftover
+        listed = yield ListTuples(thread_config(thread_id))
+        if listed and all(
             Address.from_config(t.config).checkpoint_ns == "" and t.checkpoint["id"] in chain
             for t in listed
-        )
+        ):
+            yield DeleteThread(thread_id)
 
     def _refuse(self, target: RunnableConfig, *, schema: bool | str = False) -> None:
         """Remember a refused put: ``schema``, refused as a misconfigured graph (its
@@ -672,7 +579,7 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads.of(config, filter, before, active=self._full)
+        heads = _Heads(config, filter, before, self._full)
         for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 
@@ -763,7 +670,7 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads.of(config, filter, before, active=self._full)
+        heads = _Heads(config, filter, before, self._full)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
             yield self._admit(tup, head=heads.first(tup))
 

@@ -1,84 +1,10 @@
 """``CachedHistorySaver``: answers ``get_delta_channel_history`` from a history cache.
 
-Raw delta mode re-reads and re-deserializes every write since the last snapshot
-on each load (the dominant cost: ~25 µs per message). This layer answers from a
-cache and, on a miss, extends the nearest cached ancestor instead of re-reading
-the chain: it reads only the ancestors it lacks (usually the few checkpoints of
-the last turn: over SQLite and PostgreSQL in one ``list`` query, elsewhere one
-``get_tuple`` each), and applies exactly the rule of
-``BaseCheckpointSaver.get_delta_channel_history``::
-
-    history(child) = {seed: parent value, writes: parent writes}   if the parent stores a value
-                   = history(parent) + parent writes                otherwise
-    history(root)  = {writes: []}
-
-so the result is the contract's, write for write. More than ``max_walk``
-uncached ancestors: the inner saver's own fast path answers, and is cached.
-The call that takes the thread's generation (``begin``) also says which of the
-ancestors this process knows the cache holds, per channel (``contains`` asks about
-any other one), and a miss's new entries are stored and the target's history read
-back in one call (``extend_read``); a checkpoint this process just put is known to
-have no entry yet.
-
-The logic is written once, as a generator of I/O requests (sans-io); the sync and
-async methods are thin drivers that execute those requests against the inner
-saver and the cache. Every cache failure on a read is counted and costs only
-speed: the call is answered from the inner saver.
-
-**Invalidation protocol** (the same for every process sharing a cache; nothing in
-it rests on what one process happens to know about a thread):
-
-* *Entries depend only on ancestors.* A checkpoint's history is built from its
-  ancestors' stored values and writes. Checkpoint ids grow along a thread (LangGraph
-  orders and resolves "latest" by id), so an entry that can include the writes of
-  checkpoint ``X`` is the entry of a checkpoint newer than ``X`` in ``X``'s
-  namespace. The cache records, per namespace, the newest checkpoint with an entry.
-* *Readers* take the thread's generation (``begin``) before their first saver read
-  and store with compare-and-set on it: a store is refused once the generation has
-  changed or while any write onto the thread is fenced.
-* *Writers* (``put_writes`` with a non-special channel) ``fence`` before the write:
-  stores are refused from then on, and the thread's entries are dropped when one
-  belongs to a checkpoint newer than the target. After the write (also when it
-  failed or was cancelled) ``unfence`` lifts the fence and starts a new generation.
-* Why every interleaving is safe: a reader whose saver reads came before the write
-  landed took its token before the ``unfence``; if it stores before ``fence``, its
-  entry is newer than the target and ``fence`` drops it; between ``fence`` and
-  ``unfence`` the fence refuses it; after ``unfence`` its token is stale. A reader
-  that takes its token after ``unfence`` reads the saver after the write landed.
-  Entries that existed before the write were dropped by ``fence`` if they could
-  include the target's writes.
-* *A fence lost with the hash* (eviction, expiry, ``FLUSHDB``, a restart while the
-  write runs): a reader that begins afterwards meets a new hash without the fence, and
-  may store an entry read from the saver before the write landed. The writer's
-  ``unfence`` finds its ``f:`` field gone and drops the thread (``unfence.lua``): every
-  such entry was stored before that drop, under a generation it replaces.
-* *A failed unfence* is that invalidation failing. The writer owns it: it tries once
-  more at once (a passing timeout; if the first attempt ran and only its reply was lost,
-  the second finds the fence gone and drops the thread: speed only), and if that fails
-  too, its process retries it before its next cache call, for whichever thread
-  (``_Memory.stuck``), never waiting for another call on the same thread. So once
-  ``put_writes`` has returned after an attempt that succeeded, no worker serves an entry
-  computed while the write was in flight; a reader that served one earlier ran
-  concurrently with the write. The one case left: the writer cannot reach Redis on
-  either attempt while other workers can (a partition of one process), with its fence
-  lost during the write: entries stored meanwhile stay until the writer's process
-  reaches Redis again, or their TTL. No state in Redis can close it (the loss takes
-  every key of the thread, and a ``FLUSHDB`` or restart every key), and a time lease
-  would have to outlast every write; docs/guarantees.md lists it.
-* *A fence that cannot be set* (cache unreachable): the write goes ahead only if the
-  saver shows the target has no descendant (it is the namespace's newest checkpoint,
-  or not stored yet: the loop writes a new checkpoint's writes alongside its put);
-  otherwise ``CacheInvalidationError`` and nothing is written. An ordinary graph turn
-  writes onto the newest checkpoint, never drops anything (``stats()
-  ["invalidations"]`` stays 0) and never needs that check to refuse.
-* *Facts this process learned* (parent links) hold only within the cache epoch they
-  were learned under: every drop (a write onto an old checkpoint, maintenance in any
-  process, eviction) starts a new epoch, and ``begin`` reports it; links of an older
-  epoch are forgotten before the walk uses them.
-* *Maintenance* (``delete_thread``, ``prune``, ``copy_thread`` onto the target,
-  ``delete_for_runs`` on the threads of the runs) fences and drops each thread before
-  touching storage (refusing, storage unchanged, when that fails) and drops and
-  unfences it after.
+On a miss it extends the nearest cached ancestor by the ancestors it lacks instead of
+re-reading the chain, with exactly the base walk's rule, as one plan of typed requests
+(``_requests.py``) the sync and async methods drive. A cache failure on a read costs
+speed only. The invalidation protocol (generations, fences, epochs) is in
+docs/concepts.md ("The history cache") and docs/design.md ("The layers").
 """
 
 from __future__ import annotations
@@ -142,10 +68,6 @@ _UNFENCE_ATTEMPTS = 2  # in the write's own call; then before the process's next
 _History = Mapping[str, DeltaChannelHistory]
 # (node, its parent's tuple: None for a root) from the target up
 _Path = list[tuple[str, CheckpointTuple | None]]
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 class _Fallback(Exception):
@@ -250,7 +172,7 @@ class _Memory:
     def stuck(self, *unfences: CacheUnfence) -> None:
         """Unfences that failed: retried, in order, before this process's next cache
         call for whichever thread, until one fails (see "A failed unfence" in the
-        module docstring): an outage costs one more timeout per call, not one each."""
+        docs/design.md): an outage costs one more timeout per call, not one each."""
         with self._lock:
             self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
@@ -395,9 +317,7 @@ class SharedCacheFence(SaverLayer):
             raise self._invalidation_failed(thread_ids or ["*"], exc) from exc
 
     def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        # Maintenance run on a stack directly: the same bracket as the layer's own
-        # prune (fence + drop before, drop + unfence after), so no reader in any
-        # process stores an entry computed from the storage being rewritten.
+        # maintenance run on a stack directly: the bracket of the layer's own prune
         drive(self._seal(thread_ids, writer), self)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
@@ -488,8 +408,8 @@ class CachedHistorySaver(SharedCacheFence):
     ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
     ``RedisHistoryCache``). Results equal the ``BaseCheckpointSaver`` walk over the
     stored data, in every process sharing the cache, under the invalidation
-    protocol in this module's docstring; a config without a checkpoint id is
-    resolved to one before any key is built. A ``put_writes`` that may change
+    protocol (docs/concepts.md); a config without a checkpoint id is resolved to one
+    before any key is built. A ``put_writes`` that may change
     cached histories and cannot invalidate them raises ``CacheInvalidationError``
     with nothing written; maintenance operations likewise refuse before touching
     storage.
@@ -532,7 +452,7 @@ class CachedHistorySaver(SharedCacheFence):
 
     def _retry_stuck(self) -> Plan[SharedCacheFence, bool]:
         """Retry the unfences that failed before, in order (see "A failed unfence"
-        in the module docstring); False when one fails again."""
+        in docs/design.md); False when one fails again."""
         stuck, done = self._memory.take_stuck(), 0
         try:
             while done < len(stuck):
@@ -590,11 +510,9 @@ class CachedHistorySaver(SharedCacheFence):
     def _whole(self, q: _Query, channels: list[str]) -> Plan[SharedCacheFence, _History]:
         """The inner saver's answer for the target, stored whole."""
         whole = yield from self._inner(q, channels)
-        # The caller gets the inner's objects; the cache keeps its own copy
-        # unless it shares values with readers anyway (isolate=False).
-        keep = fresh if self.cache.isolate else _same
         for channel in channels:
-            entry = keep(whole[channel])
+            # the caller gets the inner's objects: the cache keeps its own copy (isolate)
+            entry = fresh(whole[channel]) if self.cache.isolate else whole[channel]
             done = yield from q.ask(CacheStore(q.thread, q.ns, channel, q.cid, entry, q.token))
             if done is FAILED or not done:
                 break
@@ -637,10 +555,9 @@ class CachedHistorySaver(SharedCacheFence):
     ) -> Plan[SharedCacheFence, tuple[Begin, set[str]]]:
         """Take the thread's generation, and learn which of the ancestors this
         process knows the cache holds (the probed ones)."""
-        # The generation is taken before the first saver read: whatever this walk
-        # reads may predate a concurrent write, and then its store is refused.
-        # The probes cover the last walk's length (at least 8): a chat turn is 3
-        # checkpoints, a deep agent's 9 and up (a step per middleware node).
+        # Taken before the first saver read: what the walk reads may predate a
+        # concurrent write, and then its store is refused. The probes cover the last
+        # walk's length (at least 8: a chat turn is 3 checkpoints, a deep agent's 9+).
         window = max(_PROBED, self._memory.depth(q.thread, q.ns) or 0)
         chain = self._memory.chain(q.thread, q.ns, q.cid, min(self.max_walk, window) + 1)[1:]
         probes = [(channel, chain) for channel in sorted(channels)] if chain else []
@@ -773,10 +690,7 @@ class CachedHistorySaver(SharedCacheFence):
     # -- drivers -------------------------------------------------------------------------
 
     def _outcome(self, started: float, result: _History, query: _Query, current: Any) -> None:
-        """Count one answered request (``stats()`` and the instruments): ``hit``
-        when the cache answered (after extending it by the ancestors it lacked),
-        ``miss`` when the saver's own history read did, ``error`` when a cache
-        failure made it."""
+        """Count one answered request by result (see the class docstring)."""
         seconds = time.perf_counter() - started
         outcome = ("error" if query.failed else "miss") if query.whole else "hit"
         writes = sum(len(entry["writes"]) for entry in result.values())
@@ -867,19 +781,6 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- writes: fence, write, unfence --------------------------------------------------------
 
-    def _refusal(self, config: RunnableConfig, exc: BaseException) -> CacheInvalidationError:
-        thread, _, cid = Address.from_config(config)
-        self.cache.count_error("fence", exc)
-        return CacheInvalidationError(thread_id=str(thread), checkpoint_id=cid, cause=exc)
-
-    @staticmethod
-    def _childless(config: RunnableConfig, head: CheckpointTuple | None) -> bool:
-        # No checkpoint newer than the target: it has no descendant (ids grow
-        # along a thread), or it is not stored yet (written alongside its put).
-        cid = Address.from_config(config).checkpoint_id
-        head_id = Address.from_config(head.config).checkpoint_id if head is not None else None
-        return cid is None or head_id is None or head_id <= cid
-
     def _fence(self, config: RunnableConfig, fence: CacheFence) -> Plan[SharedCacheFence, bool]:
         """Fence the write's thread; False when the write goes ahead unfenced
         (the cache failed but the saver shows no descendant); raises when it must
@@ -889,14 +790,20 @@ class CachedHistorySaver(SharedCacheFence):
             return True
         except Exception as exc:
             heads = yield ListTuples(Address(fence.thread, fence.ns).thread_config(), limit=1)
-            if self._childless(config, heads[0] if heads else None):
-                self.cache.count_error("fence", exc)
+            self.cache.count_error("fence", exc)
+            thread, _, cid = Address.from_config(config)
+            # No checkpoint newer than the target: it has no descendant (ids grow
+            # along a thread), or it is not stored yet (written alongside its put).
+            head_id = Address.from_config(heads[0].config).checkpoint_id if heads else None
+            if cid is None or head_id is None or head_id <= cid:
                 return False
-            raise self._refusal(config, exc) from exc
+            raise CacheInvalidationError(
+                thread_id=str(thread), checkpoint_id=cid, cause=exc
+            ) from exc
 
     def _unfence(self, unfence: CacheUnfence) -> Plan[SharedCacheFence, None]:
         # a failed unfence is tried again at once, then left to the process's next
-        # cache call (see "A failed unfence" in the module docstring)
+        # cache call (see "A failed unfence" in docs/design.md)
         try:
             yield from self._retry_stuck()
             for _ in range(_UNFENCE_ATTEMPTS):

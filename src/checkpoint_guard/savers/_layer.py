@@ -1,43 +1,9 @@
 """``SaverLayer``: the one base class every checkpoint-guard layer builds on.
 
-A layer wraps an ``inner`` saver and delegates every part of the
-``BaseCheckpointSaver`` contract to it unchanged; a concrete layer overrides only
-what it changes. Delegation is complete on purpose: a layer that forgot, say,
-``aget_delta_channel_history`` would silently fall back to the base-class walk
-(one ``get_tuple`` per ancestor) instead of the inner saver's 2-statement fast path.
-
-Capabilities. LangGraph's conformance suite (and capability detection generally)
-asks ``type(saver)`` whether it overrides a method, so ``SaverLayer.__new__``
-returns a subclass in which every capability method (``CAPABILITY_METHODS``) the
-layer cannot serve is reset to the ``BaseCheckpointSaver`` original. The rule:
-
-* A layer serves a method when the inner saver *instance* serves it
-  (``provides``): the attribute the instance hands out for that name -- through
-  its type, an instance attribute or ``__getattribute__`` delegation, the way
-  proxies and adapters (and LangGraph's own test savers) forward per instance --
-  is not ``BaseCheckpointSaver``'s ``NotImplementedError`` stub. Asking
-  ``type(inner)`` instead would reset ``put`` & co. on such a proxy and fail its
-  first write.
-* Over a raw saver ``checkpoint_guard.maintenance`` supports (memory, SQLite and
-  PostgreSQL), the layer also
-  serves ``prune`` / ``copy_thread`` / ``delete_for_runs`` (the twins that backend's
-  API allows) delta-safely, even where the inner saver has none: a layer may claim
-  *more* than its inner saver.
-* A method the inner saver claims but refuses at call time stays claimed and
-  refuses the same way (the sync ``SqliteSaver``'s ``aget_tuple`` / ``alist`` /
-  ``aput`` raise ``NotImplementedError`` naming ``AsyncSqliteSaver``).
-* ``get_delta_channel_history`` and its twin are not capabilities:
-  ``BaseCheckpointSaver`` defines both on top of ``get_tuple`` / ``aget_tuple``,
-  and a layer always delegates them, so each works exactly when the inner
-  saver's does (over the sync ``SqliteSaver`` the async one raises that
-  saver's own ``NotImplementedError``, as it does unwrapped).
-
-Maintenance builds on the layers, so this module imports it only inside the
-optional methods and ``_maintained``, at call time: nothing is wired on import,
-and the result does not depend on what was imported first. Maintenance tells
-the layers that storage changed under them through the public hooks:
-``seal_threads`` before a rewrite and ``unseal_threads`` after (``a*`` twins), or
-``forget_threads`` when nothing is rewritten.
+A layer delegates the whole ``BaseCheckpointSaver`` contract to ``inner`` and overrides
+only what it changes; ``SaverLayer.__new__`` resets each capability method the layer
+cannot serve to the base original, so capability detection sees the truth. The rule,
+and why delegation is complete, are in docs/design.md ("The layers").
 """
 
 from __future__ import annotations
@@ -103,13 +69,10 @@ def implements(saver_type: type, method: str) -> bool:
 
 
 def provides(saver: object, method: str) -> bool:
-    """Whether the saver *instance* ``saver`` serves ``method``: what ordinary
-    attribute lookup on it returns for ``method`` (its type, an instance attribute,
-    ``__getattribute__`` / ``__getattr__`` delegation) exists and is not
-    ``BaseCheckpointSaver``'s own stub, bound or not.
-
-    For an ordinary saver this agrees with ``implements(type(saver), method)``; it
-    differs for savers that forward per instance."""
+    """Whether the saver *instance* ``saver`` serves ``method``: what attribute lookup
+    on it returns (through its type, an instance attribute, ``__getattribute__`` /
+    ``__getattr__`` delegation) exists and is not ``BaseCheckpointSaver``'s stub, bound
+    or not. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
     base = getattr(BaseCheckpointSaver, method, None)
     try:
         attr = getattr(saver, method)
@@ -123,18 +86,11 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     over the raw saver ``inner`` (over a layer, the call goes down to that layer)."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
         return False
-    # Imported at call time: maintenance builds on the layers (it walks a stack's
-    # hooks), so this is the one edge that points up (see test_architecture.py).
+    # Imported at call time: the one edge that points up (see test_architecture.py).
     from ..stores import supported
 
     sync, async_ = supported(type(inner))
     return async_ if method.startswith("a") else sync
-
-
-def _serves(inner: BaseCheckpointSaver[Any], method: str) -> bool:
-    """Whether a layer over ``inner`` can serve ``method``: the inner instance
-    serves it, or (for the optional maintenance methods over a raw saver) we do."""
-    return provides(inner, method) or _maintained(inner, method)
 
 
 def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
@@ -158,7 +114,8 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
 
     def __new__(cls, inner: BaseCheckpointSaver[Any], *args: Any, **kwargs: Any) -> Self:
-        lacking = frozenset(m for m in CAPABILITY_METHODS if not _serves(inner, m))
+        served = [m for m in CAPABILITY_METHODS if provides(inner, m) or _maintained(inner, m)]
+        lacking = frozenset(CAPABILITY_METHODS).difference(served)
         return object.__new__(cls._variant(lacking))
 
     @classmethod
@@ -274,8 +231,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- sync contract ---------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        return self.inner.get_tuple(config)
+        return self.inner.get_tuple(canonical(config))
 
     def list(
         self,
@@ -295,8 +251,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        config = canonical(config)
-        return self.inner.put(config, checkpoint, metadata, new_versions)
+        return self.inner.put(canonical(config), checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -305,12 +260,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        self.inner.put_writes(config, writes, task_id, task_path)
+        self.inner.put_writes(canonical(config), writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        self.inner.delete_thread(thread_id)
+        self.inner.delete_thread(canonical_thread_id(thread_id))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -324,8 +277,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     # -- async contract --------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        return await self.inner.aget_tuple(config)
+        return await self.inner.aget_tuple(canonical(config))
 
     async def alist(
         self,
@@ -346,8 +298,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        config = canonical(config)
-        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        return await self.inner.aput(canonical(config), checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -356,12 +307,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        await self.inner.aput_writes(config, writes, task_id, task_path)
+        await self.inner.aput_writes(canonical(config), writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        await self.inner.adelete_thread(thread_id)
+        await self.inner.adelete_thread(canonical_thread_id(thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -369,11 +318,8 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         config = canonical(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
-    # -- optional maintenance (reset to the base original when nobody serves it) ----
-    # Over a raw memory, SQLite or PostgreSQL saver, checkpoint_guard.maintenance
-    # serves these delta-safely (upstream lacks them or refuses delta threads); over
-    # a layer or an unknown saver, the call goes down unchanged. The maintenance
-    # module is imported at call time: it builds on the layers.
+    # -- optional maintenance: delta-safe over a raw saver ``maintenance`` supports
+    # (upstream lacks them or refuses delta threads), else the call goes down unchanged
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
