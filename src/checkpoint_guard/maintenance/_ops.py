@@ -1,20 +1,7 @@
-"""Delta-safe maintenance operations, written once as plans and driven sync or async.
-
-Each operation is a generator that yields requests (list a thread, find a run's
-checkpoints, do a row operation, forget cached state) and receives the answers;
-``_drive`` answers them with a sync saver, ``_adrive`` with an async one. The
-order of effects is the safety argument, the same in every backend:
-
-- a checkpoint that will survive is first made self-contained (its delta channels
-  snapshotted, its parent link moved) and only then are the checkpoints it
-  depended on deleted, so stopping at any point leaves every surviving
-  checkpoint's state intact and a re-run finishes the job;
-- a migration rewrites values before it touches the metadata that says how to
-  read them, and refuses a thread that ``verify`` finds broken;
-- no delta channel is rebuilt without a confirmed reducer (``_thread.py``): a
-  plan keeps such a channel as stored, or the thread is refused before anything
-  is written to it. With several threads and no ``keep_going``, every thread is
-  planned (and may refuse) before the first one is changed.
+"""Delta-safe maintenance operations, each written once as a plan of typed ``_io``
+requests and driven sync or async. The order of effects that makes them safe
+(survivors self-contained before anything they depend on goes) is in
+docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations

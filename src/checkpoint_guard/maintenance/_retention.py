@@ -1,35 +1,6 @@
-"""Background retention: an opened async stack sweeps every ``retention.interval``.
-
-``RetentionWorker`` runs ``asweep`` as a task on the stack's event loop: the
-first sweep when the stack opens, then one per interval, each logging one
-summary line (``checkpoint_guard.retention``). It never fails the stack: a sweep
-that raises is logged and tried again at the next interval. Closing the stack
-cancels the task and waits for it; a sweep cancelled mid-way leaves every thread
-readable (``sweep`` is resumable) and the next one finishes it.
-
-One worker at a time across processes (``sweep_lock``):
-
-* PostgreSQL: ``pg_try_advisory_xact_lock`` on a dedicated connection, taken
-  inside a transaction held open for the sweep and released by its end (commit,
-  rollback, or the connection dropping). A transaction-level lock stays on one
-  server connection behind PgBouncer in transaction pooling mode, where a
-  session-level lock would be left on whichever server connection took it. The
-  key is derived from the database identity (host, port, database, schema), so
-  two deployments sharing a server but not a schema do not exclude each other.
-* SQLite: an exclusive ``flock`` on ``<database>.retention-lock`` next to the
-  database file (every process using a SQLite file is on its host). An
-  in-memory SQLite database (``:memory:``) belongs to one connection: nothing
-  to share.
-* memory: the store belongs to its process; one worker per opened stack.
-
-A worker that finds the lock held skips that round (logged) and tries again at
-the next interval. The lock only avoids duplicate work: two sweeps of one thread
-are exact anyway, because each thread's change re-lists the thread in its own
-transaction first (``RowStore.change``). A sweep never holds a lock that a turn
-on another thread waits for: each thread's change is its own short
-transaction (on SQLite, one writer at a time is the database's own rule,
-for a sweep's delete as for any write), and the sweep yields to the event loop
-between threads.
+"""Background retention: an opened async stack sweeps every ``retention.interval``,
+one worker at a time across processes (``sweep_lock``). The worker's lifecycle and
+each store's lock: docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
 """Retention: ``sweep`` / ``asweep`` prune or delete every thread idle for longer
-than a cutoff, with the delta-safe planners and drivers of ``_ops.py``.
-
-Selection. A thread is swept when its newest checkpoint (every namespace) has a
-``ts`` older than ``now - older_than``; the checkpoint's own timestamp, never a
-row's insertion time. The root namespace's head is read first (one row): a head
-newer than the cutoff leaves the thread untouched without reading the rest.
-
-Actions (per swept thread), exactly as ``prune`` plans them: ``keep_latest``
-keeps each namespace's head, ``keep_last=N`` the head's newest N checkpoints,
-each made self-contained before anything it depended on goes; a delta channel
-whose reducer is not known (``graph=``; ``messages`` alone has a default,
-confirmed against the thread's snapshots) is kept as stored, with the chain back
-to where it is stored, never rebuilt. ``keep_latest=False`` deletes the thread.
-A pending interrupt at the head is a pending write of the head, kept with it, so
-``Command(resume=...)`` resumes it with the same result.
-
-A turn written while a thread is swept. Every thread's change is all or
-nothing: one transaction that lists the thread again first and changes nothing
-when a checkpoint it did not read, or writes of a turn in flight, appeared (the
-thread is then reported as skipped); on a live thread a change that deletes
-first stores the survivors' state in place, so a reader started after that never
-needs what is deleted. docs/retention.md, "Live threads", has what each backend
-excludes and what a racing turn finds.
+than a cutoff, with the delta-safe planners and drivers of ``_ops.py``. Selection
+and what a turn written during a sweep sees: docs/design.md, "Maintenance and
+stores", and docs/retention.md, "Live threads".
 """
 
 from __future__ import annotations
@@ -318,8 +298,8 @@ def sweep(
     thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
     (timezone-aware) replaces the clock. ``graph``, ``subgraphs`` and ``reducers``
     are as for ``prune``. Logs one summary line (``checkpoint_guard.retention``).
-    See the module docstring for what a turn written during the sweep sees on
-    each backend."""
+    What a turn written during the sweep sees on each backend: docs/retention.md,
+    "Live threads"."""
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)

@@ -1,36 +1,7 @@
-"""A thread's stored checkpoints as data, and the pure planning on top of them.
-
-Everything here works on what ``list`` returned for one thread (every namespace):
-no I/O, so the sync and async drivers in ``_ops.py`` share it unchanged.
-
-State at a checkpoint, per delta channel ``ch`` (the contract of
-``BaseCheckpointSaver.get_delta_channel_history`` plus ``DeltaChannel``'s replay):
-a value stored in ``channel_values[ch]`` (a ``_DeltaSnapshot`` or a plain,
-pre-migration value) is the state; otherwise, when ``ch`` has a version, the
-state is the parent's state with the parent's own pending writes to ``ch``
-replayed onto it; without a version the channel is empty. Computed once per
-checkpoint, oldest first, that is linear in the thread's size where the
-per-checkpoint history walk would be quadratic; batching invariance of the
-reducer makes both the same.
-
-Reducers: a replay is only as right as its reducer, so a channel is *usable*
-(may be rebuilt) only when its reducer was given (a graph's channel table, or
-``reducers=``) or is the ``messages`` default, and the reducer reproduces every
-``_DeltaSnapshot`` stored where that snapshot follows from its parent (the
-parent's only child, one step on): the parent's state with the writes of its
-tasks replayed, or of some of them where LangGraph left a task's writes for a
-later step (``update_state`` on an interrupted step whose other branch finished).
-Every other delta channel is *unknown*: plans keep it as stored (with the chain
-back to where it is stored) or refuse.
-
-Subgraphs: a namespace ``sub:<task>|inner:<task>`` holds the state of the subgraph at
-path ``sub|inner``, whose channel table is its own (a ``notes`` channel may keep the
-last two items there and concatenate at the root). With a graph, each namespace's
-channels are rebuilt with its own subgraph's reducers (``subgraphs``: the graph's
-``get_subgraphs`` plus the graphs named for dynamic paths, e.g. deepagents'
-``tools``); a path no graph is known for has no known reducer there, and only
-there: knowing and confirming is per subgraph path, so a subagent's unknown
-channel never makes the root's unknown.
+"""A thread's stored checkpoints as data, and the pure planning on top of them (no
+I/O: the sync and async drivers share it). How state is replayed, when a reducer
+is usable and how subgraph namespaces are treated: docs/design.md, "Maintenance
+and stores".
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Everything the package knows about PostgreSQL: opening ``PostgresSaver`` /
-``AsyncPostgresSaver`` from a configuration (a pool, no server-side prepared
-statements, ``setup()`` serialized across processes; so it works the same
-directly and through PgBouncer in transaction mode), the retention lock, and the
-row operations maintenance runs on the savers' tables (``checkpoints``,
-``checkpoint_blobs``, ``checkpoint_writes``), sync and async from one set of
-statements.
-
-PostgreSQL keys channel values by (channel, version) in ``checkpoint_blobs`` and
-the saver's ``put`` never replaces a blob (``ON CONFLICT DO NOTHING``) nor a
-parent link, so a rewrite upserts the blobs itself first (a reader of any
-checkpoint at that version then already sees the rewritten, equal state), then
-lets ``put`` store the checkpoint and metadata (a saver of the same class bound
-to the change's own connection, so it joins its transaction), then sets the
-parent. A thread's change is one transaction that lists the thread first
-(``FOR UPDATE``) and once more before commit (``SqlRows.change``).
+``AsyncPostgresSaver`` (works the same directly and through PgBouncer), the
+retention lock, and the row operations maintenance runs on its tables, sync and
+async from one set of statements. How a rewrite is stored: docs/design.md,
+"Maintenance and stores".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Everything the package knows about SQLite: opening ``SqliteSaver`` /
-``AsyncSqliteSaver`` from a configuration, the retention lock, and the row
-operations maintenance runs on the savers' tables (``checkpoints``, ``writes``).
-
-SQLite keeps channel values inline in the checkpoint row, so a rewrite is the
-row the saver's own ``put`` writes (``INSERT OR REPLACE``, parent included),
-written by this module inside the change's transaction (``put`` commits on its
-own); the upstream check compares the two rows. A thread's change is one
-``BEGIN IMMEDIATE`` transaction: no other connection commits a write between its
-listing of the thread and its end.
+``AsyncSqliteSaver``, the retention lock, and the row operations maintenance runs
+on its tables. How a rewrite is stored: docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations
