@@ -31,30 +31,6 @@ from ..stores import row_store_for, supported
 from ..stores._rows import ORPHAN_GRACE, Change, Orphans, Raced, Rewrite, RowStore, checkpoint_time
 from ._thread import Problem, Reducer, ThreadView
 
-__all__ = [
-    "ChangeReport",
-    "Graph",
-    "ThreadFilter",
-    "ThreadInfo",
-    "acopy_thread",
-    "adelete_for_runs",
-    "ainspect",
-    "alist_threads",
-    "amigrate",
-    "aprune",
-    "ascan",
-    "averify",
-    "copy_thread",
-    "delete_for_runs",
-    "inspect",
-    "list_threads",
-    "migrate",
-    "prune",
-    "reducers_from_graph",
-    "scan",
-    "verify",
-]
-
 R = TypeVar("R")
 
 
@@ -847,43 +823,67 @@ def _change_thread(
         view = yield from _view(thread_id, run.known)
         if not run.wants(view):
             return None
-        report = ChangeReport(
-            thread_id=thread_id,
-            action=run.action,
-            checkpoints_before=view.count(),
-            checkpoints_after=view.count(),
-            bytes_before=sizes.get(thread_id, 0),
-            dry_run=run.dry_run,
-        )
         try:
             rewrites, deletes, detail = run.planner(view)
         except MaintenanceError as exc:
             if not run.keep_going:
                 raise
-            report.refused = str(exc)
-            report.bytes_after = report.bytes_before
-            return report
-        removed = sum(len(ids) for ids in deletes.values())
-        if run.dry_run:
-            growth: int = yield _estimate_of(view, rewrites, deletes)
-            report.bytes_after = max(0, (report.bytes_before or 0) + growth)
-            if removed == view.count() and not rewrites:
-                report.bytes_after = 0  # the whole thread goes, writes and values too
-            report.estimated = True
-        elif rewrites or removed or run.orphans:
+            return _refused(run, view, sizes, str(exc))
+        report = yield from _planned(run, view, sizes, rewrites, deletes, detail)
+        if not run.dry_run and (rewrites or report.deleted or run.orphans):
             why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
             if why is not None:
                 # A live thread: a turn landed since it was read. Nothing was changed.
                 if attempt < _ATTEMPTS:
                     attempt += 1
                     continue
-                report.refused = f"{why}; the thread was left as stored (a later run changes it)"
-                return report
-        report.checkpoints_after = view.count() - removed
-        report.rewritten = len(rewrites)
-        report.deleted = removed
-        report.detail = detail
+                why += "; the thread was left as stored (a later run changes it)"
+                return _refused(run, view, sizes, why)
         return report
+
+
+def _planned(
+    run: _Run,
+    view: ThreadView,
+    sizes: Mapping[str, int],
+    rewrites: Sequence[Rewrite],
+    deletes: Mapping[str, Sequence[str]],
+    detail: str,
+) -> MaintenancePlan[ChangeReport]:
+    """The thread's report as planned; in a dry run, with the bytes estimated."""
+    removed = sum(len(ids) for ids in deletes.values())
+    report = ChangeReport(
+        thread_id=view.thread_id,
+        action=run.action,
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count() - removed,
+        rewritten=len(rewrites),
+        deleted=removed,
+        bytes_before=sizes.get(view.thread_id, 0),
+        dry_run=run.dry_run,
+        detail=detail,
+    )
+    if run.dry_run:
+        growth: int = yield _estimate_of(view, rewrites, deletes)
+        report.bytes_after = max(0, (report.bytes_before or 0) + growth)
+        if removed == view.count() and not rewrites:
+            report.bytes_after = 0  # the whole thread goes, writes and values too
+        report.estimated = True
+    return report
+
+
+def _refused(run: _Run, view: ThreadView, sizes: Mapping[str, int], why: str) -> ChangeReport:
+    """The report of a thread left as stored, and why."""
+    return ChangeReport(
+        thread_id=view.thread_id,
+        action=run.action,
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count(),
+        bytes_before=sizes.get(view.thread_id, 0),
+        bytes_after=sizes.get(view.thread_id, 0),
+        dry_run=run.dry_run,
+        refused=why,
+    )
 
 
 def _keep_last(n: int) -> _Planner:

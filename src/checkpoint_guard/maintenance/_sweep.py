@@ -32,10 +32,10 @@ from ._ops import (
     _apply,
     _delete_all,
     _drive,
-    _estimate_of,
     _keep_last,
     _Knowledge,
     _knowledge,
+    _planned,
     _Run,
     _thread_ids,
     _view,
@@ -238,26 +238,8 @@ def _sweep_thread(
         rewrites, deletes, detail = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
-    removed = sum(len(ids) for ids in deletes.values())
-    change = ChangeReport(
-        thread_id=thread_id,
-        action=run.action,
-        checkpoints_before=view.count(),
-        checkpoints_after=view.count() - removed,
-        rewritten=len(rewrites),
-        deleted=removed,
-        bytes_before=sizes.get(thread_id, 0),
-        dry_run=run.dry_run,
-        detail=detail,
-    )
-    if run.dry_run:
-        growth: int = yield _estimate_of(view, rewrites, deletes)
-        # a delete leaves nothing (writes and stored values go with the thread)
-        deleted = run.planner is _delete_all
-        change.bytes_after = 0 if deleted else max(0, (change.bytes_before or 0) + growth)
-        change.estimated = True
-        return change
-    if not rewrites and not removed:
+    change = yield from _planned(run, view, sizes, rewrites, deletes, detail)
+    if run.dry_run or not (rewrites or change.deleted):
         return change
     # all or nothing, in one transaction that lists the thread again first
     why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)

@@ -84,8 +84,8 @@ class ThreadView:
 
     ``reducers`` maps a delta channel of the root graph to its reducer (a
     function, or the graph's ``DeltaChannel`` itself, which also says what the
-    channel starts from); ``defaults`` are assumed for channels not given
-    (``DEFAULT_REDUCERS``: only ``messages``). ``subgraphs`` maps a subgraph path
+    channel starts from); ``DEFAULT_REDUCERS`` (only ``messages``) are assumed
+    for channels not given. ``subgraphs`` maps a subgraph path
     (a namespace's node names joined by ``|``) to that graph's own table; with
     ``complete`` (a graph was given) a path it does not name has no known
     reducer, else such a namespace uses the root's table. Either kind of reducer
@@ -102,7 +102,6 @@ class ThreadView:
         *,
         reducers: Mapping[str, Reducer | DeltaChannel[Any]] | None = None,
         channels: Iterable[str] | None = None,
-        defaults: Mapping[str, Reducer | DeltaChannel[Any]] = DEFAULT_REDUCERS,
         subgraphs: Mapping[str, Mapping[str, Reducer | DeltaChannel[Any]]] | None = None,
         complete: bool | None = None,
     ) -> None:
@@ -111,7 +110,7 @@ class ThreadView:
         for tup in tuples:
             address = Address.from_config(tup.config)
             self.by_ns.setdefault(address.checkpoint_ns, {})[str(address.checkpoint_id)] = tup
-        self._defaults = _templates(defaults)
+        self._defaults = _templates(DEFAULT_REDUCERS)
         self._tables: dict[str, dict[str, DeltaChannel[Any]]] = {"": _templates(reducers or {})}
         for path, table in (subgraphs or {}).items():
             self._tables[path] = _templates(table)
@@ -500,10 +499,6 @@ class ThreadView:
     def replay_needs(self, tup: CheckpointTuple) -> set[str]:
         """The delta channels whose state at ``tup`` comes from its ancestors."""
         return {ch for ch in self.delta_channels if self.needs_replay(tup, ch)}
-
-    def children(self, ns: str, cid: str) -> int:
-        """How many checkpoints of ``ns`` name ``cid`` as their parent."""
-        return self._children.get((ns, cid), 0)
 
     def snapshot_distance(self, ns: str = "") -> int | None:
         """Parent hops from the head of ``ns`` back to where every delta channel it
