@@ -23,7 +23,7 @@ from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
 from .._io import Plan, Request, adrive, drive
-from ._rows import Rewrite, Sql, SqlPlan, SqlRows, Tx
+from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["PostgresRows"]
 
@@ -393,10 +393,6 @@ def check_saver() -> str | None:
 
 # ---- rows
 
-_ORPHAN = (
-    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-)
 _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 # Never prepare server-side (see _pg_kwargs): the saver's connection may be one we
 # did not open.
@@ -439,6 +435,14 @@ class PostgresRows(SqlRows):
     more before commit (``SqlRows.change``)."""
 
     upstream_check = SAVER_CHECK
+    writes = "checkpoint_writes"
+    param = "%s"
+    # FOR UPDATE: another maintenance transaction on these rows (a second sweep, a
+    # prune, a migration) waits for this one, so two changes of a thread apply
+    # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
+    # stops it (docs/retention.md, "Live threads", says what the second listing
+    # before commit closes and what stays open).
+    lock_listing = " FOR UPDATE"
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         with self.saver._cursor() as cursor, cursor.connection.transaction():
@@ -447,13 +451,6 @@ class PostgresRows(SqlRows):
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         async with self.saver._cursor() as cursor, cursor.connection.transaction():
             return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
-
-    def thread_ids(self) -> SqlPlan[list[str]]:
-        rows = yield Sql(
-            "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
-            " ORDER BY 1"
-        )
-        return [r["thread_id"] for r in rows]
 
     def sizes(self) -> SqlPlan[dict[str, int]]:
         out: dict[str, int] = {}
@@ -545,47 +542,11 @@ class PostgresRows(SqlRows):
         )
         return None
 
-    def _orphan_rows(
-        self,
-    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
-        orphans = yield Sql(
-            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) AS n"
-            f" FROM checkpoint_writes w WHERE{_ORPHAN}"
-            " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
-        )
-        stored = yield Sql(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
-            f" (SELECT w.thread_id FROM checkpoint_writes w WHERE{_ORPHAN})"
-        )
-        return (
-            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"], r["n"]) for r in orphans],
-            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in stored],
-        )
-
     def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
         yield Sql(
             "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
-            f" AND w.checkpoint_id = ANY(%s) AND{_ORPHAN}",
+            f" AND w.checkpoint_id = ANY(%s) AND{ORPHAN}",
             (thread_id, ns, list(ids)),
-        )
-
-    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
-        # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
-        # a prune, a migration) waits for this one, so two changes of a thread apply
-        # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
-        # stops it (docs/retention.md, "Live threads", says what the second listing
-        # before commit closes and what stays open).
-        return (
-            Sql(
-                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s"
-                " FOR UPDATE",
-                (thread_id,),
-            ),
-            Sql(
-                "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM checkpoint_writes"
-                " WHERE thread_id = %s",
-                (thread_id,),
-            ),
         )
 
     def unanalyzed(self) -> SqlPlan[list[str]]:
