@@ -10,7 +10,8 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -274,12 +275,11 @@ def _sealed(thread_ids: tuple[str, ...], body: MaintenancePlan[R]) -> Maintenanc
 
 @dataclass(frozen=True)
 class Estimate(Request[Target, int]):
-    """Bytes a plan would add (negative: free), from the saver's serde."""
+    """Bytes a thread's plan would add (negative: free), from the saver's serde."""
 
-    rewrites: tuple[tuple[CheckpointTuple, Rewrite], ...]
-    deleted: tuple[CheckpointTuple, ...] = ()
-    #: (namespace, channel, version) of every value a kept checkpoint references
-    kept: frozenset[tuple[str, str, Any]] = frozenset()
+    view: ThreadView
+    rewrites: Sequence[Rewrite]
+    deletes: Mapping[str, Sequence[str]]
 
     def run(self, target: Target) -> int:
         return _estimate(target.raw, target.rows.values_by_version, self)
@@ -305,22 +305,30 @@ class Pause(Request[Target, None]):
         await _asleep(self.seconds)
 
 
-def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> dict[str, Any]:
-    """The span attributes of ``operation`` (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``):
-    fixed sets only (no thread or run ids)."""
+@contextmanager
+def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
+    """The maintenance span of ``operation`` (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``),
+    with fixed attribute sets only (no thread or run ids); the operation counted."""
     tier = "none"
     for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
         if cache is not None:
             tier = str(getattr(cache, "tier", "other"))
     mode = getattr(saver, "mode", None)
-    return {
+    attributes = {
         "checkpoint_guard.operation": operation,
         "checkpoint_guard.backend": backend_name(unwrap(saver)),
         "checkpoint_guard.mode": str(getattr(mode, "value", mode or "unwrapped")),
         "checkpoint_guard.cache": tier,
     }
+    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
+        try:
+            yield current
+        except BaseException:
+            _telemetry.maintenance_operation(operation, "error")
+            raise
+        _telemetry.maintenance_operation(operation, "ok")
 
 
 def _finished(current: Any, result: Any) -> None:
@@ -364,30 +372,18 @@ def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool)
 def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
     _refuse_other_api(saver, operation)
-    attributes = _observed(saver, operation)
-    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
-        try:
-            result = drive(plan, Target(saver))
-        except BaseException:
-            _telemetry.maintenance_operation(operation, "error")
-            raise
-        _telemetry.maintenance_operation(operation, "ok")
+    with _observed(saver, operation) as current:
+        result = drive(plan, Target(saver))
         _finished(current, result)
-        return result
+    return result
 
 
 async def _adrive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     _arefuse_other_api(saver, operation)
-    attributes = _observed(saver, operation)
-    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
-        try:
-            result = await adrive(plan, Target(saver))
-        except BaseException:
-            _telemetry.maintenance_operation(operation, "error")
-            raise
-        _telemetry.maintenance_operation(operation, "ok")
+    with _observed(saver, operation) as current:
+        result = await adrive(plan, Target(saver))
         _finished(current, result)
-        return result
+    return result
 
 
 # -- shared steps ----------------------------------------------------------------------
@@ -682,35 +678,27 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
     return time.time() - newest < ORPHAN_GRACE.total_seconds()
 
 
-def _estimate_of(
-    view: ThreadView, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
-) -> Estimate:
-    """The request that estimates the bytes a thread's plan adds: each rewrite
-    with the checkpoint it replaces, the deleted checkpoints, and every value a
-    kept checkpoint still references (not freed)."""
-    old = {t.checkpoint["id"]: t for t in view.tuples()}
-    pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-    doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
-    gone = {id(t) for t in doomed}
-    kept = frozenset(
-        (Address.from_config(t.config).checkpoint_ns, ch, v)
-        for t in view.tuples()
-        if id(t) not in gone
-        for ch, v in t.checkpoint["channel_versions"].items()
-    )
-    return Estimate(pairs, doomed, kept)
-
-
 def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
     """Bytes the plan adds to storage (negative when it frees some): the saver's
     serde size of each rewritten value minus the value it replaces, minus each
     deleted checkpoint with its writes. Backends that key values by version
     store one value per (namespace, channel, version), freed only when no kept
-    checkpoint references it; SQLite stores values inline in each row."""
+    checkpoint references it (not by a deleted one); SQLite stores values inline
+    in each row."""
+    view = plan.view
+    old = {t.checkpoint["id"]: t for t in view.tuples()}
+    deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
+    gone = {id(t) for t in deleted}
+    kept = {
+        (Address.from_config(t.config).checkpoint_ns, ch, v)
+        for t in view.tuples()
+        if id(t) not in gone
+        for ch, v in t.checkpoint["channel_versions"].items()
+    }
     seen: set[tuple[str, str, Any]] = set()
     total = 0
-    for old, rewrite in plan.rewrites:
-        old_values = old.checkpoint["channel_values"]
+    for rewrite in plan.rewrites:
+        old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
         for ch, version in rewrite.versions.items():
             key = (rewrite.checkpoint_ns, ch, version)
             if by_version:
@@ -720,7 +708,7 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
             total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
             if ch in old_values:
                 total -= _size(raw, old_values[ch])
-    for tup in plan.deleted:
+    for tup in deleted:
         total -= _size(raw, tup.metadata)
         total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
         if not by_version:
@@ -731,7 +719,7 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
         versions = tup.checkpoint["channel_versions"]
         for ch, value in tup.checkpoint["channel_values"].items():
             key = (ns, ch, versions.get(ch))
-            if key not in plan.kept and key not in seen:
+            if key not in kept and key not in seen:
                 seen.add(key)
                 total -= _size(raw, value)
     return total
@@ -864,7 +852,7 @@ def _planned(
         detail=detail,
     )
     if run.dry_run:
-        growth: int = yield _estimate_of(view, rewrites, deletes)
+        growth: int = yield Estimate(view, rewrites, deletes)
         report.bytes_after = max(0, (report.bytes_before or 0) + growth)
         if removed == view.count() and not rewrites:
             report.bytes_after = 0  # the whole thread goes, writes and values too
