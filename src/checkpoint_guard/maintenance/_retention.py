@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .. import stores
 from .._config import CheckpointerConfig
-from ._sweep import SweepReport, asweep
+from ._sweep import asweep
 
 __all__ = ["RetentionWorker", "aretention", "retention", "sweep_lock"]
 
@@ -23,26 +23,20 @@ logger = logging.getLogger("checkpoint_guard.retention")
 TASK_NAME = "checkpoint-guard-retention"
 
 
-@contextlib.asynccontextmanager
-async def sweep_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
-    """Yields whether this process holds the retention lock of ``config``'s
-    database (``False``: another worker sweeps now); released on exit. Each
-    store's module says how (``stores``' ``retention_lock``)."""
-    async with stores.retention_lock(config) as held:
-        yield held
+#: whether this process holds the retention lock of a config's database (``False``:
+#: another worker sweeps now); each store's module says how
+sweep_lock = stores.retention_lock
 
 
 class RetentionWorker:
     """Sweeps ``saver`` per ``config.retention`` in the background (``start`` /
-    ``stop``); ``last`` is the latest report this worker produced."""
+    ``stop``)."""
 
     def __init__(self, saver: BaseCheckpointSaver[Any], config: CheckpointerConfig) -> None:
         if config.retention.older_than is None:
             raise ValueError("retention.older_than is not set")
         self.saver = saver
         self.config = config
-        self.last: SweepReport | None = None
-        self.sweeps = 0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -59,22 +53,19 @@ class RetentionWorker:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def sweep_once(self) -> SweepReport | None:
-        """One round: sweep when this process gets the lock (``None`` otherwise)."""
+    async def sweep_once(self) -> None:
+        """One round: sweep when this process gets the lock."""
         retention = self.config.retention
         assert retention.older_than is not None
         async with sweep_lock(self.config) as held:
             if not held:
                 logger.info("retention: another worker holds the sweep lock; skipped this round")
-                return None
-            report = await asweep(
+                return
+            await asweep(
                 self.saver,
                 older_than=retention.older_than,
                 keep_latest=retention.action == "keep_latest",
             )
-        self.last = report
-        self.sweeps += 1
-        return report
 
     async def _run(self) -> None:
         interval = self.config.retention.interval.total_seconds()
