@@ -790,10 +790,15 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[C
             if run.progress is not None:
                 run.progress(thread_id)
     if run.measure and not run.dry_run and reports:
-        after: dict[str, int] = yield Sizes()
-        for report in reports:
-            report.bytes_after = after.get(report.thread_id, 0)
+        yield from _measure(reports)
     return reports
+
+
+def _measure(reports: Sequence[ChangeReport]) -> MaintenancePlan[None]:
+    """Each report's stored bytes after the change."""
+    after: dict[str, int] = yield Sizes()
+    for report in reports:
+        report.bytes_after = after.get(report.thread_id, 0)
 
 
 #: Tries at one thread whose turns keep landing between its read and its change.

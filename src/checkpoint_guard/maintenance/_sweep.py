@@ -35,6 +35,7 @@ from ._ops import (
     _keep_last,
     _Knowledge,
     _knowledge,
+    _measure,
     _planned,
     _Run,
     _thread_ids,
@@ -196,9 +197,7 @@ def _sweep_plan(
         if run.progress is not None:
             run.progress(thread_id)
     if swept and not run.dry_run:
-        after: dict[str, int] = yield Sizes()
-        for change in swept:
-            change.bytes_after = after.get(change.thread_id, 0)
+        yield from _measure(swept)
     for change in swept:
         report.threads.append(change)
         report.bytes_before += change.bytes_before or 0

@@ -243,15 +243,8 @@ def check_tables() -> str | None:
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,"
             " type, value FROM writes"
         ).fetchall()
-        if len(writes) != 1 or tuple(writes[0][:7]) != (
-            "t",
-            "",
-            checkpoint["id"],
-            "task",
-            "",
-            0,
-            "c",
-        ):
+        expected = ("t", "", checkpoint["id"], "task", "", 0, "c")
+        if len(writes) != 1 or tuple(writes[0][:7]) != expected:
             return f"writes rows are {writes!r}"
         if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
             return "a writes row does not hold its typed value"
