@@ -150,9 +150,8 @@ _SEARCH_PATH = "SELECT current_setting('search_path') AS path"
 
 
 def _check_schema(config: CheckpointerConfig, row: Any) -> None:
-    # The schema reaches the server in the startup packet's ``options``. A pooler
-    # that drops it (PgBouncer's ``ignore_startup_parameters = options``) would
-    # silently put every table in another schema: refuse, before making anything.
+    # The schema travels in the startup packet's ``options``; a pooler that drops it
+    # would silently put every table in another schema: refuse before making any.
     got = row["path"] if row else None
     if got not in (config.postgres_schema, f'"{config.postgres_schema}"'):
         raise ConfigError(
@@ -188,16 +187,13 @@ _asleep = asyncio.sleep
 def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
     """Hold the setup lock (on a connection of its own) while the body runs.
 
-    LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
-    is ``CREATE INDEX CONCURRENTLY``), so two processes running it at once on an
-    empty database race on the catalog and on ``checkpoint_migrations`` and can
-    deadlock. The lock is transaction-scoped (so it is released whatever happens
-    to this connection, and PgBouncer in transaction mode keeps the transaction
-    on one server connection). It is tried, not waited for: a statement waiting
-    for it would hold a snapshot that the holder's ``CREATE INDEX CONCURRENTLY``
-    waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
-    index build are two connections). A process that gets the lock after another
-    one set the tables up finds the migrations applied and does nothing."""
+    LangGraph's ``setup()`` migrates outside a transaction (``CREATE INDEX
+    CONCURRENTLY``), so two processes running it at once can race and deadlock.
+    The lock is transaction-scoped (released whatever happens to the connection;
+    one server connection behind PgBouncer in transaction mode) and tried, not
+    waited for: a waiting statement's snapshot would block the holder's index
+    build, a deadlock across two connections PostgreSQL cannot see. The later
+    process finds the migrations applied and does nothing."""
     url = config.url or ""
     try:
         conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
@@ -294,11 +290,9 @@ async def aopen_saver(
 
 # ---- identity
 
-# The database itself, whatever the URL's spelling (host name or address, default
-# port or not, a PgBouncer in front): the server's system identifier (unique per
-# cluster, from initdb), the database and the schema the tables are in. One query,
-# executable by every role (pg_control_system() is granted to PUBLIC).
-# (A schema not created yet has no current_schema(): the search path names it.)
+# The database whatever the URL's spelling (host or address, port, PgBouncer): the
+# cluster's system identifier, the database and the tables' schema (the search path
+# when the schema does not exist yet). pg_control_system() is granted to PUBLIC.
 _IDENTITY = (
     "SELECT system_identifier::text AS server, current_database() AS db,"
     " coalesce(current_schema(), current_setting('search_path')) AS schema"
@@ -550,13 +544,10 @@ class PostgresRows(SqlRows):
         )
 
     def unanalyzed(self) -> SqlPlan[list[str]]:
-        # No statistics for thread_id (the table was never analyzed: autovacuum off,
-        # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
-        # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
-        # makes LangGraph's own read of one thread look costly enough to JIT-compile
-        # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
-        # statistics). pg_stats lists only what this user may read: a table it may
-        # not read is not ours to judge. Names resolve as the saver's own do.
+        # Without statistics for thread_id (never analyzed) PostgreSQL guesses a
+        # fixed fraction of the table per thread, and at 10,000 threads JIT-compiles
+        # LangGraph's read of one thread (0.3-0.6 s instead of ~3 ms). pg_stats lists
+        # only tables this user may read; names resolve as the saver's own do.
         rows = yield Sql(
             "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
             " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"
