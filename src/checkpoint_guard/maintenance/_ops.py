@@ -688,13 +688,7 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
     view = plan.view
     old = {t.checkpoint["id"]: t for t in view.tuples()}
     deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
-    gone = {id(t) for t in deleted}
-    kept = {
-        (Address.from_config(t.config).checkpoint_ns, ch, v)
-        for t in view.tuples()
-        if id(t) not in gone
-        for ch, v in t.checkpoint["channel_versions"].items()
-    }
+    kept = _kept_values(view, deleted)
     seen: set[tuple[str, str, Any]] = set()
     total = 0
     for rewrite in plan.rewrites:
@@ -723,6 +717,17 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
                 seen.add(key)
                 total -= _size(raw, value)
     return total
+
+
+def _kept_values(view: ThreadView, deleted: Sequence[CheckpointTuple]) -> set[tuple[str, str, Any]]:
+    """(namespace, channel, version) of every value a kept checkpoint references."""
+    gone = {id(t) for t in deleted}
+    return {
+        (Address.from_config(t.config).checkpoint_ns, ch, v)
+        for t in view.tuples()
+        if id(t) not in gone
+        for ch, v in t.checkpoint["channel_versions"].items()
+    }
 
 
 def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
