@@ -15,15 +15,10 @@ deepagents' ``tools:<id>``) or, for ``messages`` alone, defaulted, and confirmed
 against the stored snapshots of its namespaces; other channels are kept as stored
 in the namespaces where they are unknown (keep-latest keeps the head's chain back
 to where they are stored) or the thread is refused with ``MaintenanceError`` and
-left byte-identical. Orphan writes (writes whose
-checkpoint does not exist) are reported by ``scan``/``verify`` and removed by
-``prune``.
+left byte-identical. Orphan writes (writes whose checkpoint does not exist) are
+reported by ``scan``/``verify`` and removed by ``prune``.
 
-Layout: ``_thread.py`` (pure: a thread's checkpoints, state replay, verification,
-rewrite plans), ``_ops.py`` (the operations, each one plan of typed requests driven
-sync or async by ``checkpoint_guard._io``), ``_sweep.py`` (retention:
-``sweep``/``asweep``), ``_retention.py`` (the background sweep). The rows of each
-store are changed by its row store in ``checkpoint_guard.stores``.
+The design (layout, the order of effects): docs/design.md, "Maintenance and stores".
 """
 
 from .._errors import MaintenanceError as MaintenanceError  # also at the top level

@@ -1,20 +1,7 @@
-"""Delta-safe maintenance operations, written once as plans and driven sync or async.
-
-Each operation is a generator that yields requests (list a thread, find a run's
-checkpoints, do a row operation, forget cached state) and receives the answers;
-``_drive`` answers them with a sync saver, ``_adrive`` with an async one. The
-order of effects is the safety argument, the same in every backend:
-
-- a checkpoint that will survive is first made self-contained (its delta channels
-  snapshotted, its parent link moved) and only then are the checkpoints it
-  depended on deleted, so stopping at any point leaves every surviving
-  checkpoint's state intact and a re-run finishes the job;
-- a migration rewrites values before it touches the metadata that says how to
-  read them, and refuses a thread that ``verify`` finds broken;
-- no delta channel is rebuilt without a confirmed reducer (``_thread.py``): a
-  plan keeps such a channel as stored, or the thread is refused before anything
-  is written to it. With several threads and no ``keep_going``, every thread is
-  planned (and may refuse) before the first one is changed.
+"""Delta-safe maintenance operations, each written once as a plan of typed ``_io``
+requests and driven sync or async. The order of effects that makes them safe
+(survivors self-contained before anything they depend on goes) is in
+docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations
@@ -23,7 +10,8 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
@@ -43,30 +31,6 @@ from ..savers._layer import SaverLayer, unwrap
 from ..stores import row_store_for, supported
 from ..stores._rows import ORPHAN_GRACE, Change, Orphans, Raced, Rewrite, RowStore, checkpoint_time
 from ._thread import Problem, Reducer, ThreadView
-
-__all__ = [
-    "ChangeReport",
-    "Graph",
-    "ThreadFilter",
-    "ThreadInfo",
-    "acopy_thread",
-    "adelete_for_runs",
-    "ainspect",
-    "alist_threads",
-    "amigrate",
-    "aprune",
-    "ascan",
-    "averify",
-    "copy_thread",
-    "delete_for_runs",
-    "inspect",
-    "list_threads",
-    "migrate",
-    "prune",
-    "reducers_from_graph",
-    "scan",
-    "verify",
-]
 
 R = TypeVar("R")
 
@@ -311,12 +275,11 @@ def _sealed(thread_ids: tuple[str, ...], body: MaintenancePlan[R]) -> Maintenanc
 
 @dataclass(frozen=True)
 class Estimate(Request[Target, int]):
-    """Bytes a plan would add (negative: free), from the saver's serde."""
+    """Bytes a thread's plan would add (negative: free), from the saver's serde."""
 
-    rewrites: tuple[tuple[CheckpointTuple, Rewrite], ...]
-    deleted: tuple[CheckpointTuple, ...] = ()
-    #: (namespace, channel, version) of every value a kept checkpoint references
-    kept: frozenset[tuple[str, str, Any]] = frozenset()
+    view: ThreadView
+    rewrites: Sequence[Rewrite]
+    deletes: Mapping[str, Sequence[str]]
 
     def run(self, target: Target) -> int:
         return _estimate(target.raw, target.rows.values_by_version, self)
@@ -342,22 +305,30 @@ class Pause(Request[Target, None]):
         await _asleep(self.seconds)
 
 
-def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> dict[str, Any]:
-    """The span attributes of ``operation`` (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``):
-    fixed sets only (no thread or run ids)."""
+@contextmanager
+def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
+    """The maintenance span of ``operation`` (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``),
+    with fixed attribute sets only (no thread or run ids); the operation counted."""
     tier = "none"
     for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
         if cache is not None:
             tier = str(getattr(cache, "tier", "other"))
     mode = getattr(saver, "mode", None)
-    return {
+    attributes = {
         "checkpoint_guard.operation": operation,
         "checkpoint_guard.backend": backend_name(unwrap(saver)),
         "checkpoint_guard.mode": str(getattr(mode, "value", mode or "unwrapped")),
         "checkpoint_guard.cache": tier,
     }
+    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
+        try:
+            yield current
+        except BaseException:
+            _telemetry.maintenance_operation(operation, "error")
+            raise
+        _telemetry.maintenance_operation(operation, "ok")
 
 
 def _finished(current: Any, result: Any) -> None:
@@ -401,30 +372,18 @@ def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool)
 def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
     _refuse_other_api(saver, operation)
-    attributes = _observed(saver, operation)
-    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
-        try:
-            result = drive(plan, Target(saver))
-        except BaseException:
-            _telemetry.maintenance_operation(operation, "error")
-            raise
-        _telemetry.maintenance_operation(operation, "ok")
+    with _observed(saver, operation) as current:
+        result = drive(plan, Target(saver))
         _finished(current, result)
-        return result
+    return result
 
 
 async def _adrive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     _arefuse_other_api(saver, operation)
-    attributes = _observed(saver, operation)
-    with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
-        try:
-            result = await adrive(plan, Target(saver))
-        except BaseException:
-            _telemetry.maintenance_operation(operation, "error")
-            raise
-        _telemetry.maintenance_operation(operation, "ok")
+    with _observed(saver, operation) as current:
+        result = await adrive(plan, Target(saver))
         _finished(current, result)
-        return result
+    return result
 
 
 # -- shared steps ----------------------------------------------------------------------
@@ -719,35 +678,21 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
     return time.time() - newest < ORPHAN_GRACE.total_seconds()
 
 
-def _estimate_of(
-    view: ThreadView, rewrites: Sequence[Rewrite], deletes: Mapping[str, Sequence[str]]
-) -> Estimate:
-    """The request that estimates the bytes a thread's plan adds: each rewrite
-    with the checkpoint it replaces, the deleted checkpoints, and every value a
-    kept checkpoint still references (not freed)."""
-    old = {t.checkpoint["id"]: t for t in view.tuples()}
-    pairs = tuple((old[r.checkpoint["id"]], r) for r in rewrites)
-    doomed = tuple(view.by_ns[ns][cid] for ns, cids in deletes.items() for cid in cids)
-    gone = {id(t) for t in doomed}
-    kept = frozenset(
-        (Address.from_config(t.config).checkpoint_ns, ch, v)
-        for t in view.tuples()
-        if id(t) not in gone
-        for ch, v in t.checkpoint["channel_versions"].items()
-    )
-    return Estimate(pairs, doomed, kept)
-
-
 def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
     """Bytes the plan adds to storage (negative when it frees some): the saver's
     serde size of each rewritten value minus the value it replaces, minus each
     deleted checkpoint with its writes. Backends that key values by version
     store one value per (namespace, channel, version), freed only when no kept
-    checkpoint references it; SQLite stores values inline in each row."""
+    checkpoint references it (not by a deleted one); SQLite stores values inline
+    in each row."""
+    view = plan.view
+    old = {t.checkpoint["id"]: t for t in view.tuples()}
+    deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
+    kept = _kept_values(view, deleted)
     seen: set[tuple[str, str, Any]] = set()
     total = 0
-    for old, rewrite in plan.rewrites:
-        old_values = old.checkpoint["channel_values"]
+    for rewrite in plan.rewrites:
+        old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
         for ch, version in rewrite.versions.items():
             key = (rewrite.checkpoint_ns, ch, version)
             if by_version:
@@ -757,7 +702,7 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
             total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
             if ch in old_values:
                 total -= _size(raw, old_values[ch])
-    for tup in plan.deleted:
+    for tup in deleted:
         total -= _size(raw, tup.metadata)
         total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
         if not by_version:
@@ -768,10 +713,21 @@ def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -
         versions = tup.checkpoint["channel_versions"]
         for ch, value in tup.checkpoint["channel_values"].items():
             key = (ns, ch, versions.get(ch))
-            if key not in plan.kept and key not in seen:
+            if key not in kept and key not in seen:
                 seen.add(key)
                 total -= _size(raw, value)
     return total
+
+
+def _kept_values(view: ThreadView, deleted: Sequence[CheckpointTuple]) -> set[tuple[str, str, Any]]:
+    """(namespace, channel, version) of every value a kept checkpoint references."""
+    gone = {id(t) for t in deleted}
+    return {
+        (Address.from_config(t.config).checkpoint_ns, ch, v)
+        for t in view.tuples()
+        if id(t) not in gone
+        for ch, v in t.checkpoint["channel_versions"].items()
+    }
 
 
 def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
@@ -839,10 +795,15 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[C
             if run.progress is not None:
                 run.progress(thread_id)
     if run.measure and not run.dry_run and reports:
-        after: dict[str, int] = yield Sizes()
-        for report in reports:
-            report.bytes_after = after.get(report.thread_id, 0)
+        yield from _measure(reports)
     return reports
+
+
+def _measure(reports: Sequence[ChangeReport]) -> MaintenancePlan[None]:
+    """Each report's stored bytes after the change."""
+    after: dict[str, int] = yield Sizes()
+    for report in reports:
+        report.bytes_after = after.get(report.thread_id, 0)
 
 
 #: Tries at one thread whose turns keep landing between its read and its change.
@@ -860,43 +821,67 @@ def _change_thread(
         view = yield from _view(thread_id, run.known)
         if not run.wants(view):
             return None
-        report = ChangeReport(
-            thread_id=thread_id,
-            action=run.action,
-            checkpoints_before=view.count(),
-            checkpoints_after=view.count(),
-            bytes_before=sizes.get(thread_id, 0),
-            dry_run=run.dry_run,
-        )
         try:
             rewrites, deletes, detail = run.planner(view)
         except MaintenanceError as exc:
             if not run.keep_going:
                 raise
-            report.refused = str(exc)
-            report.bytes_after = report.bytes_before
-            return report
-        removed = sum(len(ids) for ids in deletes.values())
-        if run.dry_run:
-            growth: int = yield _estimate_of(view, rewrites, deletes)
-            report.bytes_after = max(0, (report.bytes_before or 0) + growth)
-            if removed == view.count() and not rewrites:
-                report.bytes_after = 0  # the whole thread goes, writes and values too
-            report.estimated = True
-        elif rewrites or removed or run.orphans:
+            return _refused(run, view, sizes, str(exc))
+        report = yield from _planned(run, view, sizes, rewrites, deletes, detail)
+        if not run.dry_run and (rewrites or report.deleted or run.orphans):
             why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
             if why is not None:
                 # A live thread: a turn landed since it was read. Nothing was changed.
                 if attempt < _ATTEMPTS:
                     attempt += 1
                     continue
-                report.refused = f"{why}; the thread was left as stored (a later run changes it)"
-                return report
-        report.checkpoints_after = view.count() - removed
-        report.rewritten = len(rewrites)
-        report.deleted = removed
-        report.detail = detail
+                why += "; the thread was left as stored (a later run changes it)"
+                return _refused(run, view, sizes, why)
         return report
+
+
+def _planned(
+    run: _Run,
+    view: ThreadView,
+    sizes: Mapping[str, int],
+    rewrites: Sequence[Rewrite],
+    deletes: Mapping[str, Sequence[str]],
+    detail: str,
+) -> MaintenancePlan[ChangeReport]:
+    """The thread's report as planned; in a dry run, with the bytes estimated."""
+    removed = sum(len(ids) for ids in deletes.values())
+    report = ChangeReport(
+        thread_id=view.thread_id,
+        action=run.action,
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count() - removed,
+        rewritten=len(rewrites),
+        deleted=removed,
+        bytes_before=sizes.get(view.thread_id, 0),
+        dry_run=run.dry_run,
+        detail=detail,
+    )
+    if run.dry_run:
+        growth: int = yield Estimate(view, rewrites, deletes)
+        report.bytes_after = max(0, (report.bytes_before or 0) + growth)
+        if removed == view.count() and not rewrites:
+            report.bytes_after = 0  # the whole thread goes, writes and values too
+        report.estimated = True
+    return report
+
+
+def _refused(run: _Run, view: ThreadView, sizes: Mapping[str, int], why: str) -> ChangeReport:
+    """The report of a thread left as stored, and why."""
+    return ChangeReport(
+        thread_id=view.thread_id,
+        action=run.action,
+        checkpoints_before=view.count(),
+        checkpoints_after=view.count(),
+        bytes_before=sizes.get(view.thread_id, 0),
+        bytes_after=sizes.get(view.thread_id, 0),
+        dry_run=run.dry_run,
+        refused=why,
+    )
 
 
 def _keep_last(n: int) -> _Planner:

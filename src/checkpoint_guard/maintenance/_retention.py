@@ -1,35 +1,6 @@
-"""Background retention: an opened async stack sweeps every ``retention.interval``.
-
-``RetentionWorker`` runs ``asweep`` as a task on the stack's event loop: the
-first sweep when the stack opens, then one per interval, each logging one
-summary line (``checkpoint_guard.retention``). It never fails the stack: a sweep
-that raises is logged and tried again at the next interval. Closing the stack
-cancels the task and waits for it; a sweep cancelled mid-way leaves every thread
-readable (``sweep`` is resumable) and the next one finishes it.
-
-One worker at a time across processes (``sweep_lock``):
-
-* PostgreSQL: ``pg_try_advisory_xact_lock`` on a dedicated connection, taken
-  inside a transaction held open for the sweep and released by its end (commit,
-  rollback, or the connection dropping). A transaction-level lock stays on one
-  server connection behind PgBouncer in transaction pooling mode, where a
-  session-level lock would be left on whichever server connection took it. The
-  key is derived from the database identity (host, port, database, schema), so
-  two deployments sharing a server but not a schema do not exclude each other.
-* SQLite: an exclusive ``flock`` on ``<database>.retention-lock`` next to the
-  database file (every process using a SQLite file is on its host). An
-  in-memory SQLite database (``:memory:``) belongs to one connection: nothing
-  to share.
-* memory: the store belongs to its process; one worker per opened stack.
-
-A worker that finds the lock held skips that round (logged) and tries again at
-the next interval. The lock only avoids duplicate work: two sweeps of one thread
-are exact anyway, because each thread's change re-lists the thread in its own
-transaction first (``RowStore.change``). A sweep never holds a lock that a turn
-on another thread waits for: each thread's change is its own short
-transaction (on SQLite, one writer at a time is the database's own rule,
-for a sweep's delete as for any write), and the sweep yields to the event loop
-between threads.
+"""Background retention: an opened async stack sweeps every ``retention.interval``,
+one worker at a time across processes (``sweep_lock``). The worker's lifecycle and
+each store's lock: docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations
@@ -44,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .. import stores
 from .._config import CheckpointerConfig
-from ._sweep import SweepReport, asweep
+from ._sweep import asweep
 
 __all__ = ["RetentionWorker", "aretention", "retention", "sweep_lock"]
 
@@ -52,26 +23,20 @@ logger = logging.getLogger("checkpoint_guard.retention")
 TASK_NAME = "checkpoint-guard-retention"
 
 
-@contextlib.asynccontextmanager
-async def sweep_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
-    """Yields whether this process holds the retention lock of ``config``'s
-    database (``False``: another worker sweeps now); released on exit. Each
-    store's module says how (``stores``' ``retention_lock``)."""
-    async with stores.retention_lock(config) as held:
-        yield held
+#: whether this process holds the retention lock of a config's database (``False``:
+#: another worker sweeps now); each store's module says how
+sweep_lock = stores.retention_lock
 
 
 class RetentionWorker:
     """Sweeps ``saver`` per ``config.retention`` in the background (``start`` /
-    ``stop``); ``last`` is the latest report this worker produced."""
+    ``stop``)."""
 
     def __init__(self, saver: BaseCheckpointSaver[Any], config: CheckpointerConfig) -> None:
         if config.retention.older_than is None:
             raise ValueError("retention.older_than is not set")
         self.saver = saver
         self.config = config
-        self.last: SweepReport | None = None
-        self.sweeps = 0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -88,22 +53,19 @@ class RetentionWorker:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def sweep_once(self) -> SweepReport | None:
-        """One round: sweep when this process gets the lock (``None`` otherwise)."""
+    async def sweep_once(self) -> None:
+        """One round: sweep when this process gets the lock."""
         retention = self.config.retention
         assert retention.older_than is not None
         async with sweep_lock(self.config) as held:
             if not held:
                 logger.info("retention: another worker holds the sweep lock; skipped this round")
-                return None
-            report = await asweep(
+                return
+            await asweep(
                 self.saver,
                 older_than=retention.older_than,
                 keep_latest=retention.action == "keep_latest",
             )
-        self.last = report
-        self.sweeps += 1
-        return report
 
     async def _run(self) -> None:
         interval = self.config.retention.interval.total_seconds()

@@ -1,27 +1,7 @@
 """Retention: ``sweep`` / ``asweep`` prune or delete every thread idle for longer
-than a cutoff, with the delta-safe planners and drivers of ``_ops.py``.
-
-Selection. A thread is swept when its newest checkpoint (every namespace) has a
-``ts`` older than ``now - older_than``; the checkpoint's own timestamp, never a
-row's insertion time. The root namespace's head is read first (one row): a head
-newer than the cutoff leaves the thread untouched without reading the rest.
-
-Actions (per swept thread), exactly as ``prune`` plans them: ``keep_latest``
-keeps each namespace's head, ``keep_last=N`` the head's newest N checkpoints,
-each made self-contained before anything it depended on goes; a delta channel
-whose reducer is not known (``graph=``; ``messages`` alone has a default,
-confirmed against the thread's snapshots) is kept as stored, with the chain back
-to where it is stored, never rebuilt. ``keep_latest=False`` deletes the thread.
-A pending interrupt at the head is a pending write of the head, kept with it, so
-``Command(resume=...)`` resumes it with the same result.
-
-A turn written while a thread is swept. Every thread's change is all or
-nothing: one transaction that lists the thread again first and changes nothing
-when a checkpoint it did not read, or writes of a turn in flight, appeared (the
-thread is then reported as skipped); on a live thread a change that deletes
-first stores the survivors' state in place, so a reader started after that never
-needs what is deleted. docs/retention.md, "Live threads", has what each backend
-excludes and what a racing turn finds.
+than a cutoff, with the delta-safe planners and drivers of ``_ops.py``. Selection
+and what a turn written during a sweep sees: docs/design.md, "Maintenance and
+stores", and docs/retention.md, "Live threads".
 """
 
 from __future__ import annotations
@@ -52,10 +32,11 @@ from ._ops import (
     _apply,
     _delete_all,
     _drive,
-    _estimate_of,
     _keep_last,
     _Knowledge,
     _knowledge,
+    _measure,
+    _planned,
     _Run,
     _thread_ids,
     _view,
@@ -216,9 +197,7 @@ def _sweep_plan(
         if run.progress is not None:
             run.progress(thread_id)
     if swept and not run.dry_run:
-        after: dict[str, int] = yield Sizes()
-        for change in swept:
-            change.bytes_after = after.get(change.thread_id, 0)
+        yield from _measure(swept)
     for change in swept:
         report.threads.append(change)
         report.bytes_before += change.bytes_before or 0
@@ -258,26 +237,8 @@ def _sweep_thread(
         rewrites, deletes, detail = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
-    removed = sum(len(ids) for ids in deletes.values())
-    change = ChangeReport(
-        thread_id=thread_id,
-        action=run.action,
-        checkpoints_before=view.count(),
-        checkpoints_after=view.count() - removed,
-        rewritten=len(rewrites),
-        deleted=removed,
-        bytes_before=sizes.get(thread_id, 0),
-        dry_run=run.dry_run,
-        detail=detail,
-    )
-    if run.dry_run:
-        growth: int = yield _estimate_of(view, rewrites, deletes)
-        # a delete leaves nothing (writes and stored values go with the thread)
-        deleted = run.planner is _delete_all
-        change.bytes_after = 0 if deleted else max(0, (change.bytes_before or 0) + growth)
-        change.estimated = True
-        return change
-    if not rewrites and not removed:
+    change = yield from _planned(run, view, sizes, rewrites, deletes, detail)
+    if run.dry_run or not (rewrites or change.deleted):
         return change
     # all or nothing, in one transaction that lists the thread again first
     why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
@@ -318,8 +279,8 @@ def sweep(
     thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
     (timezone-aware) replaces the clock. ``graph``, ``subgraphs`` and ``reducers``
     are as for ``prune``. Logs one summary line (``checkpoint_guard.retention``).
-    See the module docstring for what a turn written during the sweep sees on
-    each backend."""
+    What a turn written during the sweep sees on each backend: docs/retention.md,
+    "Live threads"."""
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)

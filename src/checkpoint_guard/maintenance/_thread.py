@@ -1,36 +1,7 @@
-"""A thread's stored checkpoints as data, and the pure planning on top of them.
-
-Everything here works on what ``list`` returned for one thread (every namespace):
-no I/O, so the sync and async drivers in ``_ops.py`` share it unchanged.
-
-State at a checkpoint, per delta channel ``ch`` (the contract of
-``BaseCheckpointSaver.get_delta_channel_history`` plus ``DeltaChannel``'s replay):
-a value stored in ``channel_values[ch]`` (a ``_DeltaSnapshot`` or a plain,
-pre-migration value) is the state; otherwise, when ``ch`` has a version, the
-state is the parent's state with the parent's own pending writes to ``ch``
-replayed onto it; without a version the channel is empty. Computed once per
-checkpoint, oldest first, that is linear in the thread's size where the
-per-checkpoint history walk would be quadratic; batching invariance of the
-reducer makes both the same.
-
-Reducers: a replay is only as right as its reducer, so a channel is *usable*
-(may be rebuilt) only when its reducer was given (a graph's channel table, or
-``reducers=``) or is the ``messages`` default, and the reducer reproduces every
-``_DeltaSnapshot`` stored where that snapshot follows from its parent (the
-parent's only child, one step on): the parent's state with the writes of its
-tasks replayed, or of some of them where LangGraph left a task's writes for a
-later step (``update_state`` on an interrupted step whose other branch finished).
-Every other delta channel is *unknown*: plans keep it as stored (with the chain
-back to where it is stored) or refuse.
-
-Subgraphs: a namespace ``sub:<task>|inner:<task>`` holds the state of the subgraph at
-path ``sub|inner``, whose channel table is its own (a ``notes`` channel may keep the
-last two items there and concatenate at the root). With a graph, each namespace's
-channels are rebuilt with its own subgraph's reducers (``subgraphs``: the graph's
-``get_subgraphs`` plus the graphs named for dynamic paths, e.g. deepagents'
-``tools``); a path no graph is known for has no known reducer there, and only
-there: knowing and confirming is per subgraph path, so a subagent's unknown
-channel never makes the root's unknown.
+"""A thread's stored checkpoints as data, and the pure planning on top of them (no
+I/O: the sync and async drivers share it). How state is replayed, when a reducer
+is usable and how subgraph namespaces are treated: docs/design.md, "Maintenance
+and stores".
 """
 
 from __future__ import annotations
@@ -113,8 +84,8 @@ class ThreadView:
 
     ``reducers`` maps a delta channel of the root graph to its reducer (a
     function, or the graph's ``DeltaChannel`` itself, which also says what the
-    channel starts from); ``defaults`` are assumed for channels not given
-    (``DEFAULT_REDUCERS``: only ``messages``). ``subgraphs`` maps a subgraph path
+    channel starts from); ``DEFAULT_REDUCERS`` (only ``messages``) are assumed
+    for channels not given. ``subgraphs`` maps a subgraph path
     (a namespace's node names joined by ``|``) to that graph's own table; with
     ``complete`` (a graph was given) a path it does not name has no known
     reducer, else such a namespace uses the root's table. Either kind of reducer
@@ -131,7 +102,6 @@ class ThreadView:
         *,
         reducers: Mapping[str, Reducer | DeltaChannel[Any]] | None = None,
         channels: Iterable[str] | None = None,
-        defaults: Mapping[str, Reducer | DeltaChannel[Any]] = DEFAULT_REDUCERS,
         subgraphs: Mapping[str, Mapping[str, Reducer | DeltaChannel[Any]]] | None = None,
         complete: bool | None = None,
     ) -> None:
@@ -140,7 +110,7 @@ class ThreadView:
         for tup in tuples:
             address = Address.from_config(tup.config)
             self.by_ns.setdefault(address.checkpoint_ns, {})[str(address.checkpoint_id)] = tup
-        self._defaults = _templates(defaults)
+        self._defaults = _templates(DEFAULT_REDUCERS)
         self._tables: dict[str, dict[str, DeltaChannel[Any]]] = {"": _templates(reducers or {})}
         for path, table in (subgraphs or {}).items():
             self._tables[path] = _templates(table)
@@ -529,10 +499,6 @@ class ThreadView:
     def replay_needs(self, tup: CheckpointTuple) -> set[str]:
         """The delta channels whose state at ``tup`` comes from its ancestors."""
         return {ch for ch in self.delta_channels if self.needs_replay(tup, ch)}
-
-    def children(self, ns: str, cid: str) -> int:
-        """How many checkpoints of ``ns`` name ``cid`` as their parent."""
-        return self._children.get((ns, cid), 0)
 
     def snapshot_distance(self, ns: str = "") -> int | None:
         """Parent hops from the head of ``ns`` back to where every delta channel it

@@ -1,21 +1,6 @@
 """The inner LangGraph savers: one module per store, owning everything the package
-knows about it.
-
-* ``_memory.py`` (``InMemorySaver``), ``_sqlite.py`` (``SqliteSaver``,
-  ``AsyncSqliteSaver``), ``_postgres.py`` (``PostgresSaver``, ``AsyncPostgresSaver``):
-  each opens its saver from a ``CheckpointerConfig`` and closes what it opened
-  (``open_saver`` / ``aopen_saver``), names the database it opened whatever the URL's
-  spelling (``identity`` / ``aidentity``), takes the retention lock across workers
-  (``retention_lock``, keyed by that identity), and holds the row operations
-  maintenance runs on the saver's storage (``MemoryRows``, ``SqliteRows``,
-  ``PostgresRows``; the protocol is ``_rows.py``) with the behavioural check of the
-  layout they read (registered with ``_upstream`` on import). ``row_store_for`` finds
-  a saver's row store.
-* Which store a saver *object* belongs to (the rule, for savers handed to ``wrap``) and
-  the facts the layers below need (the one-query listing) are in ``_backends.py``, at
-  the bottom of the package, where the history layer and telemetry can ask.
-
-Data flows config -> ``savers`` (the stack of layers) -> a saver opened here.
+knows about it (opening, identity, the retention lock, its row store). Layout:
+docs/design.md, "How data flows" and "Maintenance and stores".
 """
 
 from __future__ import annotations

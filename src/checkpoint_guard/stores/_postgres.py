@@ -1,19 +1,8 @@
 """Everything the package knows about PostgreSQL: opening ``PostgresSaver`` /
-``AsyncPostgresSaver`` from a configuration (a pool, no server-side prepared
-statements, ``setup()`` serialized across processes; so it works the same
-directly and through PgBouncer in transaction mode), the retention lock, and the
-row operations maintenance runs on the savers' tables (``checkpoints``,
-``checkpoint_blobs``, ``checkpoint_writes``), sync and async from one set of
-statements.
-
-PostgreSQL keys channel values by (channel, version) in ``checkpoint_blobs`` and
-the saver's ``put`` never replaces a blob (``ON CONFLICT DO NOTHING``) nor a
-parent link, so a rewrite upserts the blobs itself first (a reader of any
-checkpoint at that version then already sees the rewritten, equal state), then
-lets ``put`` store the checkpoint and metadata (a saver of the same class bound
-to the change's own connection, so it joins its transaction), then sets the
-parent. A thread's change is one transaction that lists the thread first
-(``FOR UPDATE``) and once more before commit (``SqlRows.change``).
+``AsyncPostgresSaver`` (works the same directly and through PgBouncer), the
+retention lock, and the row operations maintenance runs on its tables, sync and
+async from one set of statements. How a rewrite is stored: docs/design.md,
+"Maintenance and stores".
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
 from .._io import Plan, Request, adrive, drive
-from ._rows import Rewrite, Sql, SqlPlan, SqlRows, Tx
+from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["PostgresRows"]
 
@@ -161,9 +150,8 @@ _SEARCH_PATH = "SELECT current_setting('search_path') AS path"
 
 
 def _check_schema(config: CheckpointerConfig, row: Any) -> None:
-    # The schema reaches the server in the startup packet's ``options``. A pooler
-    # that drops it (PgBouncer's ``ignore_startup_parameters = options``) would
-    # silently put every table in another schema: refuse, before making anything.
+    # The schema travels in the startup packet's ``options``; a pooler that drops it
+    # would silently put every table in another schema: refuse before making any.
     got = row["path"] if row else None
     if got not in (config.postgres_schema, f'"{config.postgres_schema}"'):
         raise ConfigError(
@@ -199,16 +187,13 @@ _asleep = asyncio.sleep
 def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
     """Hold the setup lock (on a connection of its own) while the body runs.
 
-    LangGraph's ``setup()`` runs its migrations outside a transaction (one of them
-    is ``CREATE INDEX CONCURRENTLY``), so two processes running it at once on an
-    empty database race on the catalog and on ``checkpoint_migrations`` and can
-    deadlock. The lock is transaction-scoped (so it is released whatever happens
-    to this connection, and PgBouncer in transaction mode keeps the transaction
-    on one server connection). It is tried, not waited for: a statement waiting
-    for it would hold a snapshot that the holder's ``CREATE INDEX CONCURRENTLY``
-    waits for in turn, a deadlock PostgreSQL cannot see (the holder's lock and its
-    index build are two connections). A process that gets the lock after another
-    one set the tables up finds the migrations applied and does nothing."""
+    LangGraph's ``setup()`` migrates outside a transaction (``CREATE INDEX
+    CONCURRENTLY``), so two processes running it at once can race and deadlock.
+    The lock is transaction-scoped (released whatever happens to the connection;
+    one server connection behind PgBouncer in transaction mode) and tried, not
+    waited for: a waiting statement's snapshot would block the holder's index
+    build, a deadlock across two connections PostgreSQL cannot see. The later
+    process finds the migrations applied and does nothing."""
     url = config.url or ""
     try:
         conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
@@ -305,11 +290,9 @@ async def aopen_saver(
 
 # ---- identity
 
-# The database itself, whatever the URL's spelling (host name or address, default
-# port or not, a PgBouncer in front): the server's system identifier (unique per
-# cluster, from initdb), the database and the schema the tables are in. One query,
-# executable by every role (pg_control_system() is granted to PUBLIC).
-# (A schema not created yet has no current_schema(): the search path names it.)
+# The database whatever the URL's spelling (host or address, port, PgBouncer): the
+# cluster's system identifier, the database and the tables' schema (the search path
+# when the schema does not exist yet). pg_control_system() is granted to PUBLIC.
 _IDENTITY = (
     "SELECT system_identifier::text AS server, current_database() AS db,"
     " coalesce(current_schema(), current_setting('search_path')) AS schema"
@@ -404,10 +387,6 @@ def check_saver() -> str | None:
 
 # ---- rows
 
-_ORPHAN = (
-    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-)
 _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 # Never prepare server-side (see _pg_kwargs): the saver's connection may be one we
 # did not open.
@@ -450,6 +429,14 @@ class PostgresRows(SqlRows):
     more before commit (``SqlRows.change``)."""
 
     upstream_check = SAVER_CHECK
+    writes = "checkpoint_writes"
+    param = "%s"
+    # FOR UPDATE: another maintenance transaction on these rows (a second sweep, a
+    # prune, a migration) waits for this one, so two changes of a thread apply
+    # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
+    # stops it (docs/retention.md, "Live threads", says what the second listing
+    # before commit closes and what stays open).
+    lock_listing = " FOR UPDATE"
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         with self.saver._cursor() as cursor, cursor.connection.transaction():
@@ -458,13 +445,6 @@ class PostgresRows(SqlRows):
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         async with self.saver._cursor() as cursor, cursor.connection.transaction():
             return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
-
-    def thread_ids(self) -> SqlPlan[list[str]]:
-        rows = yield Sql(
-            "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM checkpoint_writes"
-            " ORDER BY 1"
-        )
-        return [r["thread_id"] for r in rows]
 
     def sizes(self) -> SqlPlan[dict[str, int]]:
         out: dict[str, int] = {}
@@ -556,57 +536,18 @@ class PostgresRows(SqlRows):
         )
         return None
 
-    def _orphan_rows(
-        self,
-    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
-        orphans = yield Sql(
-            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) AS n"
-            f" FROM checkpoint_writes w WHERE{_ORPHAN}"
-            " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
-        )
-        stored = yield Sql(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
-            f" (SELECT w.thread_id FROM checkpoint_writes w WHERE{_ORPHAN})"
-        )
-        return (
-            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"], r["n"]) for r in orphans],
-            [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in stored],
-        )
-
     def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
         yield Sql(
             "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
-            f" AND w.checkpoint_id = ANY(%s) AND{_ORPHAN}",
+            f" AND w.checkpoint_id = ANY(%s) AND{ORPHAN}",
             (thread_id, ns, list(ids)),
         )
 
-    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
-        # FOR UPDATE: another maintenance transaction on these rows (a second sweep,
-        # a prune, a migration) waits for this one, so two changes of a thread apply
-        # exactly once. A turn's new checkpoint is an INSERT of a new key: no row lock
-        # stops it (docs/retention.md, "Live threads", says what the second listing
-        # before commit closes and what stays open).
-        return (
-            Sql(
-                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s"
-                " FOR UPDATE",
-                (thread_id,),
-            ),
-            Sql(
-                "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM checkpoint_writes"
-                " WHERE thread_id = %s",
-                (thread_id,),
-            ),
-        )
-
     def unanalyzed(self) -> SqlPlan[list[str]]:
-        # No statistics for thread_id (the table was never analyzed: autovacuum off,
-        # or a restore or bulk load it has not caught up with): PostgreSQL then guesses
-        # a fixed fraction of the table for `thread_id = ...`, which at 10,000 threads
-        # makes LangGraph's own read of one thread look costly enough to JIT-compile
-        # (0.3 to 0.6 s for a 60-checkpoint thread, against about 3 ms with
-        # statistics). pg_stats lists only what this user may read: a table it may
-        # not read is not ours to judge. Names resolve as the saver's own do.
+        # Without statistics for thread_id (never analyzed) PostgreSQL guesses a
+        # fixed fraction of the table per thread, and at 10,000 threads JIT-compiles
+        # LangGraph's read of one thread (0.3-0.6 s instead of ~3 ms). pg_stats lists
+        # only tables this user may read; names resolve as the saver's own do.
         rows = yield Sql(
             "SELECT t.name FROM unnest(%s::text[]) AS t(name)"
             " JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))"

@@ -22,6 +22,7 @@ from .._address import Address
 from .._io import Plan, Request
 
 __all__ = [
+    "ORPHAN",
     "ORPHAN_GRACE",
     "Change",
     "Orphans",
@@ -185,8 +186,8 @@ def unseen(
 
 
 def classify_orphans(
-    orphan_rows: Sequence[tuple[str, str, str, int]],
-    checkpoint_rows: Sequence[tuple[str, str, str]],
+    orphan_rows: Sequence[Sequence[Any]],
+    checkpoint_rows: Sequence[Sequence[Any]],
     now: float,
 ) -> dict[str, int]:
     """thread id -> stored writes that are garbage (``garbage``), from the stored
@@ -296,23 +297,42 @@ class Sql(Request[Tx, list[Any]]):
 SqlPlan = Plan[Tx, R]
 
 
+def _cells(row: Any) -> tuple[Any, ...]:
+    """A row as a tuple: PostgreSQL's rows are dicts (``dict_row``), SQLite's tuples."""
+    return tuple(row.values()) if isinstance(row, Mapping) else tuple(row)
+
+
 def _pair(row: Any) -> tuple[str, str]:
-    if isinstance(row, Mapping):
-        return str(row["checkpoint_ns"]), str(row["checkpoint_id"])
-    return str(row[0]), str(row[1])
+    ns, cid = _cells(row)[:2]
+    return str(ns), str(cid)
+
+
+#: a write ``w`` whose checkpoint is not stored
+ORPHAN = (
+    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
+)
 
 
 class SqlRows(RowStore):
-    """A SQL store: ``change`` and ``orphans`` over the statements each store gives."""
+    """A SQL store: the statements its dialect shares (a ``checkpoints`` table and a
+    writes table), ``change`` and ``orphans`` over the ones each store gives."""
 
     #: the transaction excludes every other writer (SQLite's ``BEGIN IMMEDIATE``);
     #: otherwise the thread is listed again just before commit (``change``)
     excludes_writers: ClassVar[bool] = False
+    #: the dialect: the writes table, the parameter placeholder, and what the
+    #: listing of a thread's checkpoints appends to lock them
+    writes: ClassVar[str]
+    param: ClassVar[str]
+    lock_listing: ClassVar[str] = ""
 
-    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
-        """A thread's ``(namespace, checkpoint id)`` of its checkpoints and of its
-        writes; the first also locks what it reads where the backend can."""
-        raise NotImplementedError
+    def thread_ids(self) -> SqlPlan[list[str]]:
+        rows = yield Sql(
+            "SELECT thread_id FROM checkpoints"
+            f" UNION SELECT thread_id FROM {self.writes} ORDER BY 1"
+        )
+        return [_cells(r)[0] for r in rows]
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
         """Replace one checkpoint in place."""
@@ -325,16 +345,19 @@ class SqlRows(RowStore):
         """Delete those checkpoints' writes where the checkpoint does not exist."""
         raise NotImplementedError
 
-    def _orphan_rows(
-        self,
-    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
-        """``classify_orphans``'s two row lists."""
-        raise NotImplementedError
-
     def _listed(self, thread_id: str) -> SqlPlan[tuple[list[Any], list[Any]]]:
-        checkpoints_sql, written_sql = self._listing(thread_id)
-        checkpoints = yield checkpoints_sql
-        written = yield written_sql
+        """A thread's ``(namespace, checkpoint id)`` of its checkpoints (locked where
+        the dialect can) and of its writes."""
+        checkpoints = yield Sql(
+            "SELECT checkpoint_ns, checkpoint_id FROM checkpoints"
+            f" WHERE thread_id = {self.param}{self.lock_listing}",
+            (thread_id,),
+        )
+        written = yield Sql(
+            f"SELECT DISTINCT checkpoint_ns, checkpoint_id FROM {self.writes}"
+            f" WHERE thread_id = {self.param}",
+            (thread_id,),
+        )
         return [_pair(r) for r in checkpoints], [_pair(r) for r in written]
 
     def change(self, thread_id: str, change: Change, now: float) -> SqlPlan[str | None]:
@@ -372,5 +395,14 @@ class SqlRows(RowStore):
         return None
 
     def orphans(self, now: float) -> SqlPlan[dict[str, int]]:
-        orphan_rows, checkpoint_rows = yield from self._orphan_rows()
-        return classify_orphans(orphan_rows, checkpoint_rows, now)
+        orphan_rows = yield Sql(
+            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*)"
+            f" FROM {self.writes} w WHERE{ORPHAN}"
+            " GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
+        )
+        checkpoint_rows = yield Sql(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
+            f" (SELECT w.thread_id FROM {self.writes} w WHERE{ORPHAN})"
+        )
+        orphaned = [_cells(r) for r in orphan_rows]
+        return classify_orphans(orphaned, [_cells(r) for r in checkpoint_rows], now)

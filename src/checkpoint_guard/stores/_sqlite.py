@@ -1,13 +1,6 @@
 """Everything the package knows about SQLite: opening ``SqliteSaver`` /
-``AsyncSqliteSaver`` from a configuration, the retention lock, and the row
-operations maintenance runs on the savers' tables (``checkpoints``, ``writes``).
-
-SQLite keeps channel values inline in the checkpoint row, so a rewrite is the
-row the saver's own ``put`` writes (``INSERT OR REPLACE``, parent included),
-written by this module inside the change's transaction (``put`` commits on its
-own); the upstream check compares the two rows. A thread's change is one
-``BEGIN IMMEDIATE`` transaction: no other connection commits a write between its
-listing of the thread and its end.
+``AsyncSqliteSaver``, the retention lock, and the row operations maintenance runs
+on its tables. How a rewrite is stored: docs/design.md, "Maintenance and stores".
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ from .. import _upstream
 from .._config import CheckpointerConfig
 from .._errors import BackendUnavailableError, require_extra
 from .._io import Plan, adrive, drive
-from ._rows import Rewrite, Sql, SqlPlan, SqlRows, Tx
+from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["SqliteRows"]
 
@@ -185,11 +178,6 @@ def _file_lock(database: Path) -> Iterator[bool]:
 
 # ---- rows
 
-_ORPHAN = (
-    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-    " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-)
-
 
 def _rewrite_row(saver: Any, thread_id: str, rewrite: Rewrite) -> Sql:
     # The row SqliteSaver.put writes (check_tables compares them).
@@ -255,15 +243,8 @@ def check_tables() -> str | None:
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,"
             " type, value FROM writes"
         ).fetchall()
-        if len(writes) != 1 or tuple(writes[0][:7]) != (
-            "t",
-            "",
-            checkpoint["id"],
-            "task",
-            "",
-            0,
-            "c",
-        ):
+        expected = ("t", "", checkpoint["id"], "task", "", 0, "c")
+        if len(writes) != 1 or tuple(writes[0][:7]) != expected:
             return f"writes rows are {writes!r}"
         if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
             return "a writes row does not hold its typed value"
@@ -291,6 +272,8 @@ class SqliteRows(SqlRows):
     upstream_check = TABLES_CHECK
     values_by_version = False  # values are inline in each checkpoint row
     excludes_writers = True
+    writes = "writes"
+    param = "?"
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         conn = self.saver.conn
@@ -332,12 +315,6 @@ class SqliteRows(SqlRows):
         async with self.saver.lock, self.saver.conn.cursor() as cursor:
             yield cursor
 
-    def thread_ids(self) -> SqlPlan[list[str]]:
-        rows = yield Sql(
-            "SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes ORDER BY 1"
-        )
-        return [r[0] for r in rows]
-
     def sizes(self) -> SqlPlan[dict[str, int]]:
         out: dict[str, int] = {}
         for sql in (
@@ -373,18 +350,6 @@ class SqliteRows(SqlRows):
         )
         return None
 
-    def _listing(self, thread_id: str) -> tuple[Sql, Sql]:
-        return (
-            Sql(
-                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?",
-                (thread_id,),
-            ),
-            Sql(
-                "SELECT DISTINCT checkpoint_ns, checkpoint_id FROM writes WHERE thread_id = ?",
-                (thread_id,),
-            ),
-        )
-
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
         yield _rewrite_row(self.saver, thread_id, rewrite)
 
@@ -403,19 +368,6 @@ class SqliteRows(SqlRows):
         for cid in ids:
             yield Sql(
                 "DELETE FROM writes AS w WHERE w.thread_id = ? AND w.checkpoint_ns = ?"
-                f" AND w.checkpoint_id = ? AND{_ORPHAN}",
+                f" AND w.checkpoint_id = ? AND{ORPHAN}",
                 (thread_id, ns, cid),
             )
-
-    def _orphan_rows(
-        self,
-    ) -> SqlPlan[tuple[list[tuple[str, str, str, int]], list[tuple[str, str, str]]]]:
-        orphans = yield Sql(
-            f"SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) FROM writes w"
-            f" WHERE{_ORPHAN} GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id"
-        )
-        stored = yield Sql(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id IN"
-            f" (SELECT w.thread_id FROM writes w WHERE{_ORPHAN})"
-        )
-        return [tuple(r) for r in orphans], [tuple(r) for r in stored]
