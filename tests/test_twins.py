@@ -209,6 +209,8 @@ def _without_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         and isinstance(first.value.value, str)
     ):
         fn.body = fn.body[1:] or [ast.Pass()]
+    if ast.dump(ast.Module(fn.body, [])) == ast.dump(ast.parse("...")):
+        fn.body = [ast.Pass()]  # a stub: as empty as a docstring-only body
     return fn
 
 

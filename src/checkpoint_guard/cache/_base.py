@@ -40,6 +40,7 @@ from .._upstream import DeltaSnapshot
 __all__ = [
     "Begin",
     "CacheStats",
+    "Counted",
     "Chunk",
     "DEFAULT_ISOLATE",
     "DEFAULT_LOCAL_MAX_BYTES",
@@ -785,3 +786,17 @@ class CacheStats:
         """A copy of the counters."""
         with self._lock:
             return dict(self.counts)
+
+
+class Counted:
+    """A backend's counters (``CacheStats``, labelled with its ``tier``), through
+    which the saver layer records what it met."""
+
+    tier: str
+    _stats: CacheStats
+
+    def count_error(self, where: str, exc: BaseException) -> None:
+        self._stats.error(where, exc)
+
+    def count_request(self, result: str, seconds: float, writes: int) -> None:
+        self._stats.request(result, seconds, writes)

@@ -1,32 +1,13 @@
 """How the shared cache encodes values: msgpack inside the saver's serde.
 
-A cold reader must decode a whole history, and decoding is what makes raw delta
-reads slow (LangGraph's serde re-validates every message: ~25 µs each). Cached
-values were produced by the saver's own serde and already validated, so this
-codec stores LangChain messages as their field dicts and rebuilds them without
-re-validation. The whole payload then passes through the saver's serde as
-``bytes``, so an ``EncryptedSerializer`` encrypts cached data exactly like stored
-data.
-
-**Cache bytes are untrusted input** (anyone who can write one field of a Redis
-hash wrote them). Decoding therefore:
-
-* never imports a module or calls a callable named by the bytes, except the
-  classes on an explicit allowlist (``DECODE_ALLOWLIST`` plus the saver serde's own
-  explicit msgpack allowlist, if it has one), resolved once;
-* never unpickles, never reads LangGraph's ``json`` format (whose reviver imports
-  by name), and decodes values the serde wrote (datetimes, UUIDs, ``Overwrite``,
-  message subclasses, ...) with its own strict msgpack hook, not the serde's
-  permissive one;
-* rebuilds a message only after checking its shape (exact field names, the
-  ``type`` literal, ``content`` a string or list, containers where the class has
-  containers, extras named unlike any field);
-* with an encrypting serde, accepts only envelopes that went through the cipher
-  (which authenticates them): a plaintext entry is refused, not served.
-
-Whatever fails any check raises ``CodecError``; the cache counts it and answers
-from the saver. Values the strict decoder could not read back are refused at
-encoding time instead (they are simply not cached).
+Messages are stored as their field dicts and rebuilt without re-validation (they
+came from the saver's serde), and the whole payload passes through the saver's
+serde, so encryption carries through. Cache bytes are untrusted: decoding imports
+only allowlisted classes, never unpickles, checks a message's shape before
+rebuilding it and, under encryption, accepts only envelopes the cipher
+authenticated. Whatever fails a check raises ``CodecError`` (the saver answers);
+a value the strict decoder could not read back is not cached. The argument:
+docs/design.md, "How values are encoded".
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Counted,
     Probes,
     Seed,
     Step,
@@ -114,7 +115,7 @@ class _Thread:
         )
 
 
-class MemoryHistoryCache:
+class MemoryHistoryCache(Counted):
     """Process-local history cache, bounded in **bytes** with LRU eviction of
     whole threads, and an optional TTL (``ttl_seconds``; ``None`` or 0: none).
 
@@ -208,8 +209,6 @@ class MemoryHistoryCache:
         return keep_seed(seed) if self.isolate else seed
 
     def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        """The reader's token and epoch, whether ``ns`` of the thread has entries,
-        and which probed ``(channel, checkpoint ids)`` have one (no copy, no stats)."""
         with self._lock:
             gen, epoch = self._mark(thread_id)
             entry = self._threads.get(thread_id)
@@ -223,7 +222,6 @@ class MemoryHistoryCache:
     def read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        """The cached history of one checkpoint and channel (copies), or ``None``."""
         with self._lock:
             entry = self._threads.get(thread_id)
             pointer = entry.pointers.get((ns, channel, checkpoint_id)) if entry else None
@@ -237,7 +235,6 @@ class MemoryHistoryCache:
         return assemble(seed, chunks, copy_values=self.isolate)
 
     def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a history is cached (no copy, no stats)."""
         with self._lock:
             entry = self._threads.get(thread_id)
             return bool(entry and (ns, channel, checkpoint_id) in entry.pointers)
@@ -251,8 +248,6 @@ class MemoryHistoryCache:
         history: DeltaChannelHistory,
         token: Token,
     ) -> bool:
-        """Cache a history read whole from the saver (a new segment of one chunk),
-        if ``token`` is still the thread's generation and no write is fenced."""
         seed = self._keep(Seed(True, history["seed"])) if "seed" in history else NO_SEED
         chunk = keep_chunk(tuple(history["writes"]))
         with self._lock:
@@ -313,13 +308,6 @@ class MemoryHistoryCache:
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
-        """Cache each step's child history, in order: ``seed`` + ``chunk`` when the
-        parent stores a value for the channel (``seed``), else the parent's cached
-        history + ``chunk`` (``chunk`` is the parent's writes); then ``read`` of
-        ``checkpoint_id`` for each channel. None, and nothing more applied, at the
-        first step whose parent history is not cached, or at once when ``token`` is
-        no longer the thread's generation or a write is fenced; None too when an
-        entry read back is missing."""
         with self._lock:
             if not self._may_store(thread_id, token):
                 return None
@@ -337,10 +325,6 @@ class MemoryHistoryCache:
         return out
 
     def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        """Before ``writer``'s write onto ``checkpoint_id``: refuse every store until
-        ``unfence``, and drop the thread's entries if one may include the
-        checkpoint's writes (an entry of a newer checkpoint). True when dropped.
-        Idempotent per writer."""
         with self._lock:
             self._fences.setdefault(thread_id, set()).add(writer)
             entry = self._threads.get(thread_id)
@@ -351,9 +335,6 @@ class MemoryHistoryCache:
             return False
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        """After the write (also when it failed): lift ``writer``'s fence (if it
-        has one) and start a new generation, so no reader whose saver reads may
-        predate the write stores anything."""
         with self._lock:
             writers = self._fences.get(thread_id)
             if writers is not None:
@@ -367,35 +348,19 @@ class MemoryHistoryCache:
         self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
 
     def drop_thread(self, thread_id: ThreadId) -> None:
-        """Forget everything cached for ``thread_id`` (every namespace); a new
-        generation and epoch start."""
         with self._lock:
             self._drop(thread_id)
 
     def clear(self) -> None:
-        """Forget everything (every thread starts a new generation and epoch)."""
         with self._lock:
             self._threads.clear()
             self._marks.clear()
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses`` (entry lookups), ``evictions``, ``errors``,
-        ``invalidations``, ``requests_hit`` / ``requests_miss`` / ``requests_error``
-        (history requests by result; see ``CacheStats``), plus ``bytes`` and
-        ``threads``."""
+        """``CacheStats``'s counters plus ``bytes`` and ``threads``."""
         with self._lock:
             extra = {"bytes": int(self._threads.currsize), "threads": len(self._threads)}
         return {**self._stats.snapshot(), **extra}
-
-    def count_error(self, where: str, exc: BaseException) -> None:
-        """Record a failure the saver layer met while using this cache."""
-        self._stats.error(where, exc)
-
-    def count_request(self, result: str, seconds: float, writes: int) -> None:
-        """Record one history request the saver layer answered (``result``: ``hit``,
-        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
-        ``checkpoint_guard.history.*`` instruments."""
-        self._stats.request(result, seconds, writes)
 
     def close(self) -> None:
         """Release the cache (clears it)."""

@@ -1,126 +1,14 @@
 """``RedisHistoryCache``: the shared backend (every worker sees one cache).
 
-Key scheme: one Redis hash per thread, ``{key_prefix}:t:{{h(thread id)}}``, and
-its record ``{key_prefix}:t:{{h(thread id)}}:r`` (the digest in braces is the hash
-tag: both keys share a cluster slot); the thread id is hashed, so no id (``*``,
-``?``, ``[``, ``:``, NUL, unicode, 10 KB) can name, match or purge another thread's
-key. Inside the hash every field name is a hex digest as well:
-
-* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n},{tag}"``: a pointer (the
-  entry is the segment's seed and its first ``n`` chunks; the tag authenticates that
-  makeup, see below).
-* ``s:{segment}`` -> the segment's seed field, or ``-``.
-* ``q:{segment}:{i}`` -> the chunk field at position ``i`` (1-based). A position is
-  written once per epoch; a fork writes a new segment. So a process that knows a
-  segment's first ``k`` positions asks only for the rest, and a turn's work in
-  Redis (commands, bytes, script time) does not grow with the thread.
-* ``c:{h(thread key, epoch, ns, channel, node)}`` -> one chunk (the writes ``node``
-  stored), encoded once and shared by every segment that contains it; ``c:empty``
-  -> the chunk without writes (about half of them), one per thread and epoch.
-* ``e:{h(thread key, epoch, ns, channel, "seed", node)}`` -> a seed value.
-
-* ``epoch`` -> a random value set when the hash is created or its entries are
-  dropped: a dropped and recreated thread has a new epoch.
-* ``gen`` -> the thread's generation, a random value replaced by every writer
-  when its write ends and by every drop: a store carries the generation its
-  reader took before reading the saver and is refused once it changed.
-* ``fence`` -> how many writes onto the thread are in flight (one ``f:{writer}``
-  field each, so fencing and unfencing are idempotent): every store is refused
-  while it is non-zero. A drop keeps them. A writer whose ``f:`` field is gone when
-  it unfences lost its fence with the hash (eviction, expiry, FLUSHDB) while its
-  write ran, so a reader may have stored an entry that predates the write: that
-  unfence drops the thread.
-* ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
-* ``boot`` -> the server's run id and replication id when the hash was made. The
-  scripts that read entries delete a hash of another boot (a restart, a promotion or
-  a resync may have brought back an older copy, lacking writes since its save); one
-  without ``boot`` (an earlier version's) keeps only its fences (``lib_boot.lua``).
-
-The record (a plain key next to the hash) holds the hash's current generation: a
-hash whose generation is not its record's is an older copy brought back without a
-restart (``RESTORE ... REPLACE`` of one thread's key), deleted the same way. Only
-the generation is recorded because every drop and every write replaces it; an
-older copy that differs only by entries stored since holds nothing stale. An older
-copy of *both* keys (a whole dataset restored into a live server) is consistent and
-cannot be told from the present: docs/operations.md says what an operator does then
-(delete the prefix's keys or change ``key_prefix``).
-
-**The index is authenticated.** Chunk and seed values go through the saver's serde
-(so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
-and in which order is plain index data (pointers, ``s:`` and ``q:`` fields) that
-anyone able to write to Redis could rewrite: a pointer's ``n`` lowered would serve a
-shortened history as a hit. So every pointer carries a tag:
-
-* the entry's *makeup digest*, a chain over the fields a reader assembles it from:
-  ``D0 = H("seed", seed field or "-")``, ``Di = H(Di-1, chunk field at position i)``
-  (blake2b, 16 bytes), and
-* its *binding* ``H(thread key, epoch, pointer field, n, Dn)`` (the pointer field is
-  a digest of namespace, channel and checkpoint id),
-
-together encoded by ``ValueCodec.dumps``, i.e. through the saver's serde. A reader
-recomputes ``Dn`` over the seed field and chunk fields the index gave it, opens the
-tag and compares both parts; any difference (a count lowered or raised, positions
-swapped or replaced, the pointer sent to another segment or given another entry's
-tag, the segment's seed field changed) makes the entry a miss, counted in
-``stats()["rejected"]`` and logged: the saver answers. Why this is enough:
-
-* With encryption, the tag is a ciphertext of the serde's cipher (AES-EAX for
-  LangGraph's AES serializer: authenticated), and ``ValueCodec.loads`` accepts only
-  the envelope type the serde produces, so an unencrypted tag is refused: only a
-  holder of the key can make a tag that opens, and the binding inside names the one
-  entry it was made for (copying another pointer's tag fails the binding). The
-  makeup digest is a collision-resistant chain, so no other field list matches it.
-* Values are bound to their place: a value field's name is a digest of the thread
-  key, the epoch, the namespace, the channel and the node whose writes it holds, and
-  the value carries the name's first 16 bytes inside its payload (``_bound``;
-  ``ValueCodec``'s ``binding``), checked when it is decoded. Within one epoch a
-  field has one content: a node's writes change only by a write onto it, and that
-  write drops the thread (a new epoch) when any entry could include them (``fence``),
-  and refuses every store computed before it landed. So an older value written back
-  after a late write (another epoch), another thread's value copied in
-  (``copy_thread`` gives two threads the same checkpoint ids and node names, not the
-  same key or epoch), a value moved to another field: each carries another binding,
-  and is a miss counted as ``rejected``. Under encryption the binding is inside the
-  ciphertext, so only a key holder can make a value carry one; ``c:empty`` (binding
-  zero) may hold any encoding of the empty chunk, all equal.
-* The tag's binding names the epoch too (``begin`` returns it with the generation,
-  and a store whose generation still matches has the same epoch): an entry of an
-  earlier epoch written back whole (pointer, positions and values, each consistent
-  on its own) after a drop started a new one fails it. Epochs are the cache's
-  generations of entries: every invalidation (a write onto an old checkpoint,
-  maintenance) starts one.
-* Without encryption the same checks catch accidental corruption (a bit flip, a
-  partial restore of fields, a buggy tool); a writer to Redis can forge anything
-  then, as it could forge the values themselves.
-* What a tag cannot show is freshness of the whole: an older copy of a thread's
-  hash with its ``epoch`` field (tags included) is consistent. That is the boot
-  stamp's and the record's job (above), and an operator's (docs/operations.md).
-
-The writer needs the makeup digest of the entry it extends: the parent's tag holds
-it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
-each channel, ``contains`` and reads return theirs), so a turn still costs the same
-commands, and the digests of positions a process verified are kept with its
-positions (``_Known``), so a warm read digests only its new chunks. The extend
-script refuses a step whose parent's tag is no longer the one the writer extended
-(``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
-
-Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
-share prepended), so a reader sees a whole entry or none (cancellation or a crash
-between two commands never leaves half an entry that can be served); one script
-call applies every extension a miss computed (a turn's new checkpoints). The
-hash's TTL is refreshed on every write.
-
-A read fetches the entry's index (epoch, seed field, the chunk fields past those
-this process knows), then only the values this process does not hold: with the
-index when it holds nothing of the thread's epoch and the entry has at most
-``_INLINE_VALUES`` values, else one plain ``HMGET`` that also names ``epoch`` (so
-values of a later epoch are never assembled under an older index). The local tier
-keeps the values this process decoded or stored, by ``(thread, epoch, field)``; a
-field's content never changes within an epoch, so a warm worker fetches and
-decodes nothing, and workers alternating turns decode only each other's new
-chunks. A warm chat turn costs six commands: ``begin``, one ``extend`` script
-(the new entries stored and the head's index read back), and a fence and an
-unfence around each of its two writes.
+One Redis hash per thread (and its record, a plain key in the same cluster slot)
+holds the entry model of ``_base.py``: pointers, segments as write-once position
+fields, and values named by a digest of their place, which each value carries
+inside its payload. Every pointer carries a tag, made through the saver's serde,
+that binds the entry's chunk list to its thread, epoch and place; a reader checks
+it and treats any mismatch as a miss (``stats()["rejected"]``). Updates are the Lua
+scripts in ``lua/`` (a reader sees a whole entry or none), and a local tier keeps
+the values this process decoded, per thread epoch. The key layout, the tags and
+why they suffice: docs/design.md, "The Redis cache: layout and trust".
 """
 
 from __future__ import annotations
@@ -159,6 +47,7 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Counted,
     Probes,
     Seed,
     Step,
@@ -445,7 +334,7 @@ class _Wanted(NamedTuple):
     values: list[Any] | None
 
 
-class RedisHistoryCache:
+class RedisHistoryCache(Counted):
     """History cache shared by every worker through Redis.
 
     ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
@@ -1080,15 +969,12 @@ class RedisHistoryCache:
     def read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        """The cached history of one checkpoint and channel, or ``None``."""
         return drive(self._read(thread_id, ns, channel, checkpoint_id), self._sync())
 
     def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        """As ``MemoryHistoryCache.begin``, in one script call."""
         return drive(self._begin(thread_id, ns, probes), self._sync())
 
     def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
         return drive(self._contains(thread_id, ns, channel, checkpoint_id), self._sync())
 
     def store(
@@ -1100,7 +986,6 @@ class RedisHistoryCache:
         history: DeltaChannelHistory,
         token: Token,
     ) -> bool:
-        """Cache a history read whole from the saver (as ``MemoryHistoryCache.store``)."""
         plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
         return drive(plan, self._sync())
 
@@ -1113,31 +998,23 @@ class RedisHistoryCache:
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
-        """As ``MemoryHistoryCache.extend_read``: the script that stores the steps
-        also returns the target's index (one round trip, plus one for values this
-        process lacks)."""
         plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
         return drive(plan, self._sync())
 
     def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        """As ``MemoryHistoryCache.fence``, in one script call. A writer that dies
-        before ``unfence`` leaves the thread uncached (answered by the saver) until
-        its hash expires: speed, never correctness."""
+        # a writer that dies before unfence leaves the thread uncached until its
+        # hash expires: speed, never correctness
         return drive(self._fence(thread_id, ns, checkpoint_id, writer), self._sync())
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        """As ``MemoryHistoryCache.unfence``, in one script call."""
         self._fresh(_UNFENCE, thread_id, "f:" + writer).run(self._sync())
 
     def drop_thread(self, thread_id: ThreadId) -> None:
-        """Delete every entry of ``thread_id`` (one script: a new epoch and
-        generation; a fence in place stays)."""
         self._fresh(_DROP, thread_id).run(self._sync())
 
     def clear(self) -> None:
-        """Delete every entry under this cache's key prefix (fences of writes in
-        flight included: their threads' generations are gone with them, so no
-        reader that took one can store)."""
+        # fences of writes in flight go too: their threads' generations are gone
+        # with them, so no reader that took one can store
         _DeleteMatching(self._pattern()).run(self._sync())
 
     def close(self) -> None:
@@ -1202,25 +1079,12 @@ class RedisHistoryCache:
     # -- sync only ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses`` (entry lookups), ``evictions`` (always 0: Redis
-        evicts), ``errors``, ``invalidations``, ``requests_hit`` / ``requests_miss``
-        / ``requests_error`` (history requests by result; see ``CacheStats``),
-        ``rejected`` (entries that failed verification), and ``local_bytes``: what
-        the values this process holds decoded weigh encoded (at most
-        ``local_max_bytes``)."""
+        """``CacheStats``'s counters (``evictions`` always 0: Redis evicts), plus
+        ``rejected`` (entries that failed verification) and ``local_bytes``: what the
+        values this process holds decoded weigh encoded (at most ``local_max_bytes``)."""
         with self._lock:
             local = self._local.size
         return {**self._stats.snapshot(), "local_bytes": local}
-
-    def count_error(self, where: str, exc: BaseException) -> None:
-        """Record a failure the saver layer met while using this cache."""
-        self._stats.error(where, exc)
-
-    def count_request(self, result: str, seconds: float, writes: int) -> None:
-        """Record one history request the saver layer answered (``result``: ``hit``,
-        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
-        ``checkpoint_guard.history.*`` instruments."""
-        self._stats.request(result, seconds, writes)
 
     def ping(self) -> bool:
         """Connect (if needed) and check that Redis answers."""
