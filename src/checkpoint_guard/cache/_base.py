@@ -1,20 +1,11 @@
 """What every history cache backend shares: the entry model, copies, sizes, stats.
 
-The model (per thread, namespace and channel): a checkpoint's delta history is a
-*pointer* ``(segment, n)``: the segment's seed plus its first ``n`` chunks, where a
-chunk is the writes one ancestor stored for that channel. A child's history is
-its parent's plus one chunk, so consecutive checkpoints share one segment and a
-thread costs what its writes cost (linear), not one write list per checkpoint
-(quadratic). A segment starts at a seed (a stored value: ``_DeltaSnapshot`` or a
-pre-delta plain value) or at a history read whole from the saver. Two children
-extending the same parent share its chunk (each chunk is tagged with the
-checkpoint it came from); a child of a checkpoint in the middle of a segment
-forks a new segment that shares the earlier chunks by reference.
-
-A history entry never changes once computed: it depends only on the target's
-ancestors, whose writes are complete once they have a child. The saver layer
-invalidates a thread when that assumption is broken on purpose (``put_writes``
-onto a checkpoint whose writes are cached, ``delete_thread``, ``prune``, ...).
+A checkpoint's history is a pointer ``(segment, n)``: a segment's seed plus its
+first ``n`` chunks (a chunk: the writes one ancestor stored for the channel), so
+consecutive checkpoints share one segment and a thread costs what its writes cost.
+An entry never changes once computed; the saver layer invalidates a thread when
+that is broken on purpose. The model in full: docs/design.md, "The history
+cache's entries".
 """
 
 from __future__ import annotations
@@ -57,6 +48,7 @@ __all__ = [
     "fresh",
     "fresh_seed",
     "fresh_writes",
+    "generated",
     "identical",
     "keep_chunk",
     "keep_seed",
@@ -249,7 +241,6 @@ def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
 
 
 _new = object.__new__
-_set = object.__setattr__
 # pydantic's own slots, written through their descriptors (several times cheaper
 # than object.__setattr__ by name; this runs once per message copied or decoded)
 _set_dict = BaseModel.__dict__["__dict__"].__set__
@@ -280,7 +271,7 @@ def _copy_message(message: Any) -> Any:
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _COPIER_TEMPLATE = """
-def copy_message(message):
+def copier(message):
     fields = message.__dict__
     if len(fields) != {count}:
         return _generic(message)
@@ -316,14 +307,38 @@ _CONTAINER_FIELD_TEMPLATE = """\
             copied[{key!r}] = _copy_value(value)
 """
 
+_EMPTY: dict[type, str] = {dict: "{}", list: "[]"}
 
-def _field_source(name: str, info: Any) -> str:
-    factory = getattr(info, "default_factory", None)
-    if factory is dict:
-        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="dict", empty="{}")
-    if factory is list:
-        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="list", empty="[]")
-    return _FIELD_TEMPLATE.format(key=name)
+
+def _fields(cls: type) -> dict[str, type | None] | None:
+    """A message class's fields, each with ``dict`` or ``list`` when its default is
+    an empty one; None when it has none or a name is not an identifier."""
+    fields = getattr(cls, "model_fields", {})
+    if not fields or not all(name.isidentifier() for name in fields):
+        return None
+    return {
+        name: factory
+        if (factory := getattr(info, "default_factory", None)) in (dict, list)
+        else None
+        for name, info in fields.items()
+    }
+
+
+def generated(cls: type, kind: str, source: str, **names: Any) -> Any:
+    """The function ``kind`` that ``source`` defines for message class ``cls``, with
+    ``names``, ``_cls`` and pydantic's slot setters in scope. Field names enter a
+    source only as repr() string literals."""
+    namespace: dict[str, Any] = {
+        "_cls": cls,
+        "_new": _new,
+        "_set_dict": _set_dict,
+        "_set_fields_set": _set_fields_set,
+        "_set_extra": _set_extra,
+        "_set_private": _set_private,
+        **names,
+    }
+    exec(compile(source, f"<checkpoint_guard {kind} for {cls.__qualname__}>", "exec"), namespace)
+    return namespace[kind]
 
 
 def _copier(cls: type) -> Callable[[Any], Any]:
@@ -332,31 +347,25 @@ def _copier(cls: type) -> Callable[[Any], Any]:
     if found is not None:
         return found
     _MESSAGE_TYPES.add(cls)
-    fields = dict(getattr(cls, "model_fields", {}))
+    fields = _fields(cls)
     copier: Callable[[Any], Any] = _copy_message
-    if fields and all(name.isidentifier() for name in fields):
-        # Field names enter the source only as repr() string literals.
-        source = _COPIER_TEMPLATE.format(
-            count=len(fields),
-            body="".join(_field_source(name, info) for name, info in fields.items()),
+    if fields is not None:
+        body = "".join(
+            _FIELD_TEMPLATE.format(key=name)
+            if kind is None
+            else _CONTAINER_FIELD_TEMPLATE.format(key=name, kind=kind.__name__, empty=_EMPTY[kind])
+            for name, kind in fields.items()
         )
-        namespace: dict[str, Any] = {
-            "_cls": cls,
-            "_generic": _copy_message,
-            "_scalars": _SCALARS,
-            "_copy_dict": _copy_dict,
-            "_copy_list": _copy_list,
-            "_copy_value": _copy_value,
-            "_new": _new,
-            "_set_dict": _set_dict,
-            "_set_fields_set": _set_fields_set,
-            "_set_extra": _set_extra,
-            "_set_private": _set_private,
-        }
-        exec(
-            compile(source, f"<checkpoint_guard copier for {cls.__qualname__}>", "exec"), namespace
+        copier = generated(
+            cls,
+            "copier",
+            _COPIER_TEMPLATE.format(count=len(fields), body=body),
+            _generic=_copy_message,
+            _scalars=_SCALARS,
+            _copy_dict=_copy_dict,
+            _copy_list=_copy_list,
+            _copy_value=_copy_value,
         )
-        copier = namespace["copy_message"]
     _COPIERS[cls] = copier
     return copier
 
@@ -512,21 +521,6 @@ def _other_size(value: Any, depth: int) -> int:
     return sys.getsizeof(value)
 
 
-def _fresh_write(value: Any) -> Any:
-    # A write's value, copied: a messages write is a list of (most often one)
-    # messages, or one message, copied without fresh's dispatch.
-    cls = type(value)
-    if cls is list:
-        get = _COPIERS.get
-        if len(value) == 1:
-            message = value[0]
-            copier = get(type(message))
-            return [copier(message) if copier is not None else _copy_value(message)]
-        return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
-    copier = _COPIERS.get(cls)
-    return copier(value) if copier is not None else fresh(value)
-
-
 class PlainChunk(tuple[PendingWrite, ...]):
     """A cached chunk known, since it was cached, to be one write of a list of one
     *plain* message (see ``keep_chunk``): its copy needs no look at the message's
@@ -543,7 +537,7 @@ _PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _PLAIN_TEMPLATE = """
-def copy_plain(message):
+def plain_copier(message):
     copied = message.__dict__.copy()
 {body}
     new = _new(_cls)
@@ -563,31 +557,16 @@ _PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
 def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
     if cls in _PLAIN_PLANS:
         return _PLAIN_PLANS[cls]
-    fields = dict(getattr(cls, "model_fields", {}))
+    fields = _fields(cls)
     plan: tuple[frozenset[str], dict[str, type]] | None = None
-    if fields and all(name.isidentifier() for name in fields):
-        containers = {
-            name: factory
-            for name, info in fields.items()
-            if (factory := getattr(info, "default_factory", None)) in (dict, list)
-        }
+    if fields is not None:
+        containers = {name: kind for name, kind in fields.items() if kind is not None}
         plan = (frozenset(fields), containers)
         body = "".join(
-            _PLAIN_FIELD_TEMPLATE.format(key=name, empty="{}" if kind is dict else "[]")
+            _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
             for name, kind in containers.items()
         )
-        namespace: dict[str, Any] = {
-            "_cls": cls,
-            "_new": _new,
-            "_set_dict": _set_dict,
-            "_set_fields_set": _set_fields_set,
-            "_set_extra": _set_extra,
-            "_set_private": _set_private,
-        }
-        source = _PLAIN_TEMPLATE.format(body=body)
-        name = f"<checkpoint_guard plain copier for {cls.__qualname__}>"
-        exec(compile(source, name, "exec"), namespace)
-        _PLAIN_COPIERS[cls] = namespace["copy_plain"]
+        _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
     _PLAIN_PLANS[cls] = plan
     return plan
 
@@ -687,7 +666,7 @@ def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
                 copied = copier(message) if copier is not None else _copy_value(message)
                 append((task, channel, [copied]))
             else:
-                append((task, channel, _fresh_write(value)))
+                append((task, channel, fresh(value)))
     return writes
 
 

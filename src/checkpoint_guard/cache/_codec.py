@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from .. import _upstream
 from .._errors import CodecError
 from .._upstream import DeltaSnapshot
-from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
+from ._base import generated
 
 __all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
 
@@ -149,7 +149,7 @@ _STR_ONLY = frozenset((str,))
 # of the shape in straight-line code (no loop, no generator; field names enter the
 # source only as repr() string literals), then the unvalidated rebuild.
 _BUILDER_TEMPLATE = """
-def build(fields, fields_set, extra):
+def builder(fields, fields_set, extra):
     if type(fields) is not dict or len(fields) != {count}{present}:
         raise _fields_error(fields)
     try:
@@ -185,7 +185,10 @@ def build(fields, fields_set, extra):
 """
 
 
-def _builder_source(shape: _Shape) -> str:
+def _builder(cls: type[Any]) -> Any:
+    """The builder of message class ``cls``: ``builder(fields, fields_set, extra)``,
+    the message ``_message_fields`` describes once its shape is checked."""
+    shape = _Shape(cls)
     checks = [
         f"type(fields[{'content'!r}]) not in _content",
         f"type(fields[{'id'!r}]) not in _text",
@@ -201,16 +204,9 @@ def _builder_source(shape: _Shape) -> str:
         read.add("type")
     present = "".join(f" or {key!r} not in fields" for key in sorted(shape.names - read))
     lines = [f"            {'or ' if i else ''}{check}" for i, check in enumerate(checks)]
-    return _BUILDER_TEMPLATE.format(
+    source = _BUILDER_TEMPLATE.format(
         count=len(shape.names), present=present, checks="\n".join(lines)
     )
-
-
-def _builder(cls: type[Any]) -> Any:
-    """The builder of message class ``cls``: ``build(fields, fields_set, extra)``,
-    the message ``_message_fields`` describes once its shape is checked."""
-    shape = _Shape(cls)
-    source = _builder_source(shape)
     name = cls.__name__
 
     def fields_error(fields: Any) -> CodecError:
@@ -218,26 +214,21 @@ def _builder(cls: type[Any]) -> Any:
             return CodecError(f"unknown cached message class {name!r}")
         return CodecError(f"cached {name} has fields {sorted(map(str, fields))}")
 
-    namespace: dict[str, Any] = {
-        "_cls": cls,
-        "_fields_error": fields_error,
-        "_wrong_type": f"cached {name} has a field of the wrong type",
-        "_CodecError": CodecError,
-        "_content": _CONTENT,
-        "_text": _TEXT,
-        "_str_only": _STR_ONLY,
-        "_names": shape.names,
-        "_all_set": _ALL_SET,
-        "_dict": dict,
-        "_list": list,
-        "_new": _new,
-        "_set_dict": _set_dict,
-        "_set_fields_set": _set_fields_set,
-        "_set_extra": _set_extra,
-        "_set_private": _set_private,
-    }
-    exec(compile(source, f"<checkpoint_guard builder for {cls.__qualname__}>", "exec"), namespace)
-    return namespace["build"]
+    return generated(
+        cls,
+        "builder",
+        source,
+        _fields_error=fields_error,
+        _wrong_type=f"cached {name} has a field of the wrong type",
+        _CodecError=CodecError,
+        _content=_CONTENT,
+        _text=_TEXT,
+        _str_only=_STR_ONLY,
+        _names=shape.names,
+        _all_set=_ALL_SET,
+        _dict=dict,
+        _list=list,
+    )
 
 
 _BUILDERS: dict[str, Any] = {name: _builder(cls) for name, cls in _MESSAGES.items()}
@@ -278,12 +269,6 @@ def _write(row: Any) -> tuple[str, str, Any]:
     return task, channel, value
 
 
-def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
-    """The explicit msgpack allowlist of the saver's serde, or nothing (see
-    ``_upstream.msgpack_allowlist``)."""
-    return _upstream.msgpack_allowlist(serde)
-
-
 class ValueCodec:
     """Encode/decode cache values; ``serde`` (the saver's serializer) wraps every
     payload, so encryption carries through. ``allowlist`` adds (module, name)
@@ -297,7 +282,7 @@ class ValueCodec:
         allowlist: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.serde = serde or JsonPlusSerializer()
-        self.allowlist = DECODE_ALLOWLIST | _allowlist_of(self.serde) | allowlist
+        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde) | allowlist
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
         self._depth = threading.local()
