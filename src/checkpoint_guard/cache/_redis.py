@@ -83,11 +83,10 @@ class _Group:
 
 
 class _LocalTier:
-    """The values this process holds, per (thread key, epoch): an LRU over those
-    groups, bounded by their encoded bytes. A read looks its thread's group up
-    once and its fields in a plain dict (a long thread's read names thousands of
-    fields: an LRU step per field cost more than the copies). Not thread-safe: the
-    cache's lock guards it."""
+    """The values this process holds: an LRU of (thread key, epoch) groups bounded
+    by their encoded bytes, each a plain dict by field (a long thread's read names
+    thousands of fields: an LRU step per field cost more than the copies). Guarded
+    by the cache's lock."""
 
     def __init__(self, max_bytes: int) -> None:
         self._lru: LRUCache[tuple[str, str], _Group] = LRUCache(
@@ -239,13 +238,9 @@ _SEED_LINK = b"seed\0"
 
 
 def _link(prev: bytes, field: str) -> bytes:
-    """The makeup digest after one more chunk field (see the module docstring)."""
+    """The makeup digest after one more chunk field; ``_link(_SEED_LINK, seed field)``
+    starts the chain (docs/design.md)."""
     return hashlib.blake2b(prev + field.encode(), digest_size=_TAG_BYTES).digest()
-
-
-def _origin(seed_field: str) -> bytes:
-    """The makeup digest of an entry with no chunks yet: its seed field (or ``-``)."""
-    return hashlib.blake2b(_SEED_LINK + seed_field.encode(), digest_size=_TAG_BYTES).digest()
 
 
 def _binding(key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
@@ -262,8 +257,8 @@ _EMPTY_BINDING = bytes(_TAG_BYTES)
 
 
 def _bound(field: str) -> bytes:
-    """The binding a value stored under ``field`` carries (see the module docstring):
-    a field's name is a digest of the thread, epoch and place it belongs to."""
+    """The binding a value stored under ``field`` carries: the field's name is a
+    digest of the thread, epoch and place it belongs to."""
     return _EMPTY_BINDING if field == _EMPTY else bytes.fromhex(field[2 : 2 + 2 * _TAG_BYTES])
 
 
@@ -475,7 +470,8 @@ class RedisHistoryCache(Counted):
 
     def _pattern(self) -> str:
         """Every thread key under this cache's prefix, as a ``SCAN`` pattern."""
-        return _glob_escape(self.key_prefix) + ":t:*"
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
+        return escaped + ":t:*"
 
     def _fresh(self, script: _Script, thread_id: ThreadId, *args: Any) -> _Eval:
         """A call of a script that may start a generation (a fresh id, the TTL, ``args``)."""
@@ -553,7 +549,7 @@ class RedisHistoryCache(Counted):
         # digests are reused; the rest are new.
         chain = known.digests if known and known.seed_field == index.seed_field else []
         reuse = min(len(chain), index.first - 1)
-        makeup = chain[reuse - 1] if reuse else _origin(index.seed_field)
+        makeup = chain[reuse - 1] if reuse else _link(_SEED_LINK, index.seed_field)
         grown: list[bytes] = []
         for field in fields[reuse:]:
             makeup = _link(makeup, field)
@@ -565,32 +561,26 @@ class RedisHistoryCache(Counted):
             return None
         with self._lock:
             self._tags[(key, epoch, pointer)] = (index.n, makeup, index.tag)
-            fields = self._learnt(slot, index, chain, reuse, grown)
-            if fields is None:
-                return None
             self._hints[(key, ns, channel)] = index.segment
+            self._learnt(slot, index.seed_field, fields, chain, reuse, grown)
         return index.seed_field, fields
 
     def _learnt(
         self,
         slot: tuple[str, str, str],
-        index: _Index,
+        seed_field: str,
+        fields: list[str],
         chain: list[bytes],
         reuse: int,
         grown: list[bytes],
-    ) -> list[str] | None:
-        """(Under the lock.) The verified entry's chunk fields, with what this process
-        knows of the segment lengthened to them and to their digests (``chain[:reuse]``
-        then ``grown``). Built from the reply's own tail, never from the positions
-        known past first-1: another read may have lengthened them meanwhile, by fewer
-        positions than this entry has (a position's field never changes within an
-        epoch, so either source names the same chunk)."""
+    ) -> None:
+        """(Under the lock.) What this process knows of the segment, lengthened to a
+        verified entry's chunk fields and their digests (``chain[:reuse]``, ``grown``).
+        Another read may have changed it since the entry was verified: a position's
+        field never changes within an epoch, so either names the same chunk."""
         known = self._segments.get(slot)
-        fields = _positions(known.fields if known else None, index)
-        if fields is None:
-            return None
-        if known is None or known.seed_field != index.seed_field:
-            known = _Known(index.seed_field, list(fields), chain[:reuse] + grown)
+        if known is None or known.seed_field != seed_field:
+            known = _Known(seed_field, list(fields), chain[:reuse] + grown)
         else:
             if len(known.fields) < len(fields):
                 known.fields.extend(fields[len(known.fields) :])
@@ -600,7 +590,6 @@ class RedisHistoryCache(Counted):
                 known.digests = chain[:reuse] + grown
         with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
             self._segments[slot] = known
-        return fields
 
     def _wanted(
         self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
@@ -804,7 +793,7 @@ class RedisHistoryCache(Counted):
         child = self._pointer(ns, step.channel, step.child_id)
         parent, check = "", ""
         if step.seed is not None:
-            n, makeup = 1, _link(_origin(seed_field or "-"), chunk_field)
+            n, makeup = 1, _link(_link(_SEED_LINK, seed_field or "-"), chunk_field)
         else:
             parent = self._pointer(ns, step.channel, step.parent_id)
             base = made.get(parent)
@@ -1133,7 +1122,3 @@ def _current(epoch: str, reply: Any) -> list[Any] | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
