@@ -694,16 +694,10 @@ class CacheStats:
     def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
         self._lock = threading.Lock()
         self.tier = tier
-        self.counts: dict[str, int] = {
-            "hits": 0,
-            "misses": 0,
-            "evictions": 0,
-            "errors": 0,
-            "invalidations": 0,
-            "requests_hit": 0,
-            "requests_miss": 0,
-            "requests_error": 0,
-        }
+        requests = ("requests_hit", "requests_miss", "requests_error")
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("hits", "misses", "evictions", "errors", "invalidations", *requests), 0
+        )
         self._log_interval = log_interval
         self._last_log = float("-inf")
         self._last_reject = float("-inf")

@@ -49,32 +49,28 @@ _MESSAGES: dict[str, type[Any]] = {
 }  # fmt: skip
 
 DECODE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("datetime", "date"),
-        ("datetime", "time"),
-        ("datetime", "timedelta"),
-        ("datetime", "timezone"),
-        ("uuid", "UUID"),
-        ("decimal", "Decimal"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-        ("collections", "deque"),
-        ("ipaddress", "IPv4Address"),
-        ("ipaddress", "IPv4Interface"),
-        ("ipaddress", "IPv4Network"),
-        ("ipaddress", "IPv6Address"),
-        ("ipaddress", "IPv6Interface"),
-        ("ipaddress", "IPv6Network"),
-        ("pathlib", "Path"),
-        ("pathlib", "PosixPath"),
-        ("pathlib", "PurePosixPath"),
-        ("zoneinfo", "ZoneInfo"),
-        ("langchain_core.documents.base", "Document"),
-        ("langgraph.types", "Overwrite"),
-        ("langgraph.types", "Interrupt"),
-        *((cls.__module__, cls.__name__) for cls in _MESSAGES.values()),
-    }
-)
+    (module, name)
+    for module, names in {
+        "datetime": ("date", "time", "timedelta", "timezone"),
+        "uuid": ("UUID",),
+        "decimal": ("Decimal",),
+        "builtins": ("set", "frozenset"),
+        "collections": ("deque",),
+        "ipaddress": (
+            "IPv4Address",
+            "IPv4Interface",
+            "IPv4Network",
+            "IPv6Address",
+            "IPv6Interface",
+            "IPv6Network",
+        ),
+        "pathlib": ("Path", "PosixPath", "PurePosixPath"),
+        "zoneinfo": ("ZoneInfo",),
+        "langchain_core.documents.base": ("Document",),
+        "langgraph.types": ("Overwrite", "Interrupt"),
+    }.items()
+    for name in names
+) | {(cls.__module__, cls.__name__) for cls in _MESSAGES.values()}
 """The classes a cached value may name (module, attribute); nothing else is ever
 imported or called while decoding. ``datetime.datetime`` is rebuilt through its
 ``fromisoformat`` (the one method call allowed)."""
@@ -121,24 +117,6 @@ def _fields_of_messages(value: Any) -> list[list[Any]] | None:
         if _MESSAGES.get(cls.__name__) is not cls:
             return None
     return [_message_fields(m) for m in value]
-
-
-class _Shape:
-    """What a message class's field dict must look like to be rebuilt unvalidated."""
-
-    __slots__ = ("containers", "names", "type_name")
-
-    def __init__(self, cls: type[Any]) -> None:
-        fields = cls.model_fields
-        self.names = frozenset(fields)
-        default_type = fields["type"].default
-        self.type_name = default_type if isinstance(default_type, str) else None
-        # fields whose default is an (empty) dict or list must hold one
-        self.containers: tuple[tuple[str, type], ...] = tuple(
-            (name, type(info.default_factory()))
-            for name, info in fields.items()
-            if info.default_factory is not None and type(info.default_factory()) in (dict, list)
-        )
 
 
 _TEXT = (str, type(None))
@@ -188,25 +166,30 @@ def builder(fields, fields_set, extra):
 def _builder(cls: type[Any]) -> Any:
     """The builder of message class ``cls``: ``builder(fields, fields_set, extra)``,
     the message ``_message_fields`` describes once its shape is checked."""
-    shape = _Shape(cls)
+    model_fields = cls.model_fields
+    names = frozenset(model_fields)
+    # fields whose default is an (empty) dict or list must hold one
+    containers = [
+        (name, type(info.default_factory()))
+        for name, info in model_fields.items()
+        if info.default_factory is not None and type(info.default_factory()) in (dict, list)
+    ]
     checks = [
         f"type(fields[{'content'!r}]) not in _content",
         f"type(fields[{'id'!r}]) not in _text",
         f"type(fields[{'name'!r}]) not in _text",
+        *(f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in containers),
     ]
-    if shape.type_name is not None:
-        checks.insert(0, f"fields[{'type'!r}] != {shape.type_name!r}")
-    checks += [f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in shape.containers]
     # The field dict holds exactly the class's fields when it has as many keys and
     # each is present: the checks read most; the others are looked up.
-    read = {"content", "id", "name", *(key for key, _ in shape.containers)}
-    if shape.type_name is not None:
+    read = {"content", "id", "name", *(key for key, _ in containers)}
+    type_name = model_fields["type"].default
+    if isinstance(type_name, str):
+        checks.insert(0, f"fields[{'type'!r}] != {type_name!r}")
         read.add("type")
-    present = "".join(f" or {key!r} not in fields" for key in sorted(shape.names - read))
+    present = "".join(f" or {key!r} not in fields" for key in sorted(names - read))
     lines = [f"            {'or ' if i else ''}{check}" for i, check in enumerate(checks)]
-    source = _BUILDER_TEMPLATE.format(
-        count=len(shape.names), present=present, checks="\n".join(lines)
-    )
+    source = _BUILDER_TEMPLATE.format(count=len(names), present=present, checks="\n".join(lines))
     name = cls.__name__
 
     def fields_error(fields: Any) -> CodecError:
@@ -224,7 +207,7 @@ def _builder(cls: type[Any]) -> Any:
         _content=_CONTENT,
         _text=_TEXT,
         _str_only=_STR_ONLY,
-        _names=shape.names,
+        _names=names,
         _all_set=_ALL_SET,
         _dict=dict,
         _list=list,
@@ -490,16 +473,6 @@ class ValueCodec:
     def loads(self, blob: bytes, binding: bytes | None = None) -> Any:
         """The value ``dumps`` encoded (with the same ``binding``: ``Misplaced`` for
         another one); ``CodecError`` for anything else."""
-        value = self._loads(blob)
-        if binding is None:
-            return value
-        if type(value) is not list or len(value) != 2 or type(value[0]) is not bytes:
-            raise CodecError("cached value carries no binding")
-        if value[0] != binding:
-            raise Misplaced("cached value was written for another place or epoch")
-        return value[1]
-
-    def _loads(self, blob: bytes) -> Any:
         try:
             envelope = _unpackb(blob, raw=False)
             if type(envelope) is not list or len(envelope) != 2:
@@ -516,8 +489,15 @@ class ValueCodec:
                 data = self.serde.loads_typed((typ, data))
                 if not isinstance(data, bytes):
                     raise CodecError("cached envelope did not decode to bytes")
-            return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
+            value = _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
         except Exception as exc:
             raise CodecError(f"corrupt cached value: {type(exc).__name__}: {exc}") from None
+        if binding is None:
+            return value
+        if type(value) is not list or len(value) != 2 or type(value[0]) is not bytes:
+            raise CodecError("cached value carries no binding")
+        if value[0] != binding:
+            raise Misplaced("cached value was written for another place or epoch")
+        return value[1]

@@ -318,17 +318,6 @@ class _Known:
     digests: list[bytes]
 
 
-class _Wanted(NamedTuple):
-    """A verified entry and what a read still needs of it: ``missing`` values, which
-    ``values`` holds when the index reply carried them (else they are fetched)."""
-
-    epoch: str
-    seed_field: str
-    fields: list[str]
-    missing: list[str]
-    values: list[Any] | None
-
-
 class RedisHistoryCache(Counted):
     """History cache shared by every worker through Redis.
 
@@ -591,21 +580,6 @@ class RedisHistoryCache(Counted):
         with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
             self._segments[slot] = known
 
-    def _wanted(
-        self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
-    ) -> _Wanted:
-        """What to fetch for one entry: every value when the reply carried them (this
-        process held none of the epoch's), else those not in the local tier."""
-        seed_field, fields = entry
-        wanted = ([seed_field] if seed_field != "-" else []) + fields
-        if values is not None:
-            return _Wanted(epoch, seed_field, fields, wanted, list(values))
-        with self._lock:
-            held = self._local.fields(key, epoch)
-            # once each: equal chunks share a field (every empty one, without encryption)
-            missing = list(dict.fromkeys(f for f in wanted if f not in held))
-        return _Wanted(epoch, seed_field, fields, missing, None)
-
     def _indexed(
         self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
     ) -> tuple[str, list[tuple[str, list[str]]], int] | None:
@@ -836,20 +810,29 @@ class RedisHistoryCache(Counted):
 
     # -- plans: each operation once, for both drivers ------------------------------------
 
-    def _serve(self, key: str, wanted: _Wanted | None) -> Plan[Any, DeltaChannelHistory | None]:
-        if wanted is None:
-            return None
+    def _serve(
+        self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
+    ) -> Plan[Any, DeltaChannelHistory | None]:
+        """A verified entry's history, from the values the index reply carried (this
+        process held none of the epoch's) or else the local tier, fetching the rest."""
+        seed_field, fields = entry
+        wanted = ([seed_field] if seed_field != "-" else []) + fields
+        blobs = None if values is None else list(values)
+        missing = wanted
+        if blobs is None:
+            with self._lock:
+                held = self._local.fields(key, epoch)
+                # once each: equal chunks share a field (every empty one, without encryption)
+                missing = list(dict.fromkeys(f for f in wanted if f not in held))
         own: dict[str, Any] = {}
-        if wanted.missing:
-            blobs = wanted.values
+        if missing:
             if blobs is None:
-                reply = yield _Get(key, ["epoch", *wanted.missing])
-                blobs = _current(wanted.epoch, reply)
-            decoded = self._remember(key, wanted.epoch, wanted.missing, blobs)
+                blobs = _current(epoch, (yield _Get(key, ["epoch", *missing])))
+            decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
             own = decoded
-        return self._assemble(key, wanted.epoch, wanted.seed_field, wanted.fields, own)
+        return self._assemble(key, epoch, seed_field, fields, own)
 
     def _read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
@@ -858,11 +841,11 @@ class RedisHistoryCache(Counted):
         held, seg, known = self._hint(key, ns, channel)
         reply = yield _Eval(_INDEX, key, [pointer, held, seg, known, _INLINE_VALUES])
         found = self._indexed(key, ns, reply, [(channel, checkpoint_id)])
-        wanted = None
-        if found is not None:  # the values follow the index when the script sent them
-            epoch, [entry], end = found
-            wanted = self._wanted(key, epoch, entry, reply[end:] if len(reply) > end else None)
-        return self._hit_or_miss((yield from self._serve(key, wanted)))
+        if found is None:
+            return self._hit_or_miss(None)
+        epoch, [entry], end = found  # the values follow the index when the script sent them
+        values = reply[end:] if len(reply) > end else None
+        return self._hit_or_miss((yield from self._serve(key, epoch, entry, values)))
 
     def _begin(self, thread_id: ThreadId, ns: str, probes: Probes) -> Plan[Any, Begin]:
         # one group of g probes per channel (padded with a field that never exists):
@@ -936,8 +919,7 @@ class RedisHistoryCache(Counted):
         epoch, entries, _ = found
         out: dict[str, DeltaChannelHistory] = {}
         for channel, entry in zip(channels, entries, strict=True):
-            wanted = self._wanted(key, epoch, entry, None)
-            hit = self._hit_or_miss((yield from self._serve(key, wanted)))
+            hit = self._hit_or_miss((yield from self._serve(key, epoch, entry, None)))
             if hit is None:
                 return None
             out[channel] = hit
