@@ -88,7 +88,7 @@ EXPECTED = {
     "cache/_redis.py:RedisHistoryCache.begin",
     "cache/_redis.py:RedisHistoryCache.close",
     "cache/_redis.py:_Eval.run",
-    "cache/_memory.py:MemoryHistoryCache.begin",
+    "cache/_protocol.py:HistoryCache.begin",
     "stores/_postgres.py:<module>._pg_prepare",
     "stores/__init__.py:<module>.open_inner",
     "stores/_memory.py:<module>.open_saver",

@@ -32,6 +32,7 @@ from ._base import (
     keep_seed,
     share_items,
 )
+from ._protocol import HistoryCache
 
 __all__ = ["MemoryHistoryCache"]
 
@@ -115,7 +116,7 @@ class _Thread:
         )
 
 
-class MemoryHistoryCache(Counted):
+class MemoryHistoryCache(Counted, HistoryCache):
     """Process-local history cache, bounded in **bytes** with LRU eviction of
     whole threads, and an optional TTL (``ttl_seconds``; ``None`` or 0: none).
 
@@ -124,9 +125,9 @@ class MemoryHistoryCache(Counted):
     change what the next reader gets. ``isolate=False`` skips those copies and
     hands out the cached objects themselves (3-6x cheaper warm reads on long
     threads, see docs/performance.md): only for graphs whose nodes and callers
-    never mutate messages of the state in place. A thread larger than ``max_bytes`` is simply
-    not cached. Thread-safe; the ``a*`` methods are the same operations for async
-    callers (nothing here blocks).
+    never mutate messages of the state in place. A thread larger than ``max_bytes``
+    is simply not cached. Thread-safe; nothing here blocks, so the ``a*`` methods
+    are ``HistoryCache``'s: the sync operations.
     """
 
     tier = "memory"  # the ``cache`` attribute of its telemetry
@@ -365,55 +366,3 @@ class MemoryHistoryCache(Counted):
     def close(self) -> None:
         """Release the cache (clears it)."""
         self.clear()
-
-    # -- async twins (nothing here waits) ----------------------------------------------
-
-    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        return self.begin(thread_id, ns, probes)
-
-    async def aread(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        return self.read(thread_id, ns, channel, checkpoint_id)
-
-    async def acontains(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> bool:
-        return self.contains(thread_id, ns, channel, checkpoint_id)
-
-    async def astore(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        channel: str,
-        checkpoint_id: str,
-        history: DeltaChannelHistory,
-        token: Token,
-    ) -> bool:
-        return self.store(thread_id, ns, channel, checkpoint_id, history, token)
-
-    async def aextend_read(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        steps: Sequence[Step],
-        token: Token,
-        checkpoint_id: str,
-        channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return self.extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
-
-    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        return self.fence(thread_id, ns, checkpoint_id, writer)
-
-    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        self.unfence(thread_id, ns, checkpoint_id, writer)
-
-    async def adrop_thread(self, thread_id: ThreadId) -> None:
-        self.drop_thread(thread_id)
-
-    async def aclear(self) -> None:
-        self.clear()
-
-    async def aclose(self) -> None:
-        self.close()

@@ -104,13 +104,22 @@ class HistoryCache(Protocol):
     def close(self) -> None:
         """Release what the cache holds."""
 
-    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin: ...
+    # The async twins: by default the sync operation, for a backend that never waits
+    # (``MemoryHistoryCache``); a backend that does I/O overrides every one.
+
+    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
+        return self.begin(thread_id, ns, probes)
+
     async def aread(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None: ...
+    ) -> DeltaChannelHistory | None:
+        return self.read(thread_id, ns, channel, checkpoint_id)
+
     async def acontains(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> bool: ...
+    ) -> bool:
+        return self.contains(thread_id, ns, channel, checkpoint_id)
+
     async def astore(
         self,
         thread_id: ThreadId,
@@ -119,7 +128,9 @@ class HistoryCache(Protocol):
         checkpoint_id: str,
         history: DeltaChannelHistory,
         token: Token,
-    ) -> bool: ...
+    ) -> bool:
+        return self.store(thread_id, ns, channel, checkpoint_id, history, token)
+
     async def aextend_read(
         self,
         thread_id: ThreadId,
@@ -128,13 +139,20 @@ class HistoryCache(Protocol):
         token: Token,
         checkpoint_id: str,
         channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None: ...
-    async def afence(
-        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
-    ) -> bool: ...
-    async def aunfence(
-        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
-    ) -> None: ...
-    async def adrop_thread(self, thread_id: ThreadId) -> None: ...
-    async def aclear(self) -> None: ...
-    async def aclose(self) -> None: ...
+    ) -> dict[str, DeltaChannelHistory] | None:
+        return self.extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
+
+    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
+        return self.fence(thread_id, ns, checkpoint_id, writer)
+
+    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
+        self.unfence(thread_id, ns, checkpoint_id, writer)
+
+    async def adrop_thread(self, thread_id: ThreadId) -> None:
+        self.drop_thread(thread_id)
+
+    async def aclear(self) -> None:
+        self.clear()
+
+    async def aclose(self) -> None:
+        self.close()
