@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache, TTLCache
@@ -45,27 +46,21 @@ _MARKS_MAX = 200_000
 _COUNTER = itertools.count(1)
 
 
+@dataclass(slots=True, eq=False)
 class _Segment:
-    __slots__ = ("chunk_bytes", "chunks", "scope", "seed", "seed_size", "shares", "tags")
+    scope: tuple[str, str]
+    seed: Seed
+    chunks: list[Chunk]
+    tags: list[str]
+    # what the seed weighs (``approx_size``), measured when first needed unless
+    # given: then it counts only what the seed does not share (``shares``)
+    seed_size: int | None = None
+    chunk_bytes: int = 0  # what the chunks weigh, kept current as they are appended
+    shares: bool = False
 
-    def __init__(
-        self,
-        scope: tuple[str, str],
-        seed: Seed,
-        chunks: list[Chunk],
-        tags: list[str],
-        seed_size: int | None = None,
-    ):
-        self.scope = scope
-        self.seed = seed
-        self.chunks = chunks
-        self.tags = tags
-        # what the chunks and the seed weigh (``approx_size``), kept current as
-        # chunks are appended; the seed's is measured when first needed, unless
-        # given: then it counts only what the seed does not share (``shares``)
-        self.chunk_bytes = sum(approx_size(c) for c in chunks)
-        self.seed_size = seed_size
-        self.shares = seed_size is not None
+    def __post_init__(self) -> None:
+        self.chunk_bytes = sum(approx_size(c) for c in self.chunks)
+        self.shares = self.seed_size is not None
 
     def whole(self) -> int:
         """The segment's size counted alone, as if it shared nothing."""
@@ -147,19 +142,14 @@ class MemoryHistoryCache(Counted, HistoryCache):
         self._lock = threading.RLock()
         stats = self._stats
 
-        def sizeof(entry: _Thread) -> int:
-            return entry.size
-
         class _Lru(TTLCache if ttl_seconds else LRUCache):  # type: ignore[misc]
             def popitem(self) -> tuple[Hashable, Any]:
                 item = super().popitem()
                 stats.add("evictions")
                 return item  # type: ignore[no-any-return]
 
-        if ttl_seconds:
-            self._threads: Any = _Lru(maxsize=max_bytes, ttl=ttl_seconds, getsizeof=sizeof)
-        else:
-            self._threads = _Lru(maxsize=max_bytes, getsizeof=sizeof)
+        ttl = {"ttl": ttl_seconds} if ttl_seconds else {}
+        self._threads: Any = _Lru(maxsize=max_bytes, getsizeof=lambda entry: entry.size, **ttl)
         # thread -> [generation, epoch]; an evicted mark is drawn anew (so no
         # stored-before token can match it again)
         self._marks: LRUCache[ThreadId, list[int]] = LRUCache(maxsize=_MARKS_MAX)
