@@ -176,10 +176,9 @@ def fresh(value: Any) -> Any:
 
 
 def _copy_dict(value: dict[Any, Any], _scalars: frozenset[type] = _SCALARS) -> dict[Any, Any]:
-    # A dict of the JSON-like shapes (a message's field dict, tool-call args, token
-    # counts, a content block): one C-level copy, then only its non-scalar values
-    # replaced, by type, without a generic dispatch per value. Keys are hashable
-    # and shared, as dict.copy() and deepcopy of str keys do.
+    # A JSON-like dict (a message's fields, tool-call args, a content block): one
+    # C-level copy, then only its non-scalar values replaced, by type. Keys are
+    # shared, as dict.copy() and deepcopy of str keys do.
     copied = value.copy()
     if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value.values())):
         return copied
@@ -263,11 +262,9 @@ def _copy_message(message: Any) -> Any:
     return copied
 
 
-# Per message class: a copier generated once from the class's fields, doing what
-# _copy_message does without its loop (one test per field, empty containers
-# replaced by new empty ones without a call). A message whose __dict__ is not
-# exactly the class's fields (an attribute deleted or smuggled in) takes
-# _copy_message.
+# Per message class: a copier generated from its fields, doing what _copy_message
+# does without its loop (one test per field, an empty container replaced without a
+# call); a message whose __dict__ is not exactly the class's fields takes _copy_message.
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _COPIER_TEMPLATE = """
@@ -419,13 +416,11 @@ def _by_id(pools: Sequence[Any]) -> dict[str, Any]:
 
 
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
-    """``seed`` with each message of its list value (or snapshot of one) replaced
-    by an ``identical`` message the cache already holds, in ``known``'s writes or
-    ``also``'s value, and the bytes the result adds to a cache (``approx_size``,
-    a pointer for each shared message); ``seed`` itself when nothing is shared.
-    A snapshot holds the messages its history's writes hold: sharing them keeps a
-    cache's size linear across snapshots. Only for objects the cache owns and never
-    hands out."""
+    """``seed`` with each message of its list value (or snapshot of one) replaced by
+    an ``identical`` one the cache holds in ``known``'s writes or ``also``'s value
+    (``seed`` itself if none is), and the bytes the result adds (a pointer per shared
+    message): a snapshot holds what its history's writes hold, so sharing keeps a
+    cache linear across snapshots. Only for objects the cache owns."""
     value = seed.value
     if not seed.present:
         return seed, 0
@@ -485,9 +480,8 @@ def _items_size(value: Any, depth: int) -> int:
 
 
 def _message_size(message: Any, depth: int) -> int:
-    # Every field and extra that holds something: a subclass's own fields, a large
-    # extra or name count as much as the content (the constant covers the object,
-    # its dicts and the empty fields).
+    # Every field and extra that holds something counts, as the content does (the
+    # constant covers the object, its dicts and the empty fields).
     size = 512
     for value in message.__dict__.values():
         # None, empty strings and containers are in the constant (no truth test: an
@@ -522,17 +516,14 @@ def _other_size(value: Any, depth: int) -> int:
 
 
 class PlainChunk(tuple[PendingWrite, ...]):
-    """A cached chunk known, since it was cached, to be one write of a list of one
-    *plain* message (see ``keep_chunk``): its copy needs no look at the message's
-    fields. Only a cache's own, never handed-out chunks are marked, so what made
-    the mark true cannot change afterwards."""
+    """A cache's own chunk (never handed out, so the mark stays true) of one write of
+    a list of one *plain* message (``keep_chunk``): its copy needs no look at fields."""
 
     __slots__ = ()
 
 
-# Per message class: its field names and, for the fields whose default is an empty
-# dict or list, that type; None when the class has no plain copier (a field name
-# that is not an identifier).
+# Per message class: its field names and the types of its empty dict or list
+# defaults; None when it has no plain copier (see _fields).
 _PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
@@ -602,9 +593,8 @@ def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
 
 
 def keep_chunk(chunk: Chunk) -> Chunk:
-    """``chunk`` as a cache keeps it: marked ``PlainChunk`` when it is one write of
-    a list of one plain message (its copies then skip the per-field checks). Only
-    for chunks the cache owns and never hands out (a reader gets copies)."""
+    """``chunk`` as a cache keeps it (never handed out): a ``PlainChunk`` when it is
+    one write of a list of one plain message."""
     if len(chunk) == 1 and type(chunk) is tuple:
         value = chunk[0][2]
         if (
@@ -625,9 +615,8 @@ def _item_copier(item: Any) -> Callable[[Any], Any]:
 
 
 def keep_seed(seed: Seed) -> Seed:
-    """``seed`` as a cache keeps it: when its value is a list (or a snapshot of a
-    list), with each item's copier chosen once (plain messages copied without a
-    look at their fields). Only for values the cache owns and never hands out."""
+    """``seed`` as a cache keeps it (never handed out): a list value (or a snapshot of
+    one) with each item's copier chosen once (a plain message's skips its fields)."""
     value = seed.value
     items = _unwrapped(value)
     if not seed.present or type(items) is not list or not items:

@@ -53,7 +53,6 @@ from ._base import (
     Step,
     Token,
     assemble,
-    fresh,
     fresh_seed,
     fresh_writes,
     keep_chunk,
@@ -296,9 +295,8 @@ def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
 
 
 def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
-    """The entry's chunk fields: positions before ``index.first`` from ``known`` (what
-    this process learnt of the segment), the rest from the reply; None when it knows
-    fewer."""
+    """The entry's chunk fields: those before ``index.first`` from ``known`` (what this
+    process learnt of the segment), the rest from the reply; None if it knows fewer."""
     if index.first == 1:
         return index.tail
     if known is None or len(known) < index.first - 1:
@@ -309,9 +307,8 @@ def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
 @dataclass(slots=True)
 class _Known:
     """What this process verified of one segment of a thread epoch: its seed field,
-    the chunk fields at its positions 1..len (a position never changes within an
-    epoch: a warm read asks only for those past them) and the makeup digest after
-    each (a warm read digests only its new positions)."""
+    the chunk fields at positions 1..len (fixed within an epoch) and the makeup
+    digest after each, so a warm read asks for and digests only new positions."""
 
     seed_field: str
     fields: list[str]
@@ -360,9 +357,7 @@ class RedisHistoryCache(Counted):
                 raise ConfigError("url", redact_url(url), ACCEPTED, detail=str(exc)) from None
         if not isinstance(key_prefix, str) or not key_prefix or re.search(r"\s", key_prefix):
             raise ConfigError("key_prefix", key_prefix, "a non-empty string without whitespace")
-        import redis  # the 'redis' extra; imported on construction, not on a first read
-
-        del redis
+        importlib.import_module("redis")  # the 'redis' extra: missing fails here, not on a read
         self.url = url
         self.cluster = cluster
         self.key_prefix = key_prefix
@@ -372,9 +367,7 @@ class RedisHistoryCache(Counted):
             "timeout_seconds", timeout_seconds, *TIMEOUT_SECONDS_RANGE
         )
         check_range("local_max_bytes", local_max_bytes, *MAX_BYTES_RANGE, integer=True)
-        # False: hits from the local decoded tier share its objects (no per-read
-        # copy); see MemoryHistoryCache.
-        self.isolate = isolate
+        self.isolate = isolate  # False: hits share the local tier's objects
         self.codec = ValueCodec(serde)
         # one encoding of the empty chunk, written for every empty step (see _EMPTY)
         self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)
@@ -429,14 +422,14 @@ class RedisHistoryCache(Counted):
             return aclient
 
     def _created(self) -> list[Any]:
-        """The sync client this cache made (if any), forgotten: to close."""
+        """The sync client this cache made (if any), forgotten, to close."""
         with self._lock:
             client, self._client = self._client, None
         return [client] if client is not None and self.url is not None else []
 
     def _acreated(self) -> list[Any]:
-        """The async clients this cache made (one per event loop), forgotten: to
-        close. ``aclose`` closes every client, so the sync one is closed here."""
+        """The async clients this cache made (one per event loop), forgotten, to close
+        (``aclose`` closes every client: the sync one here)."""
         self.close()
         with self._lock:
             clients = list(self._aclients.values())
@@ -698,15 +691,9 @@ class RedisHistoryCache(Counted):
                 run.append(values[field])
         writes += fresh_writes(run)
         entry: DeltaChannelHistory = {"writes": writes}
-        if seed_field != "-":
+        if seed_field != "-":  # the tier keeps a copying reader's seed as a Seed
             value = values[seed_field]
-            entry["seed"] = (
-                value
-                if seed_field not in held
-                else fresh_seed(value)
-                if type(value) is Seed
-                else fresh(value)
-            )
+            entry["seed"] = fresh_seed(value) if seed_field in held else value
         return entry
 
     def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
@@ -796,9 +783,8 @@ class RedisHistoryCache(Counted):
         ]
 
     def _extended(self, key: str, reply: Any, kept: _Kept) -> str | None:
-        """After the extend script: its epoch when every step was applied, and keep
-        what it stored in the local tier (this process holds those values already:
-        no fetch, no decode on the next read)."""
+        """After the extend script: its epoch when every step was applied; what it
+        stored goes to the local tier (no fetch, no decode on the next read)."""
         if not reply or not isinstance(reply, list):
             return None
         epoch = _text(reply[0])
