@@ -236,14 +236,9 @@ def _messages(items: list[Any]) -> list[Any]:
 
 def _write(row: Any) -> tuple[str, str, Any]:
     # One row of a chunk (see ``ValueCodec.dumps_chunk``) as its write.
-    if type(row) is not list:
-        raise CodecError("cached chunk is not a list of writes")
-    if len(row) == 4:
-        task, channel, marker, items = row
-        if marker != 1 or type(items) is not list:
-            raise CodecError("cached chunk is not a list of writes")
-        value: Any = _messages(items)
-    elif len(row) == 3:
+    if type(row) is list and len(row) == 4 and row[2] == 1 and type(row[3]) is list:
+        task, channel, value = row[0], row[1], _messages(row[3])
+    elif type(row) is list and len(row) == 3:
         task, channel, value = row
     else:
         raise CodecError("cached chunk is not a list of writes")
@@ -287,7 +282,13 @@ class ValueCodec:
         if cls is tuple:
             return msgpack.ExtType(_TUPLE, self._pack(list(obj)))
         if cls is DeltaSnapshot:
-            return msgpack.ExtType(_SNAPSHOT, self._pack(self._messages_form(obj.value)))
+            # a snapshot of messages: one extension of every message's fields, so
+            # decoding it is one msgpack call, not one per message
+            fields = _fields_of_messages(obj.value)
+            value = (
+                obj.value if fields is None else msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
+            )
+            return msgpack.ExtType(_SNAPSHOT, self._pack(value))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
         try:
@@ -304,14 +305,6 @@ class ValueCodec:
             obj, default=self._default, strict_types=True, use_bin_type=True
         )
         return packed
-
-    def _messages_form(self, value: Any) -> Any:
-        # A snapshot of messages becomes one extension holding every message's
-        # fields: decoding it is one msgpack call, not one per message.
-        fields = _fields_of_messages(value)
-        if fields is None:
-            return value
-        return msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
 
     def dumps_chunk(
         self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
