@@ -294,16 +294,6 @@ def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
     return _Index(seed_field, segment, n, first, tag, tail), end
 
 
-def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
-    """The entry's chunk fields: those before ``index.first`` from ``known`` (what this
-    process learnt of the segment), the rest from the reply; None if it knows fewer."""
-    if index.first == 1:
-        return index.tail
-    if known is None or len(known) < index.first - 1:
-        return None
-    return known[: index.first - 1] + index.tail
-
-
 @dataclass(slots=True)
 class _Known:
     """What this process verified of one segment of a thread epoch: its seed field,
@@ -522,15 +512,18 @@ class RedisHistoryCache(Counted):
         matches the pointer's tag; None when it refers to positions this process no
         longer knows or fails verification (counted as ``rejected``)."""
         slot = (key, epoch, index.segment)
+        known_before = index.first - 1  # positions the reply left out: this process knew them
         with self._lock:
             known = self._segments.get(slot)
-            fields = _positions(known.fields if known else None, index)
-        if fields is None:
-            return None
-        # Positions 1..first-1 came from what this process verified before, so their
-        # digests are reused; the rest are new.
+            if not known_before:
+                fields = index.tail
+            elif known is None or len(known.fields) < known_before:
+                return None
+            else:
+                fields = known.fields[:known_before] + index.tail
+        # the known positions' digests were verified before: reused
         chain = known.digests if known and known.seed_field == index.seed_field else []
-        reuse = min(len(chain), index.first - 1)
+        reuse = min(len(chain), known_before)
         makeup = chain[reuse - 1] if reuse else _link(_SEED_LINK, index.seed_field)
         grown: list[bytes] = []
         for field in fields[reuse:]:
@@ -813,7 +806,11 @@ class RedisHistoryCache(Counted):
         own: dict[str, Any] = {}
         if missing:
             if blobs is None:
-                blobs = _current(epoch, (yield _Get(key, ["epoch", *missing])))
+                reply = yield _Get(key, ["epoch", *missing])
+                # only values of the index's epoch (within one, a field never changes)
+                if not reply or reply[0] is None or _text(reply[0]) != epoch or None in reply:
+                    return None
+                blobs = list(reply[1:])
             decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
@@ -1075,17 +1072,6 @@ def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
         ssl=sentinel.ssl,
         **options,
     )
-
-
-def _current(epoch: str, reply: Any) -> list[Any] | None:
-    """The values of an ``HMGET key epoch field...`` reply, or None when the epoch
-    is no longer ``epoch`` (the thread was dropped since its index was read) or a
-    value is gone. Within one epoch a field's content never changes, so values
-    fetched outside a script still belong to the index read before them."""
-    if not reply or reply[0] is None or _text(reply[0]) != epoch:
-        return None
-    values = list(reply[1:])
-    return None if any(v is None for v in values) else values
 
 
 def _text(value: Any) -> str:
