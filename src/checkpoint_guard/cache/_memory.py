@@ -203,11 +203,10 @@ class MemoryHistoryCache(Counted, HistoryCache):
         with self._lock:
             gen, epoch = self._mark(thread_id)
             entry = self._threads.get(thread_id)
-            found: dict[str, set[str]] = {}
-            for channel, ids in probes:
-                found[channel] = (
-                    {c for c in ids if (ns, channel, c) in entry.pointers} if entry else set()
-                )
+            pointers = entry.pointers if entry is not None else {}
+            found = {
+                channel: {c for c in ids if (ns, channel, c) in pointers} for channel, ids in probes
+            }
             return Begin(gen, epoch, bool(entry and ns in entry.top), found)
 
     def read(
@@ -252,15 +251,9 @@ class MemoryHistoryCache(Counted, HistoryCache):
             return True
 
     def _extend(self, entry: _Thread, ns: str, step: Step) -> bool:
-        channel, parent_id, child_id, chunk, seed = (
-            step.channel,
-            step.parent_id,
-            step.child_id,
-            keep_chunk(step.chunk),
-            step.seed,
-        )
-        if seed is not None:
-            seed, seed_size = self._seeded(entry, ns, channel, seed)
+        channel, parent_id, chunk = step.channel, step.parent_id, keep_chunk(step.chunk)
+        if step.seed is not None:
+            seed, seed_size = self._seeded(entry, ns, channel, step.seed)
             segment = _Segment((ns, channel), seed, [chunk], [parent_id], seed_size)
             entry.add_segment(segment, segment.whole())
             n = 1
@@ -286,7 +279,7 @@ class MemoryHistoryCache(Counted, HistoryCache):
                 # its own: the positions and the new chunk (the rest is the origin's)
                 entry.add_segment(segment, 64 + 8 * (n + 1) + approx_size(chunk))
             n += 1
-        entry.point((ns, channel, child_id), (segment, n))
+        entry.point((ns, channel, step.child_id), (segment, n))
         entry.size += 96
         return True
 
