@@ -60,27 +60,19 @@ __all__ = [
 logger = logging.getLogger("checkpoint_guard.cache")
 
 # -- defaults: the one definition the backends and ``HistoryCacheConfig`` read ----------
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-"""A memory cache's bound in bytes (``history_cache.max_bytes``)."""
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # a memory cache's bound
+# idle threads expire after a day (0: never); a MemoryHistoryCache built directly has
+# no TTL unless given one (docs/concepts.md)
 DEFAULT_TTL_SECONDS = 24 * 3600
-"""Idle threads expire after a day (``history_cache.ttl_seconds``; 0: never). A
-``MemoryHistoryCache`` built directly has no TTL unless given one (docs/concepts.md)."""
-DEFAULT_TIMEOUT_SECONDS = 0.25
-"""A shared cache's per-command budget (``history_cache.timeout_seconds``)."""
-DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024
-"""The Redis backend's in-process tier of decoded values."""
-DEFAULT_ISOLATE = True
-"""Readers get their own copies of cached messages (``history_cache.isolate``)."""
+DEFAULT_TIMEOUT_SECONDS = 0.25  # a shared cache's per-command budget
+DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024  # the Redis backend's tier of decoded values
+DEFAULT_ISOLATE = True  # readers get their own copies of cached messages
 # -- accepted ranges: beyond them a value bounds nothing or makes every call fail ---------
-MAX_BYTES_RANGE = (1, 64 * 1024**3)
-"""``max_bytes``: up to 64 GiB of one process's memory."""
-TTL_SECONDS_RANGE = (0, 366 * 24 * 3600)
-"""``ttl_seconds``: 0 (no expiry) up to a year (a longer one is no expiry in practice)."""
-TIMEOUT_SECONDS_RANGE = (0.001, 60.0)
-"""``timeout_seconds``: a cache command slower than a minute is worse than a miss."""
+MAX_BYTES_RANGE = (1, 64 * 1024**3)  # up to 64 GiB of one process's memory
+TTL_SECONDS_RANGE = (0, 366 * 24 * 3600)  # 0 (no expiry) up to a year: longer is no expiry
+TIMEOUT_SECONDS_RANGE = (0.001, 60.0)  # a command slower than a minute is worse than a miss
 
-Chunk = tuple[PendingWrite, ...]
-"""The writes one checkpoint stored for one channel, in the saver's order."""
+Chunk = tuple[PendingWrite, ...]  # the writes one checkpoint stored for a channel, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +93,7 @@ Token = int | tuple[str, str]
 """A thread's generation as ``begin`` handed it out, for a store to present: opaque
 to callers (the memory cache's counter; the Redis cache's generation and epoch)."""
 
-Probes = Sequence[tuple[str, Sequence[str]]]
-"""``(channel, checkpoint ids)`` pairs whose entries ``begin`` looks up."""
+Probes = Sequence[tuple[str, Sequence[str]]]  # (channel, checkpoint ids) ``begin`` looks up
 
 
 class Begin(NamedTuple):
