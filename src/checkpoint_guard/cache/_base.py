@@ -330,7 +330,6 @@ def generated(cls: type, kind: str, source: str, **names: Any) -> Any:
 
 
 def _copier(cls: type) -> Callable[[Any], Any]:
-    """The copier of message class ``cls`` (generated on first use)."""
     found = _COPIERS.get(cls)
     if found is not None:
         return found
@@ -684,7 +683,6 @@ class CacheStats:
         self._suppressed = 0
 
     def add(self, name: str, n: int = 1) -> None:
-        """Count ``n`` more of ``name``."""
         with self._lock:
             self.counts[name] = self.counts.get(name, 0) + n
         if name == "invalidations":
@@ -736,7 +734,6 @@ class CacheStats:
         )
 
     def snapshot(self) -> dict[str, int]:
-        """A copy of the counters."""
         with self._lock:
             return dict(self.counts)
 

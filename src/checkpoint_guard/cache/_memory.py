@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache, TTLCache
@@ -69,18 +69,16 @@ class _Segment:
         return 64 + 8 * len(self.chunks) + self.seed_size + self.chunk_bytes
 
 
+@dataclass(slots=True, eq=False)
 class _Thread:
     """Everything cached for one thread: pointers and the segments they use."""
 
-    __slots__ = ("pointers", "segments", "size", "top")
-
-    def __init__(self) -> None:
-        self.pointers: dict[_PointerKey, tuple[_Segment, int]] = {}
-        self.segments: dict[tuple[str, str], list[_Segment]] = {}
-        self.size = 256
-        # per namespace, the newest checkpoint id with an entry: a write onto an
-        # older checkpoint may change an entry (descendants have newer ids)
-        self.top: dict[str, str] = {}
+    pointers: dict[_PointerKey, tuple[_Segment, int]] = field(default_factory=dict)
+    segments: dict[tuple[str, str], list[_Segment]] = field(default_factory=dict)
+    size: int = 256
+    # per namespace, the newest checkpoint id with an entry: a write onto an
+    # older checkpoint may change an entry (descendants have newer ids)
+    top: dict[str, str] = field(default_factory=dict)
 
     def point(self, key: _PointerKey, pointer: tuple[_Segment, int]) -> None:
         self.pointers[key] = pointer
@@ -347,5 +345,4 @@ class MemoryHistoryCache(Counted, HistoryCache):
         return {**self._stats.snapshot(), **extra}
 
     def close(self) -> None:
-        """Release the cache (clears it)."""
         self.clear()
