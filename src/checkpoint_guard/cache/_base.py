@@ -157,8 +157,8 @@ def fresh(value: Any) -> Any:
         return _copier(cls)(value)
     if cls is dict:
         return _copy_dict(value)
-    if cls is tuple:
-        return _copy_tuple(value)
+    if cls is tuple:  # shared when it holds immutable scalars only: nobody can change it
+        return value if _SCALARS.issuperset(map(type, value)) else tuple(map(_copy_value, value))
     if isinstance(value, _IMMUTABLE):
         return value
     if cls is DeltaSnapshot:
@@ -201,14 +201,6 @@ def _copy_list(value: list[Any], _scalars: frozenset[type] = _SCALARS) -> list[A
             else:
                 copied[index] = _copy_other(item)
     return copied
-
-
-def _copy_tuple(value: tuple[Any, ...], _scalars: frozenset[type] = _SCALARS) -> tuple[Any, ...]:
-    # A tuple of immutable scalars cannot be changed by anyone: shared. Any other
-    # tuple is rebuilt around copies of its items.
-    if _scalars.issuperset(map(type, value)):
-        return value
-    return tuple([_copy_value(v) for v in value])
 
 
 def _copy_other(value: Any) -> Any:
@@ -660,15 +652,11 @@ def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> Delta
 
 
 class CacheStats:
-    """Thread-safe counters plus rate-limited error logging (at most one log line
-    per ``log_interval`` seconds, with the count of the ones suppressed).
-
-    ``tier`` (``"memory"`` or ``"redis"``) labels the OpenTelemetry instruments
-    each count is also recorded on (``checkpoint_guard._telemetry``): one call
-    counts both, so ``stats()`` and the metrics agree. Keys: ``hits`` / ``misses``
-    (entry lookups), ``evictions``, ``errors``, ``invalidations``, and
-    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests
-    by result, ``checkpoint_guard.history.requests``)."""
+    """Thread-safe counters and error logging (one line per ``log_interval`` seconds,
+    counting those suppressed). Each count is also recorded on the OpenTelemetry
+    instrument labelled ``tier``, so ``stats()`` and the metrics agree. Keys: ``hits``
+    / ``misses`` (entry lookups), ``evictions``, ``errors``, ``invalidations`` and
+    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests)."""
 
     def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
         self._lock = threading.Lock()

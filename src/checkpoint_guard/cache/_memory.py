@@ -181,18 +181,6 @@ class MemoryHistoryCache(Counted, HistoryCache):
     def _may_store(self, thread_id: ThreadId, token: Token) -> bool:
         return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
 
-    def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int | None]:
-        """A snapshot's seed as kept, and what it adds to the size when it shares
-        (None: nothing shared, the segment measures it whole): the messages that
-        the channel's newest segment already holds are not kept twice (a snapshot
-        holds what the writes before it hold)."""
-        segments = entry.segments.get((ns, channel))
-        if not segments:
-            return self._keep(seed), None  # measured whole by the segment
-        newest = segments[-1]
-        kept, size = share_items(seed, newest.chunks, newest.seed)
-        return self._keep(kept), (size if kept is not seed else None)
-
     def _keep(self, seed: Seed) -> Seed:
         # Copying readers' seeds carry their items' copiers, chosen once.
         return keep_seed(seed) if self.isolate else seed
@@ -251,8 +239,13 @@ class MemoryHistoryCache(Counted, HistoryCache):
     def _extend(self, entry: _Thread, ns: str, step: Step) -> bool:
         channel, parent_id, chunk = step.channel, step.parent_id, keep_chunk(step.chunk)
         if step.seed is not None:
-            seed, seed_size = self._seeded(entry, ns, channel, step.seed)
-            segment = _Segment((ns, channel), seed, [chunk], [parent_id], seed_size)
+            # a snapshot holds what the writes before it hold: the messages the channel's
+            # newest segment has are shared, and only the rest counted (None: measure whole)
+            seed, seed_size = step.seed, None
+            if segments := entry.segments.get((ns, channel)):
+                seed, size = share_items(step.seed, segments[-1].chunks, segments[-1].seed)
+                seed_size = size if seed is not step.seed else None
+            segment = _Segment((ns, channel), self._keep(seed), [chunk], [parent_id], seed_size)
             entry.add_segment(segment, segment.whole())
             n = 1
         else:

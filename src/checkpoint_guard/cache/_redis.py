@@ -311,9 +311,8 @@ class RedisHistoryCache(Counted):
     ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
-    ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``); a thread's keys share one
-    cluster slot. ``key_prefix`` isolates deployments sharing one Redis;
+    ``redis+sentinel://`` url names the primary its sentinels manage
+    (docs/scale-out.md). ``key_prefix`` isolates deployments sharing one Redis;
     ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
     Redis call, so a slow or stopped Redis costs at most that much per call (the
     saver layer then answers from the database). ``serde`` is the saver's
@@ -468,12 +467,6 @@ class RedisHistoryCache(Counted):
             self._tags[(key, epoch, pointer)] = (n, makeup, tag)
         return True
 
-    def _tag(self, key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
-        """The tag of the entry ``pointer`` of ``epoch`` whose first ``n`` chunks have
-        ``makeup``: the makeup and its binding to the entry, through the saver's serde
-        (so, with encryption, sealed by the serde's key)."""
-        return self.codec.dumps(makeup + _binding(key, epoch, pointer, n, makeup))
-
     def _opened(self, key: str, epoch: str, pointer: str, n: int, tag: bytes) -> bytes | None:
         """The makeup digest ``tag`` holds, or None when it was not made for entry
         ``pointer`` of ``epoch`` with ``n`` chunks (or, with encryption, not under the
@@ -613,12 +606,9 @@ class RedisHistoryCache(Counted):
     def _remember(
         self, key: str, epoch: str, fields: list[str], blobs: Any
     ) -> dict[str, Any] | None:
-        """Decode fetched values and keep them in the local tier; the decoded
-        values (this read's own objects), or None when they are unusable.
-
-        With ``isolate``, the tier keeps the bytes of values this read hands out
-        (``_LENT``) and decodes them again on their next read: a cold reader, who
-        typically reads a thread once, pays no copy on top of the decoding."""
+        """Decode fetched values (this read's own objects; None if unusable) and keep
+        them in the local tier: with ``isolate`` as bytes (``_LENT``), decoded again on
+        a next read, so a cold reader (who reads a thread once) pays no copy."""
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
@@ -758,7 +748,8 @@ class RedisHistoryCache(Counted):
                 base, check = (0, b"", b""), "-"
             n, makeup = base[0] + 1, _link(base[1], chunk_field)
             check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
-        tag = self._tag(key, epoch, child, n, makeup)
+        # the makeup and its binding, through the saver's serde (sealed under encryption)
+        tag = self.codec.dumps(makeup + _binding(key, epoch, child, n, makeup))
         made[child] = (n, makeup, tag)
         segment = uuid.uuid4().hex[:16]
         seeds = "z:" + _digest(ns, step.channel) if seed_field else ""
