@@ -264,15 +264,13 @@ class ValueCodec:
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
         self._depth = threading.local()
-        # Whether the serde transforms what it wraps (encryption): then only
-        # envelopes that went through it are accepted. Probed, not guessed from
-        # the class: a custom serde is judged by what it does.
+        # Whether the serde transforms what it wraps (encryption: then only envelopes
+        # that went through it are accepted), probed: a serde is judged by what it does.
         self._envelope_type = self.serde.dumps_typed(b"")[0]
         self._sealed = self._envelope_type != "bytes"
-        # A deterministic serde encodes the empty chunk (a checkpoint that wrote
-        # nothing to the channel: about half of all chunks) to the same bytes every
-        # time; those bytes decode without the envelope. An encrypting serde never
-        # repeats itself, so its chunks all take the checked path.
+        # The empty chunk (about half of all chunks) encodes to the same bytes every
+        # time under a deterministic serde, decoded without the envelope (an
+        # encrypting serde never repeats itself: its chunks take the checked path).
         self._empty_chunk = self.dumps_chunk(())
 
     # -- encode ----------------------------------------------------------------------
@@ -310,12 +308,9 @@ class ValueCodec:
         self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
     ) -> bytes:
         """A chunk of writes (``(task_id, channel, value)`` triples) as bytes
-        (``binding``: see ``dumps``).
-
-        A write of a list of messages (the usual one) is stored as the row
-        ``[task, channel, 1, [message fields, ...]]``, so the whole chunk decodes
-        in one msgpack call; any other write as ``[task, channel, value]``.
-        """
+        (``binding``: see ``dumps``). A write of a list of messages (the usual one) is
+        the row ``[task, channel, 1, [message fields, ...]]``, so the whole chunk
+        decodes in one msgpack call; any other write is ``[task, channel, value]``."""
         rows: list[list[Any]] = []
         for task, channel, value in chunk:
             fields = _fields_of_messages(value)

@@ -86,11 +86,10 @@ class _Thread:
             self.top[key[0]] = key[2]
 
     def add_segment(self, segment: _Segment, size: int) -> None:
-        """Keep ``segment``, which adds ``size`` (what it holds that the thread's
-        other segments do not). Past ``MAX_SEGMENTS`` for its channel the oldest is
-        dropped, and the thread is counted again, each segment whole: segments
-        share chunks, seeds and a snapshot's messages, and what the dropped one was
-        counted for may live on in another (over, never under, the bound)."""
+        """Keep ``segment``, which adds ``size`` (what no other segment holds). Past
+        ``MAX_SEGMENTS`` for its channel the oldest goes and every segment is counted
+        whole: what the dropped one was counted for may live on in another (shared
+        chunks, seeds, messages), so the count errs over, never under, the bound."""
         kept = self.segments.setdefault(segment.scope, [])
         kept.append(segment)
         if len(kept) <= MAX_SEGMENTS:
@@ -113,14 +112,12 @@ class MemoryHistoryCache(Counted, HistoryCache):
     """Process-local history cache, bounded in **bytes** with LRU eviction of
     whole threads, and an optional TTL (``ttl_seconds``; ``None`` or 0: none).
 
-    A hit costs no serialization: values are kept as objects and every read
-    returns copies (``fresh``), so nothing a caller does to a returned history can
-    change what the next reader gets. ``isolate=False`` skips those copies and
-    hands out the cached objects themselves (3-6x cheaper warm reads on long
-    threads, see docs/performance.md): only for graphs whose nodes and callers
-    never mutate messages of the state in place. A thread larger than ``max_bytes``
-    is simply not cached. Thread-safe; nothing here blocks, so the ``a*`` methods
-    are ``HistoryCache``'s: the sync operations.
+    A hit costs no serialization: values are kept as objects and every read returns
+    copies (``fresh``). ``isolate=False`` hands out the cached objects themselves
+    (3-6x cheaper warm reads on long threads, docs/performance.md): only for graphs
+    whose nodes and callers never mutate state messages in place. A thread larger
+    than ``max_bytes`` is not cached. Thread-safe; nothing here blocks, so the
+    ``a*`` methods are ``HistoryCache``'s: the sync operations.
     """
 
     tier = "memory"  # the ``cache`` attribute of its telemetry
