@@ -355,31 +355,28 @@ class ValueCodec:
             raise CodecError(f"cached value nests deeper than {MAX_NESTING} levels")
         self._depth.n = depth + 1
         try:
-            return self._ext_value(code, data)
+            if code == _MESSAGE_LIST:  # the common case first
+                items = self._unpack(data)
+                if type(items) is not list:
+                    raise CodecError("cached message list is malformed")
+                return _messages(items)
+            if code == _MESSAGE:
+                return _messages([self._unpack(data)])[0]
+            if code == _TUPLE:
+                items = self._unpack(data)
+                if type(items) is not list:
+                    raise CodecError("cached tuple is malformed")
+                return tuple(items)
+            if code == _SNAPSHOT:
+                return DeltaSnapshot(self._unpack(data))
+            if code == _SERDE:
+                pair = msgpack.unpackb(data, raw=False)
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("cached serde value is malformed")
+                return self._serde_loads(*pair)
+            raise CodecError(f"unknown cached value type {code}")
         finally:
             self._depth.n = depth
-
-    def _ext_value(self, code: int, data: bytes) -> Any:
-        if code == _MESSAGE_LIST:  # the common case first
-            items = self._unpack(data)
-            if type(items) is not list:
-                raise CodecError("cached message list is malformed")
-            return _messages(items)
-        if code == _MESSAGE:
-            return _messages([self._unpack(data)])[0]
-        if code == _TUPLE:
-            items = self._unpack(data)
-            if type(items) is not list:
-                raise CodecError("cached tuple is malformed")
-            return tuple(items)
-        if code == _SNAPSHOT:
-            return DeltaSnapshot(self._unpack(data))
-        if code == _SERDE:
-            pair = msgpack.unpackb(data, raw=False)
-            if type(pair) is not list or len(pair) != 2:
-                raise CodecError("cached serde value is malformed")
-            return self._serde_loads(*pair)
-        raise CodecError(f"unknown cached value type {code}")
 
     def _unpack(self, data: bytes) -> Any:
         return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
