@@ -97,16 +97,13 @@ Probes = Sequence[tuple[str, Sequence[str]]]  # (channel, checkpoint ids) ``begi
 
 
 class Begin(NamedTuple):
-    """What a reader learns from the cache before it reads the saver.
-
-    ``token`` is the thread's generation: a store succeeds only while it is
-    unchanged (compare-and-set), so a reader whose saver reads may predate a
-    concurrent write can never store what it computed from them. ``epoch``
-    changes whenever the thread's entries are dropped (or lost): facts a process
-    learned under another epoch (parent links) may predate a rewrite of the
-    thread and are forgotten. ``known``: the cache holds entries of this thread
-    and namespace. ``found``: per probed channel, which of the probed checkpoint
-    ids have an entry."""
+    """What a reader learns from the cache before it reads the saver. ``token``: the
+    thread's generation; a store succeeds only while it is unchanged, so a reader
+    whose saver reads may predate a concurrent write never stores what it computed.
+    ``epoch`` changes whenever the thread's entries are dropped or lost: facts learnt
+    under another (parent links) may predate a rewrite and are forgotten. ``known``:
+    the cache holds entries of this thread and namespace. ``found``: per probed
+    channel, the probed checkpoint ids that have an entry."""
 
     token: Token
     epoch: int | str
@@ -545,10 +542,9 @@ def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
 
 
 def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
-    # Plain: the class's fields exactly, each an immutable scalar except the fields
-    # defaulting to an empty dict or list, which hold that type with scalars only
-    # (a copy of the container is then a complete copy); extras a dict of scalars
-    # or None, no private attributes, a plain fields-set.
+    # Plain: the class's fields exactly, each a scalar except those defaulting to an
+    # empty dict or list, which hold that type of scalars (copying it copies all);
+    # extras None or a dict of scalars, no private attributes, a plain fields-set.
     plan = _plain_plan(type(message))
     if plan is None:
         return False

@@ -144,9 +144,8 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
 @dataclass(frozen=True, slots=True)
 class _Eval(Request[Any, Any]):
-    """One script call on a thread's two keys: its hash and its record
-    (``lua/lib_boot.lua``), under one hash tag. A server that does not know the
-    script yet (a restart, another shard) is sent it once."""
+    """One script call on a thread's hash and record (one hash tag); a server that
+    does not know the script yet (a restart, another shard) is sent it once."""
 
     script: _Script
     key: str
@@ -204,10 +203,9 @@ class _DeleteMatching(Request[Any, None]):
 
 # -- the wire format --------------------------------------------------------------------
 
-# What an entry's layout assumes: our own layout (bumped when it changes) and the order
-# LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
-# the saver's order, which follows that contract). Both are part of every thread's key, so a
-# LangGraph whose order changed reads none of the entries an earlier one made.
+# What an entry's layout assumes, in every thread's key: our layout (bumped when it
+# changes) and the order LangGraph's writes_sort_key gives a step's writes (the saver's
+# order, which the cache keeps), so a LangGraph whose order changed reads no older entry.
 _LAYOUT = 3  # 2: pointers carry a tag (#28); 3: values named by their digest, tags by epoch (#38)
 _SAMPLE = [
     ("~__pregel_pull, agent", "b", 0),
