@@ -81,40 +81,33 @@ class _Group:
     size: int = 64
 
 
-class _LocalTier:
+class _LocalTier(LRUCache[tuple[str, str], _Group]):
     """The values this process holds: an LRU of (thread key, epoch) groups bounded
     by their encoded bytes, each a plain dict by field (a long thread's read names
     thousands of fields: an LRU step per field cost more than the copies). Guarded
     by the cache's lock."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._lru: LRUCache[tuple[str, str], _Group] = LRUCache(
-            maxsize=max_bytes, getsizeof=lambda group: group.size
-        )
-
-    @property
-    def size(self) -> int:
-        """The encoded bytes of the groups held."""
-        return int(self._lru.currsize)
+        super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
 
     def fields(self, key: str, epoch: str) -> dict[str, _Held]:
         """The group's values by field (empty when none are held); marks it used."""
-        group = self._lru.get((key, epoch))
+        group = self.get((key, epoch))
         return group.fields if group is not None else {}
 
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
         """Hold ``entries`` in the group, then evict other groups to fit; a group
         larger than the whole tier is not held at all."""
-        group = self._lru.get((key, epoch)) or _Group()
+        group = self.get((key, epoch)) or _Group()
         held = group.fields
         for field, entry in entries:
             old = held.get(field)
             group.size += entry[0] - (old[0] if old is not None else 0)
             held[field] = entry
         try:  # re-inserting makes cachetools measure the group again
-            self._lru[(key, epoch)] = group
+            self[(key, epoch)] = group
         except ValueError:  # larger than the whole tier
-            self._lru.pop((key, epoch), None)
+            self.pop((key, epoch), None)
 
 
 class _Script(NamedTuple):
@@ -1026,7 +1019,7 @@ class RedisHistoryCache(Counted):
         ``rejected`` (entries that failed verification) and ``local_bytes``: what the
         values this process holds decoded weigh encoded (at most ``local_max_bytes``)."""
         with self._lock:
-            local = self._local.size
+            local = int(self._local.currsize)
         return {**self._stats.snapshot(), "local_bytes": local}
 
     def ping(self) -> bool:
