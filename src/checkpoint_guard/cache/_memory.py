@@ -163,10 +163,6 @@ class MemoryHistoryCache(Counted, HistoryCache):
             self._threads.pop(thread_id, None)
             self._stats.add("evictions")
 
-    def _entry(self, thread_id: ThreadId) -> _Thread:
-        entry = self._threads.get(thread_id)
-        return entry if entry is not None else _Thread()
-
     # -- operations ------------------------------------------------------------------
 
     def _mark(self, thread_id: ThreadId) -> list[int]:
@@ -226,7 +222,7 @@ class MemoryHistoryCache(Counted, HistoryCache):
         with self._lock:
             if not self._may_store(thread_id, token):
                 return False
-            entry = self._entry(thread_id)
+            entry = self._threads.get(thread_id) or _Thread()
             segment = _Segment((ns, channel), seed, [chunk], [f"\0whole:{checkpoint_id}"])
             entry.add_segment(segment, segment.whole())
             entry.point((ns, channel, checkpoint_id), (segment, 1))
@@ -283,7 +279,7 @@ class MemoryHistoryCache(Counted, HistoryCache):
         with self._lock:
             if not self._may_store(thread_id, token):
                 return None
-            entry = self._entry(thread_id)
+            entry = self._threads.get(thread_id) or _Thread()
             applied = all(self._extend(entry, ns, step) for step in steps)
             self._commit(thread_id, entry)
         if not applied:
@@ -301,7 +297,7 @@ class MemoryHistoryCache(Counted, HistoryCache):
             self._fences.setdefault(thread_id, set()).add(writer)
             entry = self._threads.get(thread_id)
             if entry is not None and entry.top.get(ns, "") > checkpoint_id:
-                self._drop(thread_id)
+                self.drop_thread(thread_id)  # (the lock is reentrant)
                 self._stats.add("invalidations")
                 return True
             return False
@@ -315,13 +311,10 @@ class MemoryHistoryCache(Counted, HistoryCache):
                     del self._fences[thread_id]
             self._mark(thread_id)[0] = next(_COUNTER)
 
-    def _drop(self, thread_id: ThreadId) -> None:
-        self._threads.pop(thread_id, None)
-        self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
-
     def drop_thread(self, thread_id: ThreadId) -> None:
         with self._lock:
-            self._drop(thread_id)
+            self._threads.pop(thread_id, None)
+            self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
 
     def clear(self) -> None:
         with self._lock:
