@@ -131,9 +131,8 @@ _MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks ar
 
 _SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
-# Containers this long are first checked for holding scalars only in one C-level
-# pass (then copied by one C-level call); shorter ones are walked directly, which
-# costs less than setting that pass up.
+# Containers this long are first checked for scalars only in one C-level pass (then
+# copied by one call); walking a shorter one costs less than setting that pass up.
 _SCAN_FROM = 8
 
 
@@ -207,8 +206,7 @@ def _copy_other(value: Any) -> Any:
 
 
 def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
-    # ``fresh`` for the values inside a message or a container: the JSON-like
-    # shapes first, without ``fresh``'s dispatch.
+    # ``fresh`` inside a message or container: the JSON-like shapes first.
     cls = type(value)
     if cls is dict:
         return _copy_dict(value)
@@ -229,9 +227,8 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _copy_message(message: Any) -> Any:
-    # What pydantic's __copy__ does (its own field dict, fields-set and extras),
-    # without its generic dispatch, and with the fields' containers copied too.
-    # Any message layout: the per-class copiers fall back to this one.
+    # pydantic's __copy__ without its dispatch, the fields' containers copied too:
+    # any message layout (the per-class copiers fall back to this one).
     copied = _new(message.__class__)
     _set_dict(copied, _copy_dict(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
@@ -273,8 +270,7 @@ _FIELD_TEMPLATE = """\
             copied[{key!r}] = _copy_value(value)
 """
 
-# A field whose default is an empty dict or list (additional_kwargs, tool_calls,
-# ...) is tested for that type first: most often it is one, most often empty.
+# A field defaulting to an empty dict or list is tested for that type first (most often empty)
 _CONTAINER_FIELD_TEMPLATE = """\
         value = fields[{key!r}]
         cls = type(value)
@@ -463,8 +459,7 @@ def _message_size(message: Any, depth: int) -> int:
     # constant covers the object, its dicts and the empty fields).
     size = 512
     for value in message.__dict__.values():
-        # None, empty strings and containers are in the constant (no truth test: an
-        # arbitrary object may refuse one)
+        # None and empty str/dict/list are in the constant (an object may refuse bool())
         if value is None or (type(value) in _SIZED and not value):
             continue
         size += approx_size(value, depth + 1)
@@ -614,8 +609,8 @@ def fresh_seed(seed: Seed) -> Any:
 
 def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
     """Every write of ``chunks`` in order, its value copied as ``fresh`` would."""
-    # One loop with the common write (a list of one message) inline, one new
-    # tuple, list and message per write and no other allocation.
+    # The common write (a list of one message) inline: one new tuple, list and
+    # message per write, nothing else allocated.
     writes: list[PendingWrite] = []
     append = writes.append
     get = _COPIERS.get

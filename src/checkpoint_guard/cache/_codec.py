@@ -81,15 +81,13 @@ _EXT_ONE_ARG, _EXT_ARGS, _EXT_KWARGS, _EXT_METHOD, _EXT_PYDANTIC_V2, _EXT_SNAPSH
 )  # fmt: skip
 _METHODS = {("datetime", "datetime", "fromisoformat")}
 
-# The serde LangGraph values are encoded with inside our envelope: strict, never
-# pickling; the envelope (the saver's serde) carries encryption.
+# LangGraph's values inside our envelope (whose serde encrypts): strict, never pickling
 _PLAIN = JsonPlusSerializer(allowed_msgpack_modules=None)
 
 _unpackb = msgpack.unpackb
 
-# Extensions nest through Python recursion (msgpack calls our hook, which unpacks
-# the extension's payload): bytes nesting them deeply would exhaust the C stack
-# and kill the process, so nesting beyond this is refused.
+# Extensions nest through Python recursion (our hook unpacks their payload): deep
+# nesting would exhaust the C stack and kill the process, so it is refused.
 MAX_NESTING = 64
 
 
@@ -123,9 +121,8 @@ _TEXT = (str, type(None))
 _CONTENT = (str, list)
 _STR_ONLY = frozenset((str,))
 
-# Per message class: a builder generated once from its shape, doing every check
-# of the shape in straight-line code (no loop, no generator; field names enter the
-# source only as repr() string literals), then the unvalidated rebuild.
+# Per message class: a builder generated once from its shape, doing every check in
+# straight-line code (no loop, no generator), then the unvalidated rebuild.
 _BUILDER_TEMPLATE = """
 def builder(fields, fields_set, extra):
     if type(fields) is not dict or len(fields) != {count}{present}:

@@ -37,8 +37,7 @@ from ._protocol import HistoryCache
 
 __all__ = ["MemoryHistoryCache"]
 
-# Seeded segments kept per (namespace, channel): bounds a thread's footprint to a
-# few snapshot values whatever the snapshot frequency.
+# seeded segments kept per (namespace, channel): a few snapshot values per thread
 MAX_SEGMENTS = 4
 
 _PointerKey = tuple[str, str, str]  # (namespace, channel, checkpoint id)
@@ -145,15 +144,12 @@ class MemoryHistoryCache(Counted, HistoryCache):
 
         ttl = {"ttl": ttl_seconds} if ttl_seconds else {}
         self._threads: Any = _Lru(maxsize=max_bytes, getsizeof=lambda entry: entry.size, **ttl)
-        # thread -> [generation, epoch]; an evicted mark is drawn anew (so no
-        # stored-before token can match it again)
+        # thread -> [generation, epoch]; an evicted one is drawn anew: no older token matches
         self._marks: LRUCache[ThreadId, list[int]] = LRUCache(maxsize=_MARKS_MAX)
         self._fences: dict[ThreadId, set[str]] = {}  # thread -> writers in flight
 
     def __repr__(self) -> str:
         return f"MemoryHistoryCache(max_bytes={self.max_bytes})"
-
-    # -- bookkeeping -----------------------------------------------------------------
 
     def _commit(self, thread_id: ThreadId, entry: _Thread) -> None:
         # Re-inserting makes cachetools re-measure the entry and evict to fit.
@@ -162,8 +158,6 @@ class MemoryHistoryCache(Counted, HistoryCache):
         except ValueError:  # larger than the whole bound: do not cache it
             self._threads.pop(thread_id, None)
             self._stats.add("evictions")
-
-    # -- operations ------------------------------------------------------------------
 
     def _mark(self, thread_id: ThreadId) -> list[int]:
         mark = self._marks.get(thread_id)

@@ -220,9 +220,7 @@ def order_fingerprint(sort_key: Callable[[str, str, int], Any] = writes_sort_key
 ENTRY_FORMAT = f"{_LAYOUT}.{order_fingerprint()}"
 
 
-# At most this many values come back with a cold reader's index (index.lua); a
-# longer entry's values are one plain HMGET after it.
-_INLINE_VALUES = 256
+_INLINE_VALUES = 256  # sent with a cold reader's index; a longer entry's: one HMGET after
 _TAG_BYTES = 16
 _SEED_LINK = b"seed\0"
 
@@ -349,8 +347,7 @@ class RedisHistoryCache(Counted):
         check_range("local_max_bytes", local_max_bytes, *MAX_BYTES_RANGE, integer=True)
         self.isolate = isolate  # False: hits share the local tier's objects
         self.codec = ValueCodec(serde)
-        # one encoding of the empty chunk, written for every empty step (see _EMPTY)
-        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)
+        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)  # for every empty step
         self._client = client
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
@@ -465,8 +462,7 @@ class RedisHistoryCache(Counted):
         with self._lock:
             known = self._tags.get((key, epoch, pointer))
         if known is not None and known[0] == n and known[2] == tag:
-            # the same bytes, opened and checked for this entry before: the outcome is a
-            # function of them, so a warm read does not decrypt its pointers' tags again
+            # the same bytes, checked for this entry before: a warm read decrypts no tag
             return known[1]
         try:
             plain = self.codec.loads(tag)
@@ -649,8 +645,8 @@ class RedisHistoryCache(Counted):
         if taken:
             with self._lock:
                 self._local.put(key, epoch, taken)
-        # The tier's objects are shared between reads: with isolate, copied (the
-        # chunks in one pass); this read's own decoded objects are handed out.
+        # the tier's objects are shared between reads (with isolate, copied); this
+        # read's own decoded objects are handed out
         if not self.isolate or not held:
             seed = Seed(True, values[seed_field]) if seed_field != "-" else Seed(False)
             return assemble(seed, [values[f] for f in fields], copy_values=False)
@@ -899,8 +895,7 @@ class RedisHistoryCache(Counted):
             self._stats.add("invalidations")
         return dropped
 
-    # -- the API, sync then async: each drives the plan (or runs the one request) of the
-    # same name, so the sync and async operations are one code ----------------------------
+    # -- the API, sync then async: each drives the plan (or runs the request) of its name --
 
     def read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
