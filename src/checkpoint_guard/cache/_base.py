@@ -239,9 +239,8 @@ def _copy_message(message: Any) -> Any:
     return copied
 
 
-# Per message class: a copier generated from its fields, doing what _copy_message
-# does without its loop (one test per field, an empty container replaced without a
-# call); a message whose __dict__ is not exactly the class's fields takes _copy_message.
+# Per message class: a copier generated from its fields, _copy_message without its loop;
+# a message whose __dict__ is not exactly the class's fields takes _copy_message.
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _COPIER_TEMPLATE = """
@@ -455,8 +454,7 @@ def _items_size(value: Any, depth: int) -> int:
 
 
 def _message_size(message: Any, depth: int) -> int:
-    # Every field and extra that holds something counts, as the content does (the
-    # constant covers the object, its dicts and the empty fields).
+    # every field and extra that holds something (the constant: the object, its dicts)
     size = 512
     for value in message.__dict__.values():
         # None and empty str/dict/list are in the constant (an object may refuse bool())

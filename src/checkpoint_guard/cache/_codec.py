@@ -177,8 +177,7 @@ def _builder(cls: type[Any]) -> Any:
         f"type(fields[{'name'!r}]) not in _text",
         *(f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in containers),
     ]
-    # The field dict holds exactly the class's fields when it has as many keys and
-    # each is present: the checks read most; the others are looked up.
+    # exactly the class's fields: as many keys, each present (read by a check or looked up)
     read = {"content", "id", "name", *(key for key, _ in containers)}
     type_name = model_fields["type"].default
     if isinstance(type_name, str):
@@ -290,8 +289,7 @@ class ValueCodec:
             typ, data = _PLAIN.dumps_typed(obj)
         except Exception as exc:
             raise CodecError(f"cannot cache a {cls.__name__}: {exc}") from None
-        # Stored only if the strict decoder reads it back (allowlisted classes
-        # only): what cannot be read safely is not cached at all.
+        # cached only if the strict decoder reads it back (allowlisted classes only)
         self._serde_loads(typ, data)
         return msgpack.ExtType(_SERDE, msgpack.packb([typ, data], use_bin_type=True))
 
@@ -385,8 +383,7 @@ class ValueCodec:
             return None
         if typ != "msgpack" or type(payload) is not bytes:
             raise CodecError(f"cached value has serde type {typ!r}; accepted: msgpack, null")
-        # ormsgpack replaces a hook's exception with a bare "ext_hook failed":
-        # the reason is kept aside to be reported.
+        # ormsgpack reports a hook's exception as "ext_hook failed": the reason is kept aside
         refused: list[CodecError] = []
         depth = [0]
 
@@ -423,8 +420,7 @@ class ValueCodec:
         return found
 
     def _strict_ext(self, code: int, data: bytes, hook: Any) -> Any:
-        # LangGraph's own extension format, decoded without its permissive hook:
-        # a class is resolved only when the (module, name) pair is allowlisted.
+        # LangGraph's extension format without its permissive hook: allowlisted classes only
         inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         if code == _EXT_SNAPSHOT:
             return DeltaSnapshot(inner)

@@ -933,8 +933,7 @@ class RedisHistoryCache(Counted):
         return drive(plan, self._sync())
 
     def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        # a writer that dies before unfence leaves the thread uncached until its
-        # hash expires: speed, never correctness
+        # a writer dying before unfence leaves the thread uncached until its hash expires
         return drive(self._fence(thread_id, ns, checkpoint_id, writer), self._sync())
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
@@ -944,8 +943,7 @@ class RedisHistoryCache(Counted):
         self._fresh(_DROP, thread_id).run(self._sync())
 
     def clear(self) -> None:
-        # fences of writes in flight go too: their threads' generations are gone
-        # with them, so no reader that took one can store
+        # fences in flight go too, with the generations a reader could store under
         _DeleteMatching(self._pattern()).run(self._sync())
 
     def close(self) -> None:
@@ -1033,8 +1031,7 @@ def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
     options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
-        # A cluster client retries a command after refreshing its slot map (a moved
-        # slot, a promoted replica); each attempt is still bounded by the timeouts.
+        # retried after a slot map refresh (a moved slot, a promoted replica), each try bounded
         return lib.RedisCluster.from_url(url, **options)
     options["retry_on_timeout"] = False
     sentinel = parse_sentinel_url(url)
