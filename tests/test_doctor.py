@@ -26,7 +26,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from checkpoint_guard import _message_ids, _telemetry, _upstream, maintenance, open_checkpointer
 from checkpoint_guard import _server as server
 from checkpoint_guard._modes import ModeFreeze
-from checkpoint_guard.cache._codec import _allowlist_of
 from checkpoint_guard.cli import main
 from checkpoint_guard.maintenance import MaintenanceError
 from checkpoint_guard.state._overwrite import (
@@ -407,12 +406,12 @@ def test_renamed_msgpack_allowlist_widens_nothing(
         self._allowed_modules = self.__dict__.pop("_allowed_msgpack_modules", None)
 
     strict = JsonPlusSerializer(allowed_msgpack_modules=[("decimal", "Decimal")])
-    assert ("decimal", "Decimal") in _allowlist_of(strict)
+    assert ("decimal", "Decimal") in _upstream.msgpack_allowlist(strict)
     monkeypatch.setattr(JsonPlusSerializer, "__init__", renamed)
     _upstream.reset()  # the upstream change is there from the process's start
     _open_degraded(caplog, "msgpack-allowlist")
     # Even a serde that still has the old attribute is not trusted for it any more.
-    assert _allowlist_of(strict) == frozenset()
+    assert _upstream.msgpack_allowlist(strict) == frozenset()
     _doctor_reports(capsys, "msgpack-allowlist")
 
 

@@ -66,7 +66,7 @@ EXPECTED = {
     "cache/_redis.py:RedisHistoryCache.begin",
     "cache/_redis.py:RedisHistoryCache.close",
     "cache/_redis.py:_Eval.run",
-    "cache/_memory.py:MemoryHistoryCache.begin",
+    "cache/_protocol.py:HistoryCache.begin",
     "stores/_postgres.py:<module>._pg_prepare",
     "stores/__init__.py:<module>.open_inner",
     "stores/_memory.py:<module>.open_saver",
@@ -205,6 +205,8 @@ def _without_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         and isinstance(first.value.value, str)
     ):
         fn.body = fn.body[1:] or [ast.Pass()]
+    if ast.dump(ast.Module(fn.body, [])) == ast.dump(ast.parse("...")):
+        fn.body = [ast.Pass()]  # a stub: as empty as a docstring-only body
     return fn
 
 

@@ -1,20 +1,11 @@
 """What every history cache backend shares: the entry model, copies, sizes, stats.
 
-The model (per thread, namespace and channel): a checkpoint's delta history is a
-*pointer* ``(segment, n)``: the segment's seed plus its first ``n`` chunks, where a
-chunk is the writes one ancestor stored for that channel. A child's history is
-its parent's plus one chunk, so consecutive checkpoints share one segment and a
-thread costs what its writes cost (linear), not one write list per checkpoint
-(quadratic). A segment starts at a seed (a stored value: ``_DeltaSnapshot`` or a
-pre-delta plain value) or at a history read whole from the saver. Two children
-extending the same parent share its chunk (each chunk is tagged with the
-checkpoint it came from); a child of a checkpoint in the middle of a segment
-forks a new segment that shares the earlier chunks by reference.
-
-A history entry never changes once computed: it depends only on the target's
-ancestors, whose writes are complete once they have a child. The saver layer
-invalidates a thread when that assumption is broken on purpose (``put_writes``
-onto a checkpoint whose writes are cached, ``delete_thread``, ``prune``, ...).
+A checkpoint's history is a pointer ``(segment, n)``: a segment's seed plus its
+first ``n`` chunks (a chunk: the writes one ancestor stored for the channel), so
+consecutive checkpoints share one segment and a thread costs what its writes cost.
+An entry never changes once computed; the saver layer invalidates a thread when
+that is broken on purpose. The model in full: docs/design.md, "The history
+cache's entries".
 """
 
 from __future__ import annotations
@@ -40,6 +31,7 @@ from .._upstream import DeltaSnapshot
 __all__ = [
     "Begin",
     "CacheStats",
+    "Counted",
     "Chunk",
     "DEFAULT_ISOLATE",
     "DEFAULT_LOCAL_MAX_BYTES",
@@ -56,6 +48,7 @@ __all__ = [
     "fresh",
     "fresh_seed",
     "fresh_writes",
+    "generated",
     "identical",
     "keep_chunk",
     "keep_seed",
@@ -67,27 +60,19 @@ __all__ = [
 logger = logging.getLogger("checkpoint_guard.cache")
 
 # -- defaults: the one definition the backends and ``HistoryCacheConfig`` read ----------
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-"""A memory cache's bound in bytes (``history_cache.max_bytes``)."""
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024  # a memory cache's bound
+# idle threads expire after a day (0: never); a MemoryHistoryCache built directly has
+# no TTL unless given one (docs/concepts.md)
 DEFAULT_TTL_SECONDS = 24 * 3600
-"""Idle threads expire after a day (``history_cache.ttl_seconds``; 0: never). A
-``MemoryHistoryCache`` built directly has no TTL unless given one (docs/concepts.md)."""
-DEFAULT_TIMEOUT_SECONDS = 0.25
-"""A shared cache's per-command budget (``history_cache.timeout_seconds``)."""
-DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024
-"""The Redis backend's in-process tier of decoded values."""
-DEFAULT_ISOLATE = True
-"""Readers get their own copies of cached messages (``history_cache.isolate``)."""
+DEFAULT_TIMEOUT_SECONDS = 0.25  # a shared cache's per-command budget
+DEFAULT_LOCAL_MAX_BYTES = 64 * 1024 * 1024  # the Redis backend's tier of decoded values
+DEFAULT_ISOLATE = True  # readers get their own copies of cached messages
 # -- accepted ranges: beyond them a value bounds nothing or makes every call fail ---------
-MAX_BYTES_RANGE = (1, 64 * 1024**3)
-"""``max_bytes``: up to 64 GiB of one process's memory."""
-TTL_SECONDS_RANGE = (0, 366 * 24 * 3600)
-"""``ttl_seconds``: 0 (no expiry) up to a year (a longer one is no expiry in practice)."""
-TIMEOUT_SECONDS_RANGE = (0.001, 60.0)
-"""``timeout_seconds``: a cache command slower than a minute is worse than a miss."""
+MAX_BYTES_RANGE = (1, 64 * 1024**3)  # up to 64 GiB of one process's memory
+TTL_SECONDS_RANGE = (0, 366 * 24 * 3600)  # 0 (no expiry) up to a year: longer is no expiry
+TIMEOUT_SECONDS_RANGE = (0.001, 60.0)  # a command slower than a minute is worse than a miss
 
-Chunk = tuple[PendingWrite, ...]
-"""The writes one checkpoint stored for one channel, in the saver's order."""
+Chunk = tuple[PendingWrite, ...]  # the writes one checkpoint stored for a channel, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +93,17 @@ Token = int | tuple[str, str]
 """A thread's generation as ``begin`` handed it out, for a store to present: opaque
 to callers (the memory cache's counter; the Redis cache's generation and epoch)."""
 
-Probes = Sequence[tuple[str, Sequence[str]]]
-"""``(channel, checkpoint ids)`` pairs whose entries ``begin`` looks up."""
+Probes = Sequence[tuple[str, Sequence[str]]]  # (channel, checkpoint ids) ``begin`` looks up
 
 
 class Begin(NamedTuple):
-    """What a reader learns from the cache before it reads the saver.
-
-    ``token`` is the thread's generation: a store succeeds only while it is
-    unchanged (compare-and-set), so a reader whose saver reads may predate a
-    concurrent write can never store what it computed from them. ``epoch``
-    changes whenever the thread's entries are dropped (or lost): facts a process
-    learned under another epoch (parent links) may predate a rewrite of the
-    thread and are forgotten. ``known``: the cache holds entries of this thread
-    and namespace. ``found``: per probed channel, which of the probed checkpoint
-    ids have an entry."""
+    """What a reader learns from the cache before it reads the saver. ``token``: the
+    thread's generation; a store succeeds only while it is unchanged, so a reader
+    whose saver reads may predate a concurrent write never stores what it computed.
+    ``epoch`` changes whenever the thread's entries are dropped or lost: facts learnt
+    under another (parent links) may predate a rewrite and are forgotten. ``known``:
+    the cache holds entries of this thread and namespace. ``found``: per probed
+    channel, the probed checkpoint ids that have an entry."""
 
     token: Token
     epoch: int | str
@@ -150,9 +131,8 @@ _MESSAGE_TYPES: set[type] = set()  # BaseMessage subclasses seen (type checks ar
 
 _SCALARS: frozenset[type] = frozenset((str, int, float, bool, type(None)))
 
-# Containers this long are first checked for holding scalars only in one C-level
-# pass (then copied by one C-level call); shorter ones are walked directly, which
-# costs less than setting that pass up.
+# Containers this long are first checked for scalars only in one C-level pass (then
+# copied by one call); walking a shorter one costs less than setting that pass up.
 _SCAN_FROM = 8
 
 
@@ -173,8 +153,8 @@ def fresh(value: Any) -> Any:
         return _copier(cls)(value)
     if cls is dict:
         return _copy_dict(value)
-    if cls is tuple:
-        return _copy_tuple(value)
+    if cls is tuple:  # shared when it holds immutable scalars only: nobody can change it
+        return value if _SCALARS.issuperset(map(type, value)) else tuple(map(_copy_value, value))
     if isinstance(value, _IMMUTABLE):
         return value
     if cls is DeltaSnapshot:
@@ -183,10 +163,9 @@ def fresh(value: Any) -> Any:
 
 
 def _copy_dict(value: dict[Any, Any], _scalars: frozenset[type] = _SCALARS) -> dict[Any, Any]:
-    # A dict of the JSON-like shapes (a message's field dict, tool-call args, token
-    # counts, a content block): one C-level copy, then only its non-scalar values
-    # replaced, by type, without a generic dispatch per value. Keys are hashable
-    # and shared, as dict.copy() and deepcopy of str keys do.
+    # A JSON-like dict (a message's fields, tool-call args, a content block): one
+    # C-level copy, then only its non-scalar values replaced, by type. Keys are
+    # shared, as dict.copy() and deepcopy of str keys do.
     copied = value.copy()
     if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value.values())):
         return copied
@@ -220,14 +199,6 @@ def _copy_list(value: list[Any], _scalars: frozenset[type] = _SCALARS) -> list[A
     return copied
 
 
-def _copy_tuple(value: tuple[Any, ...], _scalars: frozenset[type] = _SCALARS) -> tuple[Any, ...]:
-    # A tuple of immutable scalars cannot be changed by anyone: shared. Any other
-    # tuple is rebuilt around copies of its items.
-    if _scalars.issuperset(map(type, value)):
-        return value
-    return tuple([_copy_value(v) for v in value])
-
-
 def _copy_other(value: Any) -> Any:
     # What a container holds that is neither a scalar nor a plain dict or list.
     copier = _COPIERS.get(type(value))
@@ -235,8 +206,7 @@ def _copy_other(value: Any) -> Any:
 
 
 def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
-    # ``fresh`` for the values inside a message or a container: the JSON-like
-    # shapes first, without ``fresh``'s dispatch.
+    # ``fresh`` inside a message or container: the JSON-like shapes first.
     cls = type(value)
     if cls is dict:
         return _copy_dict(value)
@@ -248,7 +218,6 @@ def _copy_value(value: Any, _scalars: frozenset[type] = _SCALARS) -> Any:
 
 
 _new = object.__new__
-_set = object.__setattr__
 # pydantic's own slots, written through their descriptors (several times cheaper
 # than object.__setattr__ by name; this runs once per message copied or decoded)
 _set_dict = BaseModel.__dict__["__dict__"].__set__
@@ -258,9 +227,8 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _copy_message(message: Any) -> Any:
-    # What pydantic's __copy__ does (its own field dict, fields-set and extras),
-    # without its generic dispatch, and with the fields' containers copied too.
-    # Any message layout: the per-class copiers fall back to this one.
+    # pydantic's __copy__ without its dispatch, the fields' containers copied too:
+    # any message layout (the per-class copiers fall back to this one).
     copied = _new(message.__class__)
     _set_dict(copied, _copy_dict(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
@@ -271,15 +239,12 @@ def _copy_message(message: Any) -> Any:
     return copied
 
 
-# Per message class: a copier generated once from the class's fields, doing what
-# _copy_message does without its loop (one test per field, empty containers
-# replaced by new empty ones without a call). A message whose __dict__ is not
-# exactly the class's fields (an attribute deleted or smuggled in) takes
-# _copy_message.
+# Per message class: a copier generated from its fields, _copy_message without its loop;
+# a message whose __dict__ is not exactly the class's fields takes _copy_message.
 _COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _COPIER_TEMPLATE = """
-def copy_message(message):
+def copier(message):
     fields = message.__dict__
     if len(fields) != {count}:
         return _generic(message)
@@ -304,8 +269,7 @@ _FIELD_TEMPLATE = """\
             copied[{key!r}] = _copy_value(value)
 """
 
-# A field whose default is an empty dict or list (additional_kwargs, tool_calls,
-# ...) is tested for that type first: most often it is one, most often empty.
+# A field defaulting to an empty dict or list is tested for that type first (most often empty)
 _CONTAINER_FIELD_TEMPLATE = """\
         value = fields[{key!r}]
         cls = type(value)
@@ -315,47 +279,64 @@ _CONTAINER_FIELD_TEMPLATE = """\
             copied[{key!r}] = _copy_value(value)
 """
 
+_EMPTY: dict[type, str] = {dict: "{}", list: "[]"}
 
-def _field_source(name: str, info: Any) -> str:
-    factory = getattr(info, "default_factory", None)
-    if factory is dict:
-        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="dict", empty="{}")
-    if factory is list:
-        return _CONTAINER_FIELD_TEMPLATE.format(key=name, kind="list", empty="[]")
-    return _FIELD_TEMPLATE.format(key=name)
+
+def _fields(cls: type) -> dict[str, type | None] | None:
+    """A message class's fields, each with ``dict`` or ``list`` when its default is
+    an empty one; None when it has none or a name is not an identifier."""
+    fields = getattr(cls, "model_fields", {})
+    if not fields or not all(name.isidentifier() for name in fields):
+        return None
+    return {
+        name: factory
+        if (factory := getattr(info, "default_factory", None)) in (dict, list)
+        else None
+        for name, info in fields.items()
+    }
+
+
+def generated(cls: type, kind: str, source: str, **names: Any) -> Any:
+    """The function ``kind`` that ``source`` defines for message class ``cls``, with
+    ``names``, ``_cls`` and pydantic's slot setters in scope. Field names enter a
+    source only as repr() string literals."""
+    namespace: dict[str, Any] = {
+        "_cls": cls,
+        "_new": _new,
+        "_set_dict": _set_dict,
+        "_set_fields_set": _set_fields_set,
+        "_set_extra": _set_extra,
+        "_set_private": _set_private,
+        **names,
+    }
+    exec(compile(source, f"<checkpoint_guard {kind} for {cls.__qualname__}>", "exec"), namespace)
+    return namespace[kind]
 
 
 def _copier(cls: type) -> Callable[[Any], Any]:
-    """The copier of message class ``cls`` (generated on first use)."""
     found = _COPIERS.get(cls)
     if found is not None:
         return found
     _MESSAGE_TYPES.add(cls)
-    fields = dict(getattr(cls, "model_fields", {}))
+    fields = _fields(cls)
     copier: Callable[[Any], Any] = _copy_message
-    if fields and all(name.isidentifier() for name in fields):
-        # Field names enter the source only as repr() string literals.
-        source = _COPIER_TEMPLATE.format(
-            count=len(fields),
-            body="".join(_field_source(name, info) for name, info in fields.items()),
+    if fields is not None:
+        body = "".join(
+            _FIELD_TEMPLATE.format(key=name)
+            if kind is None
+            else _CONTAINER_FIELD_TEMPLATE.format(key=name, kind=kind.__name__, empty=_EMPTY[kind])
+            for name, kind in fields.items()
         )
-        namespace: dict[str, Any] = {
-            "_cls": cls,
-            "_generic": _copy_message,
-            "_scalars": _SCALARS,
-            "_copy_dict": _copy_dict,
-            "_copy_list": _copy_list,
-            "_copy_value": _copy_value,
-            "_new": _new,
-            "_set_dict": _set_dict,
-            "_set_fields_set": _set_fields_set,
-            "_set_extra": _set_extra,
-            "_set_private": _set_private,
-        }
-        exec(
-            compile(source, f"<checkpoint_guard copier for {cls.__qualname__}>", "exec"), namespace
+        copier = generated(
+            cls,
+            "copier",
+            _COPIER_TEMPLATE.format(count=len(fields), body=body),
+            _generic=_copy_message,
+            _scalars=_SCALARS,
+            _copy_dict=_copy_dict,
+            _copy_list=_copy_list,
+            _copy_value=_copy_value,
         )
-        copier = namespace["copy_message"]
     _COPIERS[cls] = copier
     return copier
 
@@ -409,13 +390,11 @@ def _by_id(pools: Sequence[Any]) -> dict[str, Any]:
 
 
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
-    """``seed`` with each message of its list value (or snapshot of one) replaced
-    by an ``identical`` message the cache already holds, in ``known``'s writes or
-    ``also``'s value, and the bytes the result adds to a cache (``approx_size``,
-    a pointer for each shared message); ``seed`` itself when nothing is shared.
-    A snapshot holds the messages its history's writes hold: sharing them keeps a
-    cache's size linear across snapshots. Only for objects the cache owns and never
-    hands out."""
+    """``seed`` with each message of its list value (or snapshot of one) replaced by
+    an ``identical`` one the cache holds in ``known``'s writes or ``also``'s value
+    (``seed`` itself if none is), and the bytes the result adds (a pointer per shared
+    message): a snapshot holds what its history's writes hold, so sharing keeps a
+    cache linear across snapshots. Only for objects the cache owns."""
     value = seed.value
     if not seed.present:
         return seed, 0
@@ -475,13 +454,10 @@ def _items_size(value: Any, depth: int) -> int:
 
 
 def _message_size(message: Any, depth: int) -> int:
-    # Every field and extra that holds something: a subclass's own fields, a large
-    # extra or name count as much as the content (the constant covers the object,
-    # its dicts and the empty fields).
+    # every field and extra that holds something (the constant: the object, its dicts)
     size = 512
     for value in message.__dict__.values():
-        # None, empty strings and containers are in the constant (no truth test: an
-        # arbitrary object may refuse one)
+        # None and empty str/dict/list are in the constant (an object may refuse bool())
         if value is None or (type(value) in _SIZED and not value):
             continue
         size += approx_size(value, depth + 1)
@@ -511,38 +487,20 @@ def _other_size(value: Any, depth: int) -> int:
     return sys.getsizeof(value)
 
 
-def _fresh_write(value: Any) -> Any:
-    # A write's value, copied: a messages write is a list of (most often one)
-    # messages, or one message, copied without fresh's dispatch.
-    cls = type(value)
-    if cls is list:
-        get = _COPIERS.get
-        if len(value) == 1:
-            message = value[0]
-            copier = get(type(message))
-            return [copier(message) if copier is not None else _copy_value(message)]
-        return [c(v) if (c := get(type(v))) is not None else _copy_value(v) for v in value]
-    copier = _COPIERS.get(cls)
-    return copier(value) if copier is not None else fresh(value)
-
-
 class PlainChunk(tuple[PendingWrite, ...]):
-    """A cached chunk known, since it was cached, to be one write of a list of one
-    *plain* message (see ``keep_chunk``): its copy needs no look at the message's
-    fields. Only a cache's own, never handed-out chunks are marked, so what made
-    the mark true cannot change afterwards."""
+    """A cache's own chunk (never handed out, so the mark stays true) of one write of
+    a list of one *plain* message (``keep_chunk``): its copy needs no look at fields."""
 
     __slots__ = ()
 
 
-# Per message class: its field names and, for the fields whose default is an empty
-# dict or list, that type; None when the class has no plain copier (a field name
-# that is not an identifier).
+# Per message class: its field names and the types of its empty dict or list
+# defaults; None when it has no plain copier (see _fields).
 _PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _PLAIN_TEMPLATE = """
-def copy_plain(message):
+def plain_copier(message):
     copied = message.__dict__.copy()
 {body}
     new = _new(_cls)
@@ -562,40 +520,24 @@ _PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
 def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
     if cls in _PLAIN_PLANS:
         return _PLAIN_PLANS[cls]
-    fields = dict(getattr(cls, "model_fields", {}))
+    fields = _fields(cls)
     plan: tuple[frozenset[str], dict[str, type]] | None = None
-    if fields and all(name.isidentifier() for name in fields):
-        containers = {
-            name: factory
-            for name, info in fields.items()
-            if (factory := getattr(info, "default_factory", None)) in (dict, list)
-        }
+    if fields is not None:
+        containers = {name: kind for name, kind in fields.items() if kind is not None}
         plan = (frozenset(fields), containers)
         body = "".join(
-            _PLAIN_FIELD_TEMPLATE.format(key=name, empty="{}" if kind is dict else "[]")
+            _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
             for name, kind in containers.items()
         )
-        namespace: dict[str, Any] = {
-            "_cls": cls,
-            "_new": _new,
-            "_set_dict": _set_dict,
-            "_set_fields_set": _set_fields_set,
-            "_set_extra": _set_extra,
-            "_set_private": _set_private,
-        }
-        source = _PLAIN_TEMPLATE.format(body=body)
-        name = f"<checkpoint_guard plain copier for {cls.__qualname__}>"
-        exec(compile(source, name, "exec"), namespace)
-        _PLAIN_COPIERS[cls] = namespace["copy_plain"]
+        _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
     _PLAIN_PLANS[cls] = plan
     return plan
 
 
 def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
-    # Plain: the class's fields exactly, each an immutable scalar except the fields
-    # defaulting to an empty dict or list, which hold that type with scalars only
-    # (a copy of the container is then a complete copy); extras a dict of scalars
-    # or None, no private attributes, a plain fields-set.
+    # Plain: the class's fields exactly, each a scalar except those defaulting to an
+    # empty dict or list, which hold that type of scalars (copying it copies all);
+    # extras None or a dict of scalars, no private attributes, a plain fields-set.
     plan = _plain_plan(type(message))
     if plan is None:
         return False
@@ -622,9 +564,8 @@ def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
 
 
 def keep_chunk(chunk: Chunk) -> Chunk:
-    """``chunk`` as a cache keeps it: marked ``PlainChunk`` when it is one write of
-    a list of one plain message (its copies then skip the per-field checks). Only
-    for chunks the cache owns and never hands out (a reader gets copies)."""
+    """``chunk`` as a cache keeps it (never handed out): a ``PlainChunk`` when it is
+    one write of a list of one plain message."""
     if len(chunk) == 1 and type(chunk) is tuple:
         value = chunk[0][2]
         if (
@@ -645,9 +586,8 @@ def _item_copier(item: Any) -> Callable[[Any], Any]:
 
 
 def keep_seed(seed: Seed) -> Seed:
-    """``seed`` as a cache keeps it: when its value is a list (or a snapshot of a
-    list), with each item's copier chosen once (plain messages copied without a
-    look at their fields). Only for values the cache owns and never hands out."""
+    """``seed`` as a cache keeps it (never handed out): a list value (or a snapshot of
+    one) with each item's copier chosen once (a plain message's skips its fields)."""
     value = seed.value
     items = _unwrapped(value)
     if not seed.present or type(items) is not list or not items:
@@ -667,8 +607,8 @@ def fresh_seed(seed: Seed) -> Any:
 
 def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
     """Every write of ``chunks`` in order, its value copied as ``fresh`` would."""
-    # One loop with the common write (a list of one message) inline, one new
-    # tuple, list and message per write and no other allocation.
+    # The common write (a list of one message) inline: one new tuple, list and
+    # message per write, nothing else allocated.
     writes: list[PendingWrite] = []
     append = writes.append
     get = _COPIERS.get
@@ -686,7 +626,7 @@ def fresh_writes(chunks: Sequence[Chunk]) -> list[PendingWrite]:
                 copied = copier(message) if copier is not None else _copy_value(message)
                 append((task, channel, [copied]))
             else:
-                append((task, channel, _fresh_write(value)))
+                append((task, channel, fresh(value)))
     return writes
 
 
@@ -701,36 +641,25 @@ def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> Delta
 
 
 class CacheStats:
-    """Thread-safe counters plus rate-limited error logging (at most one log line
-    per ``log_interval`` seconds, with the count of the ones suppressed).
-
-    ``tier`` (``"memory"`` or ``"redis"``) labels the OpenTelemetry instruments
-    each count is also recorded on (``checkpoint_guard._telemetry``): one call
-    counts both, so ``stats()`` and the metrics agree. Keys: ``hits`` / ``misses``
-    (entry lookups), ``evictions``, ``errors``, ``invalidations``, and
-    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests
-    by result, ``checkpoint_guard.history.requests``)."""
+    """Thread-safe counters and error logging (one line per ``log_interval`` seconds,
+    counting those suppressed). Each count is also recorded on the OpenTelemetry
+    instrument labelled ``tier``, so ``stats()`` and the metrics agree. Keys: ``hits``
+    / ``misses`` (entry lookups), ``evictions``, ``errors``, ``invalidations`` and
+    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests)."""
 
     def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
         self._lock = threading.Lock()
         self.tier = tier
-        self.counts: dict[str, int] = {
-            "hits": 0,
-            "misses": 0,
-            "evictions": 0,
-            "errors": 0,
-            "invalidations": 0,
-            "requests_hit": 0,
-            "requests_miss": 0,
-            "requests_error": 0,
-        }
+        requests = ("requests_hit", "requests_miss", "requests_error")
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("hits", "misses", "evictions", "errors", "invalidations", *requests), 0
+        )
         self._log_interval = log_interval
         self._last_log = float("-inf")
         self._last_reject = float("-inf")
         self._suppressed = 0
 
     def add(self, name: str, n: int = 1) -> None:
-        """Count ``n`` more of ``name``."""
         with self._lock:
             self.counts[name] = self.counts.get(name, 0) + n
         if name == "invalidations":
@@ -782,6 +711,19 @@ class CacheStats:
         )
 
     def snapshot(self) -> dict[str, int]:
-        """A copy of the counters."""
         with self._lock:
             return dict(self.counts)
+
+
+class Counted:
+    """A backend's counters (``CacheStats``, labelled with its ``tier``), through
+    which the saver layer records what it met."""
+
+    tier: str
+    _stats: CacheStats
+
+    def count_error(self, where: str, exc: BaseException) -> None:
+        self._stats.error(where, exc)
+
+    def count_request(self, result: str, seconds: float, writes: int) -> None:
+        self._stats.request(result, seconds, writes)

@@ -1,32 +1,13 @@
 """How the shared cache encodes values: msgpack inside the saver's serde.
 
-A cold reader must decode a whole history, and decoding is what makes raw delta
-reads slow (LangGraph's serde re-validates every message: ~25 µs each). Cached
-values were produced by the saver's own serde and already validated, so this
-codec stores LangChain messages as their field dicts and rebuilds them without
-re-validation. The whole payload then passes through the saver's serde as
-``bytes``, so an ``EncryptedSerializer`` encrypts cached data exactly like stored
-data.
-
-**Cache bytes are untrusted input** (anyone who can write one field of a Redis
-hash wrote them). Decoding therefore:
-
-* never imports a module or calls a callable named by the bytes, except the
-  classes on an explicit allowlist (``DECODE_ALLOWLIST`` plus the saver serde's own
-  explicit msgpack allowlist, if it has one), resolved once;
-* never unpickles, never reads LangGraph's ``json`` format (whose reviver imports
-  by name), and decodes values the serde wrote (datetimes, UUIDs, ``Overwrite``,
-  message subclasses, ...) with its own strict msgpack hook, not the serde's
-  permissive one;
-* rebuilds a message only after checking its shape (exact field names, the
-  ``type`` literal, ``content`` a string or list, containers where the class has
-  containers, extras named unlike any field);
-* with an encrypting serde, accepts only envelopes that went through the cipher
-  (which authenticates them): a plaintext entry is refused, not served.
-
-Whatever fails any check raises ``CodecError``; the cache counts it and answers
-from the saver. Values the strict decoder could not read back are refused at
-encoding time instead (they are simply not cached).
+Messages are stored as their field dicts and rebuilt without re-validation (they
+came from the saver's serde), and the whole payload passes through the saver's
+serde, so encryption carries through. Cache bytes are untrusted: decoding imports
+only allowlisted classes, never unpickles, checks a message's shape before
+rebuilding it and, under encryption, accepts only envelopes the cipher
+authenticated. Whatever fails a check raises ``CodecError`` (the saver answers);
+a value the strict decoder could not read back is not cached. The argument:
+docs/design.md, "How values are encoded".
 """
 
 from __future__ import annotations
@@ -44,7 +25,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from .. import _upstream
 from .._errors import CodecError
 from .._upstream import DeltaSnapshot
-from ._base import _new, _set_dict, _set_extra, _set_fields_set, _set_private
+from ._base import generated
 
 __all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
 
@@ -68,32 +49,28 @@ _MESSAGES: dict[str, type[Any]] = {
 }  # fmt: skip
 
 DECODE_ALLOWLIST: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("datetime", "date"),
-        ("datetime", "time"),
-        ("datetime", "timedelta"),
-        ("datetime", "timezone"),
-        ("uuid", "UUID"),
-        ("decimal", "Decimal"),
-        ("builtins", "set"),
-        ("builtins", "frozenset"),
-        ("collections", "deque"),
-        ("ipaddress", "IPv4Address"),
-        ("ipaddress", "IPv4Interface"),
-        ("ipaddress", "IPv4Network"),
-        ("ipaddress", "IPv6Address"),
-        ("ipaddress", "IPv6Interface"),
-        ("ipaddress", "IPv6Network"),
-        ("pathlib", "Path"),
-        ("pathlib", "PosixPath"),
-        ("pathlib", "PurePosixPath"),
-        ("zoneinfo", "ZoneInfo"),
-        ("langchain_core.documents.base", "Document"),
-        ("langgraph.types", "Overwrite"),
-        ("langgraph.types", "Interrupt"),
-        *((cls.__module__, cls.__name__) for cls in _MESSAGES.values()),
-    }
-)
+    (module, name)
+    for module, names in {
+        "datetime": ("date", "time", "timedelta", "timezone"),
+        "uuid": ("UUID",),
+        "decimal": ("Decimal",),
+        "builtins": ("set", "frozenset"),
+        "collections": ("deque",),
+        "ipaddress": (
+            "IPv4Address",
+            "IPv4Interface",
+            "IPv4Network",
+            "IPv6Address",
+            "IPv6Interface",
+            "IPv6Network",
+        ),
+        "pathlib": ("Path", "PosixPath", "PurePosixPath"),
+        "zoneinfo": ("ZoneInfo",),
+        "langchain_core.documents.base": ("Document",),
+        "langgraph.types": ("Overwrite", "Interrupt"),
+    }.items()
+    for name in names
+) | {(cls.__module__, cls.__name__) for cls in _MESSAGES.values()}
 """The classes a cached value may name (module, attribute); nothing else is ever
 imported or called while decoding. ``datetime.datetime`` is rebuilt through its
 ``fromisoformat`` (the one method call allowed)."""
@@ -104,15 +81,13 @@ _EXT_ONE_ARG, _EXT_ARGS, _EXT_KWARGS, _EXT_METHOD, _EXT_PYDANTIC_V2, _EXT_SNAPSH
 )  # fmt: skip
 _METHODS = {("datetime", "datetime", "fromisoformat")}
 
-# The serde LangGraph values are encoded with inside our envelope: strict, never
-# pickling; the envelope (the saver's serde) carries encryption.
+# LangGraph's values inside our envelope (whose serde encrypts): strict, never pickling
 _PLAIN = JsonPlusSerializer(allowed_msgpack_modules=None)
 
 _unpackb = msgpack.unpackb
 
-# Extensions nest through Python recursion (msgpack calls our hook, which unpacks
-# the extension's payload): bytes nesting them deeply would exhaust the C stack
-# and kill the process, so nesting beyond this is refused.
+# Extensions nest through Python recursion (our hook unpacks their payload): deep
+# nesting would exhaust the C stack and kill the process, so it is refused.
 MAX_NESTING = 64
 
 
@@ -142,33 +117,14 @@ def _fields_of_messages(value: Any) -> list[list[Any]] | None:
     return [_message_fields(m) for m in value]
 
 
-class _Shape:
-    """What a message class's field dict must look like to be rebuilt unvalidated."""
-
-    __slots__ = ("containers", "names", "type_name")
-
-    def __init__(self, cls: type[Any]) -> None:
-        fields = cls.model_fields
-        self.names = frozenset(fields)
-        default_type = fields["type"].default
-        self.type_name = default_type if isinstance(default_type, str) else None
-        # fields whose default is an (empty) dict or list must hold one
-        self.containers: tuple[tuple[str, type], ...] = tuple(
-            (name, type(info.default_factory()))
-            for name, info in fields.items()
-            if info.default_factory is not None and type(info.default_factory()) in (dict, list)
-        )
-
-
 _TEXT = (str, type(None))
 _CONTENT = (str, list)
 _STR_ONLY = frozenset((str,))
 
-# Per message class: a builder generated once from its shape, doing every check
-# of the shape in straight-line code (no loop, no generator; field names enter the
-# source only as repr() string literals), then the unvalidated rebuild.
+# Per message class: a builder generated once from its shape, doing every check in
+# straight-line code (no loop, no generator), then the unvalidated rebuild.
 _BUILDER_TEMPLATE = """
-def build(fields, fields_set, extra):
+def builder(fields, fields_set, extra):
     if type(fields) is not dict or len(fields) != {count}{present}:
         raise _fields_error(fields)
     try:
@@ -204,32 +160,32 @@ def build(fields, fields_set, extra):
 """
 
 
-def _builder_source(shape: _Shape) -> str:
+def _builder(cls: type[Any]) -> Any:
+    """The builder of message class ``cls``: ``builder(fields, fields_set, extra)``,
+    the message ``_message_fields`` describes once its shape is checked."""
+    model_fields = cls.model_fields
+    names = frozenset(model_fields)
+    # fields whose default is an (empty) dict or list must hold one
+    containers = [
+        (name, type(info.default_factory()))
+        for name, info in model_fields.items()
+        if info.default_factory is not None and type(info.default_factory()) in (dict, list)
+    ]
     checks = [
         f"type(fields[{'content'!r}]) not in _content",
         f"type(fields[{'id'!r}]) not in _text",
         f"type(fields[{'name'!r}]) not in _text",
+        *(f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in containers),
     ]
-    if shape.type_name is not None:
-        checks.insert(0, f"fields[{'type'!r}] != {shape.type_name!r}")
-    checks += [f"type(fields[{key!r}]) is not _{kind.__name__}" for key, kind in shape.containers]
-    # The field dict holds exactly the class's fields when it has as many keys and
-    # each is present: the checks read most; the others are looked up.
-    read = {"content", "id", "name", *(key for key, _ in shape.containers)}
-    if shape.type_name is not None:
+    # exactly the class's fields: as many keys, each present (read by a check or looked up)
+    read = {"content", "id", "name", *(key for key, _ in containers)}
+    type_name = model_fields["type"].default
+    if isinstance(type_name, str):
+        checks.insert(0, f"fields[{'type'!r}] != {type_name!r}")
         read.add("type")
-    present = "".join(f" or {key!r} not in fields" for key in sorted(shape.names - read))
+    present = "".join(f" or {key!r} not in fields" for key in sorted(names - read))
     lines = [f"            {'or ' if i else ''}{check}" for i, check in enumerate(checks)]
-    return _BUILDER_TEMPLATE.format(
-        count=len(shape.names), present=present, checks="\n".join(lines)
-    )
-
-
-def _builder(cls: type[Any]) -> Any:
-    """The builder of message class ``cls``: ``build(fields, fields_set, extra)``,
-    the message ``_message_fields`` describes once its shape is checked."""
-    shape = _Shape(cls)
-    source = _builder_source(shape)
+    source = _BUILDER_TEMPLATE.format(count=len(names), present=present, checks="\n".join(lines))
     name = cls.__name__
 
     def fields_error(fields: Any) -> CodecError:
@@ -237,26 +193,21 @@ def _builder(cls: type[Any]) -> Any:
             return CodecError(f"unknown cached message class {name!r}")
         return CodecError(f"cached {name} has fields {sorted(map(str, fields))}")
 
-    namespace: dict[str, Any] = {
-        "_cls": cls,
-        "_fields_error": fields_error,
-        "_wrong_type": f"cached {name} has a field of the wrong type",
-        "_CodecError": CodecError,
-        "_content": _CONTENT,
-        "_text": _TEXT,
-        "_str_only": _STR_ONLY,
-        "_names": shape.names,
-        "_all_set": _ALL_SET,
-        "_dict": dict,
-        "_list": list,
-        "_new": _new,
-        "_set_dict": _set_dict,
-        "_set_fields_set": _set_fields_set,
-        "_set_extra": _set_extra,
-        "_set_private": _set_private,
-    }
-    exec(compile(source, f"<checkpoint_guard builder for {cls.__qualname__}>", "exec"), namespace)
-    return namespace["build"]
+    return generated(
+        cls,
+        "builder",
+        source,
+        _fields_error=fields_error,
+        _wrong_type=f"cached {name} has a field of the wrong type",
+        _CodecError=CodecError,
+        _content=_CONTENT,
+        _text=_TEXT,
+        _str_only=_STR_ONLY,
+        _names=names,
+        _all_set=_ALL_SET,
+        _dict=dict,
+        _list=list,
+    )
 
 
 _BUILDERS: dict[str, Any] = {name: _builder(cls) for name, cls in _MESSAGES.items()}
@@ -281,26 +232,15 @@ def _messages(items: list[Any]) -> list[Any]:
 
 def _write(row: Any) -> tuple[str, str, Any]:
     # One row of a chunk (see ``ValueCodec.dumps_chunk``) as its write.
-    if type(row) is not list:
-        raise CodecError("cached chunk is not a list of writes")
-    if len(row) == 4:
-        task, channel, marker, items = row
-        if marker != 1 or type(items) is not list:
-            raise CodecError("cached chunk is not a list of writes")
-        value: Any = _messages(items)
-    elif len(row) == 3:
+    if type(row) is list and len(row) == 4 and row[2] == 1 and type(row[3]) is list:
+        task, channel, value = row[0], row[1], _messages(row[3])
+    elif type(row) is list and len(row) == 3:
         task, channel, value = row
     else:
         raise CodecError("cached chunk is not a list of writes")
     if type(task) is not str or type(channel) is not str:
         raise CodecError("cached chunk is not a list of writes")
     return task, channel, value
-
-
-def _allowlist_of(serde: SerializerProtocol) -> frozenset[tuple[str, str]]:
-    """The explicit msgpack allowlist of the saver's serde, or nothing (see
-    ``_upstream.msgpack_allowlist``)."""
-    return _upstream.msgpack_allowlist(serde)
 
 
 class ValueCodec:
@@ -316,19 +256,17 @@ class ValueCodec:
         allowlist: frozenset[tuple[str, str]] = frozenset(),
     ) -> None:
         self.serde = serde or JsonPlusSerializer()
-        self.allowlist = DECODE_ALLOWLIST | _allowlist_of(self.serde) | allowlist
+        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde) | allowlist
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
         self._depth = threading.local()
-        # Whether the serde transforms what it wraps (encryption): then only
-        # envelopes that went through it are accepted. Probed, not guessed from
-        # the class: a custom serde is judged by what it does.
+        # Whether the serde transforms what it wraps (encryption: then only envelopes
+        # that went through it are accepted), probed: a serde is judged by what it does.
         self._envelope_type = self.serde.dumps_typed(b"")[0]
         self._sealed = self._envelope_type != "bytes"
-        # A deterministic serde encodes the empty chunk (a checkpoint that wrote
-        # nothing to the channel: about half of all chunks) to the same bytes every
-        # time; those bytes decode without the envelope. An encrypting serde never
-        # repeats itself, so its chunks all take the checked path.
+        # The empty chunk (about half of all chunks) encodes to the same bytes every
+        # time under a deterministic serde, decoded without the envelope (an
+        # encrypting serde never repeats itself: its chunks take the checked path).
         self._empty_chunk = self.dumps_chunk(())
 
     # -- encode ----------------------------------------------------------------------
@@ -338,15 +276,20 @@ class ValueCodec:
         if cls is tuple:
             return msgpack.ExtType(_TUPLE, self._pack(list(obj)))
         if cls is DeltaSnapshot:
-            return msgpack.ExtType(_SNAPSHOT, self._pack(self._messages_form(obj.value)))
+            # a snapshot of messages: one extension of every message's fields, so
+            # decoding it is one msgpack call, not one per message
+            fields = _fields_of_messages(obj.value)
+            value = (
+                obj.value if fields is None else msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
+            )
+            return msgpack.ExtType(_SNAPSHOT, self._pack(value))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
         try:
             typ, data = _PLAIN.dumps_typed(obj)
         except Exception as exc:
             raise CodecError(f"cannot cache a {cls.__name__}: {exc}") from None
-        # Stored only if the strict decoder reads it back (allowlisted classes
-        # only): what cannot be read safely is not cached at all.
+        # cached only if the strict decoder reads it back (allowlisted classes only)
         self._serde_loads(typ, data)
         return msgpack.ExtType(_SERDE, msgpack.packb([typ, data], use_bin_type=True))
 
@@ -356,24 +299,13 @@ class ValueCodec:
         )
         return packed
 
-    def _messages_form(self, value: Any) -> Any:
-        # A snapshot of messages becomes one extension holding every message's
-        # fields: decoding it is one msgpack call, not one per message.
-        fields = _fields_of_messages(value)
-        if fields is None:
-            return value
-        return msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
-
     def dumps_chunk(
         self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
     ) -> bytes:
         """A chunk of writes (``(task_id, channel, value)`` triples) as bytes
-        (``binding``: see ``dumps``).
-
-        A write of a list of messages (the usual one) is stored as the row
-        ``[task, channel, 1, [message fields, ...]]``, so the whole chunk decodes
-        in one msgpack call; any other write as ``[task, channel, value]``.
-        """
+        (``binding``: see ``dumps``). A write of a list of messages (the usual one) is
+        the row ``[task, channel, 1, [message fields, ...]]``, so the whole chunk
+        decodes in one msgpack call; any other write is ``[task, channel, value]``."""
         rows: list[list[Any]] = []
         for task, channel, value in chunk:
             fields = _fields_of_messages(value)
@@ -418,31 +350,28 @@ class ValueCodec:
             raise CodecError(f"cached value nests deeper than {MAX_NESTING} levels")
         self._depth.n = depth + 1
         try:
-            return self._ext_value(code, data)
+            if code == _MESSAGE_LIST:  # the common case first
+                items = self._unpack(data)
+                if type(items) is not list:
+                    raise CodecError("cached message list is malformed")
+                return _messages(items)
+            if code == _MESSAGE:
+                return _messages([self._unpack(data)])[0]
+            if code == _TUPLE:
+                items = self._unpack(data)
+                if type(items) is not list:
+                    raise CodecError("cached tuple is malformed")
+                return tuple(items)
+            if code == _SNAPSHOT:
+                return DeltaSnapshot(self._unpack(data))
+            if code == _SERDE:
+                pair = msgpack.unpackb(data, raw=False)
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("cached serde value is malformed")
+                return self._serde_loads(*pair)
+            raise CodecError(f"unknown cached value type {code}")
         finally:
             self._depth.n = depth
-
-    def _ext_value(self, code: int, data: bytes) -> Any:
-        if code == _MESSAGE_LIST:  # the common case first
-            items = self._unpack(data)
-            if type(items) is not list:
-                raise CodecError("cached message list is malformed")
-            return _messages(items)
-        if code == _MESSAGE:
-            return _messages([self._unpack(data)])[0]
-        if code == _TUPLE:
-            items = self._unpack(data)
-            if type(items) is not list:
-                raise CodecError("cached tuple is malformed")
-            return tuple(items)
-        if code == _SNAPSHOT:
-            return DeltaSnapshot(self._unpack(data))
-        if code == _SERDE:
-            pair = msgpack.unpackb(data, raw=False)
-            if type(pair) is not list or len(pair) != 2:
-                raise CodecError("cached serde value is malformed")
-            return self._serde_loads(*pair)
-        raise CodecError(f"unknown cached value type {code}")
 
     def _unpack(self, data: bytes) -> Any:
         return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
@@ -454,8 +383,7 @@ class ValueCodec:
             return None
         if typ != "msgpack" or type(payload) is not bytes:
             raise CodecError(f"cached value has serde type {typ!r}; accepted: msgpack, null")
-        # ormsgpack replaces a hook's exception with a bare "ext_hook failed":
-        # the reason is kept aside to be reported.
+        # ormsgpack reports a hook's exception as "ext_hook failed": the reason is kept aside
         refused: list[CodecError] = []
         depth = [0]
 
@@ -492,8 +420,7 @@ class ValueCodec:
         return found
 
     def _strict_ext(self, code: int, data: bytes, hook: Any) -> Any:
-        # LangGraph's own extension format, decoded without its permissive hook:
-        # a class is resolved only when the (module, name) pair is allowlisted.
+        # LangGraph's extension format without its permissive hook: allowlisted classes only
         inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
         if code == _EXT_SNAPSHOT:
             return DeltaSnapshot(inner)
@@ -524,16 +451,6 @@ class ValueCodec:
     def loads(self, blob: bytes, binding: bytes | None = None) -> Any:
         """The value ``dumps`` encoded (with the same ``binding``: ``Misplaced`` for
         another one); ``CodecError`` for anything else."""
-        value = self._loads(blob)
-        if binding is None:
-            return value
-        if type(value) is not list or len(value) != 2 or type(value[0]) is not bytes:
-            raise CodecError("cached value carries no binding")
-        if value[0] != binding:
-            raise Misplaced("cached value was written for another place or epoch")
-        return value[1]
-
-    def _loads(self, blob: bytes) -> Any:
         try:
             envelope = _unpackb(blob, raw=False)
             if type(envelope) is not list or len(envelope) != 2:
@@ -550,8 +467,15 @@ class ValueCodec:
                 data = self.serde.loads_typed((typ, data))
                 if not isinstance(data, bytes):
                     raise CodecError("cached envelope did not decode to bytes")
-            return _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
+            value = _unpackb(data, ext_hook=self._hook, raw=False, strict_map_key=False)
         except CodecError:
             raise
         except Exception as exc:
             raise CodecError(f"corrupt cached value: {type(exc).__name__}: {exc}") from None
+        if binding is None:
+            return value
+        if type(value) is not list or len(value) != 2 or type(value[0]) is not bytes:
+            raise CodecError("cached value carries no binding")
+        if value[0] != binding:
+            raise Misplaced("cached value was written for another place or epoch")
+        return value[1]

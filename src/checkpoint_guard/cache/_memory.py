@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache, TTLCache
@@ -21,6 +22,7 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Counted,
     Probes,
     Seed,
     Step,
@@ -31,11 +33,11 @@ from ._base import (
     keep_seed,
     share_items,
 )
+from ._protocol import HistoryCache
 
 __all__ = ["MemoryHistoryCache"]
 
-# Seeded segments kept per (namespace, channel): bounds a thread's footprint to a
-# few snapshot values whatever the snapshot frequency.
+# seeded segments kept per (namespace, channel): a few snapshot values per thread
 MAX_SEGMENTS = 4
 
 _PointerKey = tuple[str, str, str]  # (namespace, channel, checkpoint id)
@@ -43,27 +45,21 @@ _MARKS_MAX = 200_000
 _COUNTER = itertools.count(1)
 
 
+@dataclass(slots=True, eq=False)
 class _Segment:
-    __slots__ = ("chunk_bytes", "chunks", "scope", "seed", "seed_size", "shares", "tags")
+    scope: tuple[str, str]
+    seed: Seed
+    chunks: list[Chunk]
+    tags: list[str]
+    # what the seed weighs (``approx_size``), measured when first needed unless
+    # given: then it counts only what the seed does not share (``shares``)
+    seed_size: int | None = None
+    chunk_bytes: int = 0  # what the chunks weigh, kept current as they are appended
+    shares: bool = False
 
-    def __init__(
-        self,
-        scope: tuple[str, str],
-        seed: Seed,
-        chunks: list[Chunk],
-        tags: list[str],
-        seed_size: int | None = None,
-    ):
-        self.scope = scope
-        self.seed = seed
-        self.chunks = chunks
-        self.tags = tags
-        # what the chunks and the seed weigh (``approx_size``), kept current as
-        # chunks are appended; the seed's is measured when first needed, unless
-        # given: then it counts only what the seed does not share (``shares``)
-        self.chunk_bytes = sum(approx_size(c) for c in chunks)
-        self.seed_size = seed_size
-        self.shares = seed_size is not None
+    def __post_init__(self) -> None:
+        self.chunk_bytes = sum(approx_size(c) for c in self.chunks)
+        self.shares = self.seed_size is not None
 
     def whole(self) -> int:
         """The segment's size counted alone, as if it shared nothing."""
@@ -72,18 +68,16 @@ class _Segment:
         return 64 + 8 * len(self.chunks) + self.seed_size + self.chunk_bytes
 
 
+@dataclass(slots=True, eq=False)
 class _Thread:
     """Everything cached for one thread: pointers and the segments they use."""
 
-    __slots__ = ("pointers", "segments", "size", "top")
-
-    def __init__(self) -> None:
-        self.pointers: dict[_PointerKey, tuple[_Segment, int]] = {}
-        self.segments: dict[tuple[str, str], list[_Segment]] = {}
-        self.size = 256
-        # per namespace, the newest checkpoint id with an entry: a write onto an
-        # older checkpoint may change an entry (descendants have newer ids)
-        self.top: dict[str, str] = {}
+    pointers: dict[_PointerKey, tuple[_Segment, int]] = field(default_factory=dict)
+    segments: dict[tuple[str, str], list[_Segment]] = field(default_factory=dict)
+    size: int = 256
+    # per namespace, the newest checkpoint id with an entry: a write onto an
+    # older checkpoint may change an entry (descendants have newer ids)
+    top: dict[str, str] = field(default_factory=dict)
 
     def point(self, key: _PointerKey, pointer: tuple[_Segment, int]) -> None:
         self.pointers[key] = pointer
@@ -91,11 +85,10 @@ class _Thread:
             self.top[key[0]] = key[2]
 
     def add_segment(self, segment: _Segment, size: int) -> None:
-        """Keep ``segment``, which adds ``size`` (what it holds that the thread's
-        other segments do not). Past ``MAX_SEGMENTS`` for its channel the oldest is
-        dropped, and the thread is counted again, each segment whole: segments
-        share chunks, seeds and a snapshot's messages, and what the dropped one was
-        counted for may live on in another (over, never under, the bound)."""
+        """Keep ``segment``, which adds ``size`` (what no other segment holds). Past
+        ``MAX_SEGMENTS`` for its channel the oldest goes and every segment is counted
+        whole: what the dropped one was counted for may live on in another (shared
+        chunks, seeds, messages), so the count errs over, never under, the bound."""
         kept = self.segments.setdefault(segment.scope, [])
         kept.append(segment)
         if len(kept) <= MAX_SEGMENTS:
@@ -114,18 +107,16 @@ class _Thread:
         )
 
 
-class MemoryHistoryCache:
+class MemoryHistoryCache(Counted, HistoryCache):
     """Process-local history cache, bounded in **bytes** with LRU eviction of
     whole threads, and an optional TTL (``ttl_seconds``; ``None`` or 0: none).
 
-    A hit costs no serialization: values are kept as objects and every read
-    returns copies (``fresh``), so nothing a caller does to a returned history can
-    change what the next reader gets. ``isolate=False`` skips those copies and
-    hands out the cached objects themselves (3-6x cheaper warm reads on long
-    threads, see docs/performance.md): only for graphs whose nodes and callers
-    never mutate messages of the state in place. A thread larger than ``max_bytes`` is simply
-    not cached. Thread-safe; the ``a*`` methods are the same operations for async
-    callers (nothing here blocks).
+    A hit costs no serialization: values are kept as objects and every read returns
+    copies (``fresh``). ``isolate=False`` hands out the cached objects themselves
+    (3-6x cheaper warm reads on long threads, docs/performance.md): only for graphs
+    whose nodes and callers never mutate state messages in place. A thread larger
+    than ``max_bytes`` is not cached. Thread-safe; nothing here blocks, so the
+    ``a*`` methods are ``HistoryCache``'s: the sync operations.
     """
 
     tier = "memory"  # the ``cache`` attribute of its telemetry
@@ -145,28 +136,20 @@ class MemoryHistoryCache:
         self._lock = threading.RLock()
         stats = self._stats
 
-        def sizeof(entry: _Thread) -> int:
-            return entry.size
-
         class _Lru(TTLCache if ttl_seconds else LRUCache):  # type: ignore[misc]
             def popitem(self) -> tuple[Hashable, Any]:
                 item = super().popitem()
                 stats.add("evictions")
                 return item  # type: ignore[no-any-return]
 
-        if ttl_seconds:
-            self._threads: Any = _Lru(maxsize=max_bytes, ttl=ttl_seconds, getsizeof=sizeof)
-        else:
-            self._threads = _Lru(maxsize=max_bytes, getsizeof=sizeof)
-        # thread -> [generation, epoch]; an evicted mark is drawn anew (so no
-        # stored-before token can match it again)
+        ttl = {"ttl": ttl_seconds} if ttl_seconds else {}
+        self._threads: Any = _Lru(maxsize=max_bytes, getsizeof=lambda entry: entry.size, **ttl)
+        # thread -> [generation, epoch]; an evicted one is drawn anew: no older token matches
         self._marks: LRUCache[ThreadId, list[int]] = LRUCache(maxsize=_MARKS_MAX)
         self._fences: dict[ThreadId, set[str]] = {}  # thread -> writers in flight
 
     def __repr__(self) -> str:
         return f"MemoryHistoryCache(max_bytes={self.max_bytes})"
-
-    # -- bookkeeping -----------------------------------------------------------------
 
     def _commit(self, thread_id: ThreadId, entry: _Thread) -> None:
         # Re-inserting makes cachetools re-measure the entry and evict to fit.
@@ -175,12 +158,6 @@ class MemoryHistoryCache:
         except ValueError:  # larger than the whole bound: do not cache it
             self._threads.pop(thread_id, None)
             self._stats.add("evictions")
-
-    def _entry(self, thread_id: ThreadId) -> _Thread:
-        entry = self._threads.get(thread_id)
-        return entry if entry is not None else _Thread()
-
-    # -- operations ------------------------------------------------------------------
 
     def _mark(self, thread_id: ThreadId) -> list[int]:
         mark = self._marks.get(thread_id)
@@ -191,39 +168,23 @@ class MemoryHistoryCache:
     def _may_store(self, thread_id: ThreadId, token: Token) -> bool:
         return self._mark(thread_id)[0] == token and not self._fences.get(thread_id)
 
-    def _seeded(self, entry: _Thread, ns: str, channel: str, seed: Seed) -> tuple[Seed, int | None]:
-        """A snapshot's seed as kept, and what it adds to the size when it shares
-        (None: nothing shared, the segment measures it whole): the messages that
-        the channel's newest segment already holds are not kept twice (a snapshot
-        holds what the writes before it hold)."""
-        segments = entry.segments.get((ns, channel))
-        if not segments:
-            return self._keep(seed), None  # measured whole by the segment
-        newest = segments[-1]
-        kept, size = share_items(seed, newest.chunks, newest.seed)
-        return self._keep(kept), (size if kept is not seed else None)
-
     def _keep(self, seed: Seed) -> Seed:
         # Copying readers' seeds carry their items' copiers, chosen once.
         return keep_seed(seed) if self.isolate else seed
 
     def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        """The reader's token and epoch, whether ``ns`` of the thread has entries,
-        and which probed ``(channel, checkpoint ids)`` have one (no copy, no stats)."""
         with self._lock:
             gen, epoch = self._mark(thread_id)
             entry = self._threads.get(thread_id)
-            found: dict[str, set[str]] = {}
-            for channel, ids in probes:
-                found[channel] = (
-                    {c for c in ids if (ns, channel, c) in entry.pointers} if entry else set()
-                )
+            pointers = entry.pointers if entry is not None else {}
+            found = {
+                channel: {c for c in ids if (ns, channel, c) in pointers} for channel, ids in probes
+            }
             return Begin(gen, epoch, bool(entry and ns in entry.top), found)
 
     def read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        """The cached history of one checkpoint and channel (copies), or ``None``."""
         with self._lock:
             entry = self._threads.get(thread_id)
             pointer = entry.pointers.get((ns, channel, checkpoint_id)) if entry else None
@@ -237,7 +198,6 @@ class MemoryHistoryCache:
         return assemble(seed, chunks, copy_values=self.isolate)
 
     def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a history is cached (no copy, no stats)."""
         with self._lock:
             entry = self._threads.get(thread_id)
             return bool(entry and (ns, channel, checkpoint_id) in entry.pointers)
@@ -251,14 +211,12 @@ class MemoryHistoryCache:
         history: DeltaChannelHistory,
         token: Token,
     ) -> bool:
-        """Cache a history read whole from the saver (a new segment of one chunk),
-        if ``token`` is still the thread's generation and no write is fenced."""
         seed = self._keep(Seed(True, history["seed"])) if "seed" in history else NO_SEED
         chunk = keep_chunk(tuple(history["writes"]))
         with self._lock:
             if not self._may_store(thread_id, token):
                 return False
-            entry = self._entry(thread_id)
+            entry = self._threads.get(thread_id) or _Thread()
             segment = _Segment((ns, channel), seed, [chunk], [f"\0whole:{checkpoint_id}"])
             entry.add_segment(segment, segment.whole())
             entry.point((ns, channel, checkpoint_id), (segment, 1))
@@ -266,16 +224,15 @@ class MemoryHistoryCache:
             return True
 
     def _extend(self, entry: _Thread, ns: str, step: Step) -> bool:
-        channel, parent_id, child_id, chunk, seed = (
-            step.channel,
-            step.parent_id,
-            step.child_id,
-            keep_chunk(step.chunk),
-            step.seed,
-        )
-        if seed is not None:
-            seed, seed_size = self._seeded(entry, ns, channel, seed)
-            segment = _Segment((ns, channel), seed, [chunk], [parent_id], seed_size)
+        channel, parent_id, chunk = step.channel, step.parent_id, keep_chunk(step.chunk)
+        if step.seed is not None:
+            # a snapshot holds what the writes before it hold: the messages the channel's
+            # newest segment has are shared, and only the rest counted (None: measure whole)
+            seed, seed_size = step.seed, None
+            if segments := entry.segments.get((ns, channel)):
+                seed, size = share_items(step.seed, segments[-1].chunks, segments[-1].seed)
+                seed_size = size if seed is not step.seed else None
+            segment = _Segment((ns, channel), self._keep(seed), [chunk], [parent_id], seed_size)
             entry.add_segment(segment, segment.whole())
             n = 1
         else:
@@ -300,7 +257,7 @@ class MemoryHistoryCache:
                 # its own: the positions and the new chunk (the rest is the origin's)
                 entry.add_segment(segment, 64 + 8 * (n + 1) + approx_size(chunk))
             n += 1
-        entry.point((ns, channel, child_id), (segment, n))
+        entry.point((ns, channel, step.child_id), (segment, n))
         entry.size += 96
         return True
 
@@ -313,17 +270,10 @@ class MemoryHistoryCache:
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
-        """Cache each step's child history, in order: ``seed`` + ``chunk`` when the
-        parent stores a value for the channel (``seed``), else the parent's cached
-        history + ``chunk`` (``chunk`` is the parent's writes); then ``read`` of
-        ``checkpoint_id`` for each channel. None, and nothing more applied, at the
-        first step whose parent history is not cached, or at once when ``token`` is
-        no longer the thread's generation or a write is fenced; None too when an
-        entry read back is missing."""
         with self._lock:
             if not self._may_store(thread_id, token):
                 return None
-            entry = self._entry(thread_id)
+            entry = self._threads.get(thread_id) or _Thread()
             applied = all(self._extend(entry, ns, step) for step in steps)
             self._commit(thread_id, entry)
         if not applied:
@@ -337,23 +287,16 @@ class MemoryHistoryCache:
         return out
 
     def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        """Before ``writer``'s write onto ``checkpoint_id``: refuse every store until
-        ``unfence``, and drop the thread's entries if one may include the
-        checkpoint's writes (an entry of a newer checkpoint). True when dropped.
-        Idempotent per writer."""
         with self._lock:
             self._fences.setdefault(thread_id, set()).add(writer)
             entry = self._threads.get(thread_id)
             if entry is not None and entry.top.get(ns, "") > checkpoint_id:
-                self._drop(thread_id)
+                self.drop_thread(thread_id)  # (the lock is reentrant)
                 self._stats.add("invalidations")
                 return True
             return False
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        """After the write (also when it failed): lift ``writer``'s fence (if it
-        has one) and start a new generation, so no reader whose saver reads may
-        predate the write stores anything."""
         with self._lock:
             writers = self._fences.get(thread_id)
             if writers is not None:
@@ -362,93 +305,21 @@ class MemoryHistoryCache:
                     del self._fences[thread_id]
             self._mark(thread_id)[0] = next(_COUNTER)
 
-    def _drop(self, thread_id: ThreadId) -> None:
-        self._threads.pop(thread_id, None)
-        self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
-
     def drop_thread(self, thread_id: ThreadId) -> None:
-        """Forget everything cached for ``thread_id`` (every namespace); a new
-        generation and epoch start."""
         with self._lock:
-            self._drop(thread_id)
+            self._threads.pop(thread_id, None)
+            self._marks[thread_id] = [next(_COUNTER), next(_COUNTER)]
 
     def clear(self) -> None:
-        """Forget everything (every thread starts a new generation and epoch)."""
         with self._lock:
             self._threads.clear()
             self._marks.clear()
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses`` (entry lookups), ``evictions``, ``errors``,
-        ``invalidations``, ``requests_hit`` / ``requests_miss`` / ``requests_error``
-        (history requests by result; see ``CacheStats``), plus ``bytes`` and
-        ``threads``."""
+        """``CacheStats``'s counters plus ``bytes`` and ``threads``."""
         with self._lock:
             extra = {"bytes": int(self._threads.currsize), "threads": len(self._threads)}
         return {**self._stats.snapshot(), **extra}
 
-    def count_error(self, where: str, exc: BaseException) -> None:
-        """Record a failure the saver layer met while using this cache."""
-        self._stats.error(where, exc)
-
-    def count_request(self, result: str, seconds: float, writes: int) -> None:
-        """Record one history request the saver layer answered (``result``: ``hit``,
-        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
-        ``checkpoint_guard.history.*`` instruments."""
-        self._stats.request(result, seconds, writes)
-
     def close(self) -> None:
-        """Release the cache (clears it)."""
         self.clear()
-
-    # -- async twins (nothing here waits) ----------------------------------------------
-
-    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        return self.begin(thread_id, ns, probes)
-
-    async def aread(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        return self.read(thread_id, ns, channel, checkpoint_id)
-
-    async def acontains(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> bool:
-        return self.contains(thread_id, ns, channel, checkpoint_id)
-
-    async def astore(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        channel: str,
-        checkpoint_id: str,
-        history: DeltaChannelHistory,
-        token: Token,
-    ) -> bool:
-        return self.store(thread_id, ns, channel, checkpoint_id, history, token)
-
-    async def aextend_read(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        steps: Sequence[Step],
-        token: Token,
-        checkpoint_id: str,
-        channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None:
-        return self.extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
-
-    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        return self.fence(thread_id, ns, checkpoint_id, writer)
-
-    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        self.unfence(thread_id, ns, checkpoint_id, writer)
-
-    async def adrop_thread(self, thread_id: ThreadId) -> None:
-        self.drop_thread(thread_id)
-
-    async def aclear(self) -> None:
-        self.clear()
-
-    async def aclose(self) -> None:
-        self.close()

@@ -1,126 +1,14 @@
 """``RedisHistoryCache``: the shared backend (every worker sees one cache).
 
-Key scheme: one Redis hash per thread, ``{key_prefix}:t:{{h(thread id)}}``, and
-its record ``{key_prefix}:t:{{h(thread id)}}:r`` (the digest in braces is the hash
-tag: both keys share a cluster slot); the thread id is hashed, so no id (``*``,
-``?``, ``[``, ``:``, NUL, unicode, 10 KB) can name, match or purge another thread's
-key. Inside the hash every field name is a hex digest as well:
-
-* ``p:{h(ns, channel, checkpoint)}`` -> ``"{segment},{n},{tag}"``: a pointer (the
-  entry is the segment's seed and its first ``n`` chunks; the tag authenticates that
-  makeup, see below).
-* ``s:{segment}`` -> the segment's seed field, or ``-``.
-* ``q:{segment}:{i}`` -> the chunk field at position ``i`` (1-based). A position is
-  written once per epoch; a fork writes a new segment. So a process that knows a
-  segment's first ``k`` positions asks only for the rest, and a turn's work in
-  Redis (commands, bytes, script time) does not grow with the thread.
-* ``c:{h(thread key, epoch, ns, channel, node)}`` -> one chunk (the writes ``node``
-  stored), encoded once and shared by every segment that contains it; ``c:empty``
-  -> the chunk without writes (about half of them), one per thread and epoch.
-* ``e:{h(thread key, epoch, ns, channel, "seed", node)}`` -> a seed value.
-
-* ``epoch`` -> a random value set when the hash is created or its entries are
-  dropped: a dropped and recreated thread has a new epoch.
-* ``gen`` -> the thread's generation, a random value replaced by every writer
-  when its write ends and by every drop: a store carries the generation its
-  reader took before reading the saver and is refused once it changed.
-* ``fence`` -> how many writes onto the thread are in flight (one ``f:{writer}``
-  field each, so fencing and unfencing are idempotent): every store is refused
-  while it is non-zero. A drop keeps them. A writer whose ``f:`` field is gone when
-  it unfences lost its fence with the hash (eviction, expiry, FLUSHDB) while its
-  write ran, so a reader may have stored an entry that predates the write: that
-  unfence drops the thread.
-* ``m:{h(ns)}`` -> the newest checkpoint id of the namespace that has an entry.
-* ``boot`` -> the server's run id and replication id when the hash was made. The
-  scripts that read entries delete a hash of another boot (a restart, a promotion or
-  a resync may have brought back an older copy, lacking writes since its save); one
-  without ``boot`` (an earlier version's) keeps only its fences (``lib_boot.lua``).
-
-The record (a plain key next to the hash) holds the hash's current generation: a
-hash whose generation is not its record's is an older copy brought back without a
-restart (``RESTORE ... REPLACE`` of one thread's key), deleted the same way. Only
-the generation is recorded because every drop and every write replaces it; an
-older copy that differs only by entries stored since holds nothing stale. An older
-copy of *both* keys (a whole dataset restored into a live server) is consistent and
-cannot be told from the present: docs/operations.md says what an operator does then
-(delete the prefix's keys or change ``key_prefix``).
-
-**The index is authenticated.** Chunk and seed values go through the saver's serde
-(so ``EncryptedSerializer`` encrypts them), but which chunks make an entry, how many
-and in which order is plain index data (pointers, ``s:`` and ``q:`` fields) that
-anyone able to write to Redis could rewrite: a pointer's ``n`` lowered would serve a
-shortened history as a hit. So every pointer carries a tag:
-
-* the entry's *makeup digest*, a chain over the fields a reader assembles it from:
-  ``D0 = H("seed", seed field or "-")``, ``Di = H(Di-1, chunk field at position i)``
-  (blake2b, 16 bytes), and
-* its *binding* ``H(thread key, epoch, pointer field, n, Dn)`` (the pointer field is
-  a digest of namespace, channel and checkpoint id),
-
-together encoded by ``ValueCodec.dumps``, i.e. through the saver's serde. A reader
-recomputes ``Dn`` over the seed field and chunk fields the index gave it, opens the
-tag and compares both parts; any difference (a count lowered or raised, positions
-swapped or replaced, the pointer sent to another segment or given another entry's
-tag, the segment's seed field changed) makes the entry a miss, counted in
-``stats()["rejected"]`` and logged: the saver answers. Why this is enough:
-
-* With encryption, the tag is a ciphertext of the serde's cipher (AES-EAX for
-  LangGraph's AES serializer: authenticated), and ``ValueCodec.loads`` accepts only
-  the envelope type the serde produces, so an unencrypted tag is refused: only a
-  holder of the key can make a tag that opens, and the binding inside names the one
-  entry it was made for (copying another pointer's tag fails the binding). The
-  makeup digest is a collision-resistant chain, so no other field list matches it.
-* Values are bound to their place: a value field's name is a digest of the thread
-  key, the epoch, the namespace, the channel and the node whose writes it holds, and
-  the value carries the name's first 16 bytes inside its payload (``_bound``;
-  ``ValueCodec``'s ``binding``), checked when it is decoded. Within one epoch a
-  field has one content: a node's writes change only by a write onto it, and that
-  write drops the thread (a new epoch) when any entry could include them (``fence``),
-  and refuses every store computed before it landed. So an older value written back
-  after a late write (another epoch), another thread's value copied in
-  (``copy_thread`` gives two threads the same checkpoint ids and node names, not the
-  same key or epoch), a value moved to another field: each carries another binding,
-  and is a miss counted as ``rejected``. Under encryption the binding is inside the
-  ciphertext, so only a key holder can make a value carry one; ``c:empty`` (binding
-  zero) may hold any encoding of the empty chunk, all equal.
-* The tag's binding names the epoch too (``begin`` returns it with the generation,
-  and a store whose generation still matches has the same epoch): an entry of an
-  earlier epoch written back whole (pointer, positions and values, each consistent
-  on its own) after a drop started a new one fails it. Epochs are the cache's
-  generations of entries: every invalidation (a write onto an old checkpoint,
-  maintenance) starts one.
-* Without encryption the same checks catch accidental corruption (a bit flip, a
-  partial restore of fields, a buggy tool); a writer to Redis can forge anything
-  then, as it could forge the values themselves.
-* What a tag cannot show is freshness of the whole: an older copy of a thread's
-  hash with its ``epoch`` field (tags included) is consistent. That is the boot
-  stamp's and the record's job (above), and an operator's (docs/operations.md).
-
-The writer needs the makeup digest of the entry it extends: the parent's tag holds
-it (the serde opens it; ``begin`` returns the pointer of the first live ancestor of
-each channel, ``contains`` and reads return theirs), so a turn still costs the same
-commands, and the digests of positions a process verified are kept with its
-positions (``_Known``), so a warm read digests only its new chunks. The extend
-script refuses a step whose parent's tag is no longer the one the writer extended
-(``sha1(tag)[:16]``), since the child's tag would not match its chunk list.
-
-Updates are Lua scripts (``lua/*.lua``, with the ``lib_*.lua`` functions they
-share prepended), so a reader sees a whole entry or none (cancellation or a crash
-between two commands never leaves half an entry that can be served); one script
-call applies every extension a miss computed (a turn's new checkpoints). The
-hash's TTL is refreshed on every write.
-
-A read fetches the entry's index (epoch, seed field, the chunk fields past those
-this process knows), then only the values this process does not hold: with the
-index when it holds nothing of the thread's epoch and the entry has at most
-``_INLINE_VALUES`` values, else one plain ``HMGET`` that also names ``epoch`` (so
-values of a later epoch are never assembled under an older index). The local tier
-keeps the values this process decoded or stored, by ``(thread, epoch, field)``; a
-field's content never changes within an epoch, so a warm worker fetches and
-decodes nothing, and workers alternating turns decode only each other's new
-chunks. A warm chat turn costs six commands: ``begin``, one ``extend`` script
-(the new entries stored and the head's index read back), and a fence and an
-unfence around each of its two writes.
+One Redis hash per thread (and its record, a plain key in the same cluster slot)
+holds the entry model of ``_base.py``: pointers, segments as write-once position
+fields, and values named by a digest of their place, which each value carries
+inside its payload. Every pointer carries a tag, made through the saver's serde,
+that binds the entry's chunk list to its thread, epoch and place; a reader checks
+it and treats any mismatch as a miss (``stats()["rejected"]``). Updates are the Lua
+scripts in ``lua/`` (a reader sees a whole entry or none), and a local tier keeps
+the values this process decoded, per thread epoch. The key layout, the tags and
+why they suffice: docs/design.md, "The Redis cache: layout and trust".
 """
 
 from __future__ import annotations
@@ -159,12 +47,12 @@ from ._base import (
     Begin,
     CacheStats,
     Chunk,
+    Counted,
     Probes,
     Seed,
     Step,
     Token,
     assemble,
-    fresh,
     fresh_seed,
     fresh_writes,
     keep_chunk,
@@ -193,41 +81,33 @@ class _Group:
     size: int = 64
 
 
-class _LocalTier:
-    """The values this process holds, per (thread key, epoch): an LRU over those
-    groups, bounded by their encoded bytes. A read looks its thread's group up
-    once and its fields in a plain dict (a long thread's read names thousands of
-    fields: an LRU step per field cost more than the copies). Not thread-safe: the
-    cache's lock guards it."""
+class _LocalTier(LRUCache[tuple[str, str], _Group]):
+    """The values this process holds: an LRU of (thread key, epoch) groups bounded
+    by their encoded bytes, each a plain dict by field (a long thread's read names
+    thousands of fields: an LRU step per field cost more than the copies). Guarded
+    by the cache's lock."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._lru: LRUCache[tuple[str, str], _Group] = LRUCache(
-            maxsize=max_bytes, getsizeof=lambda group: group.size
-        )
-
-    @property
-    def size(self) -> int:
-        """The encoded bytes of the groups held."""
-        return int(self._lru.currsize)
+        super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
 
     def fields(self, key: str, epoch: str) -> dict[str, _Held]:
         """The group's values by field (empty when none are held); marks it used."""
-        group = self._lru.get((key, epoch))
+        group = self.get((key, epoch))
         return group.fields if group is not None else {}
 
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
         """Hold ``entries`` in the group, then evict other groups to fit; a group
         larger than the whole tier is not held at all."""
-        group = self._lru.get((key, epoch)) or _Group()
+        group = self.get((key, epoch)) or _Group()
         held = group.fields
         for field, entry in entries:
             old = held.get(field)
             group.size += entry[0] - (old[0] if old is not None else 0)
             held[field] = entry
         try:  # re-inserting makes cachetools measure the group again
-            self._lru[(key, epoch)] = group
+            self[(key, epoch)] = group
         except ValueError:  # larger than the whole tier
-            self._lru.pop((key, epoch), None)
+            self.pop((key, epoch), None)
 
 
 class _Script(NamedTuple):
@@ -257,9 +137,8 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
 @dataclass(frozen=True, slots=True)
 class _Eval(Request[Any, Any]):
-    """One script call on a thread's two keys: its hash and its record
-    (``lua/lib_boot.lua``), under one hash tag. A server that does not know the
-    script yet (a restart, another shard) is sent it once."""
+    """One script call on a thread's hash and record (one hash tag); a server that
+    does not know the script yet (a restart, another shard) is sent it once."""
 
     script: _Script
     key: str
@@ -317,10 +196,9 @@ class _DeleteMatching(Request[Any, None]):
 
 # -- the wire format --------------------------------------------------------------------
 
-# What an entry's layout assumes: our own layout (bumped when it changes) and the order
-# LangGraph's writes_sort_key gives one step's writes (the cache stores and returns writes in
-# the saver's order, which follows that contract). Both are part of every thread's key, so a
-# LangGraph whose order changed reads none of the entries an earlier one made.
+# What an entry's layout assumes, in every thread's key: our layout (bumped when it
+# changes) and the order LangGraph's writes_sort_key gives a step's writes (the saver's
+# order, which the cache keeps), so a LangGraph whose order changed reads no older entry.
 _LAYOUT = 3  # 2: pointers carry a tag (#28); 3: values named by their digest, tags by epoch (#38)
 _SAMPLE = [
     ("~__pregel_pull, agent", "b", 0),
@@ -342,21 +220,15 @@ def order_fingerprint(sort_key: Callable[[str, str, int], Any] = writes_sort_key
 ENTRY_FORMAT = f"{_LAYOUT}.{order_fingerprint()}"
 
 
-# At most this many values come back with a cold reader's index (index.lua); a
-# longer entry's values are one plain HMGET after it.
-_INLINE_VALUES = 256
+_INLINE_VALUES = 256  # sent with a cold reader's index; a longer entry's: one HMGET after
 _TAG_BYTES = 16
 _SEED_LINK = b"seed\0"
 
 
 def _link(prev: bytes, field: str) -> bytes:
-    """The makeup digest after one more chunk field (see the module docstring)."""
+    """The makeup digest after one more chunk field; ``_link(_SEED_LINK, seed field)``
+    starts the chain (docs/design.md)."""
     return hashlib.blake2b(prev + field.encode(), digest_size=_TAG_BYTES).digest()
-
-
-def _origin(seed_field: str) -> bytes:
-    """The makeup digest of an entry with no chunks yet: its seed field (or ``-``)."""
-    return hashlib.blake2b(_SEED_LINK + seed_field.encode(), digest_size=_TAG_BYTES).digest()
 
 
 def _binding(key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
@@ -373,8 +245,8 @@ _EMPTY_BINDING = bytes(_TAG_BYTES)
 
 
 def _bound(field: str) -> bytes:
-    """The binding a value stored under ``field`` carries (see the module docstring):
-    a field's name is a digest of the thread, epoch and place it belongs to."""
+    """The binding a value stored under ``field`` carries: the field's name is a
+    digest of the thread, epoch and place it belongs to."""
     return _EMPTY_BINDING if field == _EMPTY else bytes.fromhex(field[2 : 2 + 2 * _TAG_BYTES])
 
 
@@ -411,49 +283,25 @@ def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
     return _Index(seed_field, segment, n, first, tag, tail), end
 
 
-def _positions(known: list[str] | None, index: _Index) -> list[str] | None:
-    """The entry's chunk fields: positions before ``index.first`` from ``known`` (what
-    this process learnt of the segment), the rest from the reply; None when it knows
-    fewer."""
-    if index.first == 1:
-        return index.tail
-    if known is None or len(known) < index.first - 1:
-        return None
-    return known[: index.first - 1] + index.tail
-
-
 @dataclass(slots=True)
 class _Known:
     """What this process verified of one segment of a thread epoch: its seed field,
-    the chunk fields at its positions 1..len (a position never changes within an
-    epoch: a warm read asks only for those past them) and the makeup digest after
-    each (a warm read digests only its new positions)."""
+    the chunk fields at positions 1..len (fixed within an epoch) and the makeup
+    digest after each, so a warm read asks for and digests only new positions."""
 
     seed_field: str
     fields: list[str]
     digests: list[bytes]
 
 
-class _Wanted(NamedTuple):
-    """A verified entry and what a read still needs of it: ``missing`` values, which
-    ``values`` holds when the index reply carried them (else they are fetched)."""
-
-    epoch: str
-    seed_field: str
-    fields: list[str]
-    missing: list[str]
-    values: list[Any] | None
-
-
-class RedisHistoryCache:
+class RedisHistoryCache(Counted):
     """History cache shared by every worker through Redis.
 
     ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
     ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
     client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
-    ``redis+sentinel://host:port[,host:port...]/service[/db]`` url names the primary
-    those sentinels manage (``cache/_redis_url.py``); a thread's keys share one
-    cluster slot. ``key_prefix`` isolates deployments sharing one Redis;
+    ``redis+sentinel://`` url names the primary its sentinels manage
+    (docs/scale-out.md). ``key_prefix`` isolates deployments sharing one Redis;
     ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
     Redis call, so a slow or stopped Redis costs at most that much per call (the
     saver layer then answers from the database). ``serde`` is the saver's
@@ -487,9 +335,7 @@ class RedisHistoryCache:
                 raise ConfigError("url", redact_url(url), ACCEPTED, detail=str(exc)) from None
         if not isinstance(key_prefix, str) or not key_prefix or re.search(r"\s", key_prefix):
             raise ConfigError("key_prefix", key_prefix, "a non-empty string without whitespace")
-        import redis  # the 'redis' extra; imported on construction, not on a first read
-
-        del redis
+        importlib.import_module("redis")  # the 'redis' extra: missing fails here, not on a read
         self.url = url
         self.cluster = cluster
         self.key_prefix = key_prefix
@@ -499,12 +345,9 @@ class RedisHistoryCache:
             "timeout_seconds", timeout_seconds, *TIMEOUT_SECONDS_RANGE
         )
         check_range("local_max_bytes", local_max_bytes, *MAX_BYTES_RANGE, integer=True)
-        # False: hits from the local decoded tier share its objects (no per-read
-        # copy); see MemoryHistoryCache.
-        self.isolate = isolate
+        self.isolate = isolate  # False: hits share the local tier's objects
         self.codec = ValueCodec(serde)
-        # one encoding of the empty chunk, written for every empty step (see _EMPTY)
-        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)
+        self._empty = self.codec.dumps_chunk((), _EMPTY_BINDING)  # for every empty step
         self._client = client
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
             weakref.WeakKeyDictionary()
@@ -556,14 +399,14 @@ class RedisHistoryCache:
             return aclient
 
     def _created(self) -> list[Any]:
-        """The sync client this cache made (if any), forgotten: to close."""
+        """The sync client this cache made (if any), forgotten, to close."""
         with self._lock:
             client, self._client = self._client, None
         return [client] if client is not None and self.url is not None else []
 
     def _acreated(self) -> list[Any]:
-        """The async clients this cache made (one per event loop), forgotten: to
-        close. ``aclose`` closes every client, so the sync one is closed here."""
+        """The async clients this cache made (one per event loop), forgotten, to close
+        (``aclose`` closes every client: the sync one here)."""
         self.close()
         with self._lock:
             clients = list(self._aclients.values())
@@ -586,7 +429,8 @@ class RedisHistoryCache:
 
     def _pattern(self) -> str:
         """Every thread key under this cache's prefix, as a ``SCAN`` pattern."""
-        return _glob_escape(self.key_prefix) + ":t:*"
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
+        return escaped + ":t:*"
 
     def _fresh(self, script: _Script, thread_id: ThreadId, *args: Any) -> _Eval:
         """A call of a script that may start a generation (a fresh id, the TTL, ``args``)."""
@@ -611,12 +455,6 @@ class RedisHistoryCache:
             self._tags[(key, epoch, pointer)] = (n, makeup, tag)
         return True
 
-    def _tag(self, key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
-        """The tag of the entry ``pointer`` of ``epoch`` whose first ``n`` chunks have
-        ``makeup``: the makeup and its binding to the entry, through the saver's serde
-        (so, with encryption, sealed by the serde's key)."""
-        return self.codec.dumps(makeup + _binding(key, epoch, pointer, n, makeup))
-
     def _opened(self, key: str, epoch: str, pointer: str, n: int, tag: bytes) -> bytes | None:
         """The makeup digest ``tag`` holds, or None when it was not made for entry
         ``pointer`` of ``epoch`` with ``n`` chunks (or, with encryption, not under the
@@ -624,8 +462,7 @@ class RedisHistoryCache:
         with self._lock:
             known = self._tags.get((key, epoch, pointer))
         if known is not None and known[0] == n and known[2] == tag:
-            # the same bytes, opened and checked for this entry before: the outcome is a
-            # function of them, so a warm read does not decrypt its pointers' tags again
+            # the same bytes, checked for this entry before: a warm read decrypts no tag
             return known[1]
         try:
             plain = self.codec.loads(tag)
@@ -655,16 +492,19 @@ class RedisHistoryCache:
         matches the pointer's tag; None when it refers to positions this process no
         longer knows or fails verification (counted as ``rejected``)."""
         slot = (key, epoch, index.segment)
+        known_before = index.first - 1  # positions the reply left out: this process knew them
         with self._lock:
             known = self._segments.get(slot)
-            fields = _positions(known.fields if known else None, index)
-        if fields is None:
-            return None
-        # Positions 1..first-1 came from what this process verified before, so their
-        # digests are reused; the rest are new.
+            if not known_before:
+                fields = index.tail
+            elif known is None or len(known.fields) < known_before:
+                return None
+            else:
+                fields = known.fields[:known_before] + index.tail
+        # the known positions' digests were verified before: reused
         chain = known.digests if known and known.seed_field == index.seed_field else []
-        reuse = min(len(chain), index.first - 1)
-        makeup = chain[reuse - 1] if reuse else _origin(index.seed_field)
+        reuse = min(len(chain), known_before)
+        makeup = chain[reuse - 1] if reuse else _link(_SEED_LINK, index.seed_field)
         grown: list[bytes] = []
         for field in fields[reuse:]:
             makeup = _link(makeup, field)
@@ -676,32 +516,26 @@ class RedisHistoryCache:
             return None
         with self._lock:
             self._tags[(key, epoch, pointer)] = (index.n, makeup, index.tag)
-            fields = self._learnt(slot, index, chain, reuse, grown)
-            if fields is None:
-                return None
             self._hints[(key, ns, channel)] = index.segment
+            self._learnt(slot, index.seed_field, fields, chain, reuse, grown)
         return index.seed_field, fields
 
     def _learnt(
         self,
         slot: tuple[str, str, str],
-        index: _Index,
+        seed_field: str,
+        fields: list[str],
         chain: list[bytes],
         reuse: int,
         grown: list[bytes],
-    ) -> list[str] | None:
-        """(Under the lock.) The verified entry's chunk fields, with what this process
-        knows of the segment lengthened to them and to their digests (``chain[:reuse]``
-        then ``grown``). Built from the reply's own tail, never from the positions
-        known past first-1: another read may have lengthened them meanwhile, by fewer
-        positions than this entry has (a position's field never changes within an
-        epoch, so either source names the same chunk)."""
+    ) -> None:
+        """(Under the lock.) What this process knows of the segment, lengthened to a
+        verified entry's chunk fields and their digests (``chain[:reuse]``, ``grown``).
+        Another read may have changed it since the entry was verified: a position's
+        field never changes within an epoch, so either names the same chunk."""
         known = self._segments.get(slot)
-        fields = _positions(known.fields if known else None, index)
-        if fields is None:
-            return None
-        if known is None or known.seed_field != index.seed_field:
-            known = _Known(index.seed_field, list(fields), chain[:reuse] + grown)
+        if known is None or known.seed_field != seed_field:
+            known = _Known(seed_field, list(fields), chain[:reuse] + grown)
         else:
             if len(known.fields) < len(fields):
                 known.fields.extend(fields[len(known.fields) :])
@@ -711,22 +545,6 @@ class RedisHistoryCache:
                 known.digests = chain[:reuse] + grown
         with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
             self._segments[slot] = known
-        return fields
-
-    def _wanted(
-        self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
-    ) -> _Wanted:
-        """What to fetch for one entry: every value when the reply carried them (this
-        process held none of the epoch's), else those not in the local tier."""
-        seed_field, fields = entry
-        wanted = ([seed_field] if seed_field != "-" else []) + fields
-        if values is not None:
-            return _Wanted(epoch, seed_field, fields, wanted, list(values))
-        with self._lock:
-            held = self._local.fields(key, epoch)
-            # once each: equal chunks share a field (every empty one, without encryption)
-            missing = list(dict.fromkeys(f for f in wanted if f not in held))
-        return _Wanted(epoch, seed_field, fields, missing, None)
 
     def _indexed(
         self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
@@ -775,12 +593,9 @@ class RedisHistoryCache:
     def _remember(
         self, key: str, epoch: str, fields: list[str], blobs: Any
     ) -> dict[str, Any] | None:
-        """Decode fetched values and keep them in the local tier; the decoded
-        values (this read's own objects), or None when they are unusable.
-
-        With ``isolate``, the tier keeps the bytes of values this read hands out
-        (``_LENT``) and decodes them again on their next read: a cold reader, who
-        typically reads a thread once, pays no copy on top of the decoding."""
+        """Decode fetched values (this read's own objects; None if unusable) and keep
+        them in the local tier: with ``isolate`` as bytes (``_LENT``), decoded again on
+        a next read, so a cold reader (who reads a thread once) pays no copy."""
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
@@ -830,8 +645,8 @@ class RedisHistoryCache:
         if taken:
             with self._lock:
                 self._local.put(key, epoch, taken)
-        # The tier's objects are shared between reads: with isolate, copied (the
-        # chunks in one pass); this read's own decoded objects are handed out.
+        # the tier's objects are shared between reads (with isolate, copied); this
+        # read's own decoded objects are handed out
         if not self.isolate or not held:
             seed = Seed(True, values[seed_field]) if seed_field != "-" else Seed(False)
             return assemble(seed, [values[f] for f in fields], copy_values=False)
@@ -846,15 +661,9 @@ class RedisHistoryCache:
                 run.append(values[field])
         writes += fresh_writes(run)
         entry: DeltaChannelHistory = {"writes": writes}
-        if seed_field != "-":
+        if seed_field != "-":  # the tier keeps a copying reader's seed as a Seed
             value = values[seed_field]
-            entry["seed"] = (
-                value
-                if seed_field not in held
-                else fresh_seed(value)
-                if type(value) is Seed
-                else fresh(value)
-            )
+            entry["seed"] = fresh_seed(value) if seed_field in held else value
         return entry
 
     def _hit_or_miss(self, result: DeltaChannelHistory | None) -> DeltaChannelHistory | None:
@@ -915,7 +724,7 @@ class RedisHistoryCache:
         child = self._pointer(ns, step.channel, step.child_id)
         parent, check = "", ""
         if step.seed is not None:
-            n, makeup = 1, _link(_origin(seed_field or "-"), chunk_field)
+            n, makeup = 1, _link(_link(_SEED_LINK, seed_field or "-"), chunk_field)
         else:
             parent = self._pointer(ns, step.channel, step.parent_id)
             base = made.get(parent)
@@ -926,7 +735,8 @@ class RedisHistoryCache:
                 base, check = (0, b"", b""), "-"
             n, makeup = base[0] + 1, _link(base[1], chunk_field)
             check = check or hashlib.sha1(base[2], usedforsecurity=False).hexdigest()[:16]
-        tag = self._tag(key, epoch, child, n, makeup)
+        # the makeup and its binding, through the saver's serde (sealed under encryption)
+        tag = self.codec.dumps(makeup + _binding(key, epoch, child, n, makeup))
         made[child] = (n, makeup, tag)
         segment = uuid.uuid4().hex[:16]
         seeds = "z:" + _digest(ns, step.channel) if seed_field else ""
@@ -944,9 +754,8 @@ class RedisHistoryCache:
         ]
 
     def _extended(self, key: str, reply: Any, kept: _Kept) -> str | None:
-        """After the extend script: its epoch when every step was applied, and keep
-        what it stored in the local tier (this process holds those values already:
-        no fetch, no decode on the next read)."""
+        """After the extend script: its epoch when every step was applied; what it
+        stored goes to the local tier (no fetch, no decode on the next read)."""
         if not reply or not isinstance(reply, list):
             return None
         epoch = _text(reply[0])
@@ -958,20 +767,33 @@ class RedisHistoryCache:
 
     # -- plans: each operation once, for both drivers ------------------------------------
 
-    def _serve(self, key: str, wanted: _Wanted | None) -> Plan[Any, DeltaChannelHistory | None]:
-        if wanted is None:
-            return None
+    def _serve(
+        self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
+    ) -> Plan[Any, DeltaChannelHistory | None]:
+        """A verified entry's history, from the values the index reply carried (this
+        process held none of the epoch's) or else the local tier, fetching the rest."""
+        seed_field, fields = entry
+        wanted = ([seed_field] if seed_field != "-" else []) + fields
+        blobs = None if values is None else list(values)
+        missing = wanted
+        if blobs is None:
+            with self._lock:
+                held = self._local.fields(key, epoch)
+                # once each: equal chunks share a field (every empty one, without encryption)
+                missing = list(dict.fromkeys(f for f in wanted if f not in held))
         own: dict[str, Any] = {}
-        if wanted.missing:
-            blobs = wanted.values
+        if missing:
             if blobs is None:
-                reply = yield _Get(key, ["epoch", *wanted.missing])
-                blobs = _current(wanted.epoch, reply)
-            decoded = self._remember(key, wanted.epoch, wanted.missing, blobs)
+                reply = yield _Get(key, ["epoch", *missing])
+                # only values of the index's epoch (within one, a field never changes)
+                if not reply or reply[0] is None or _text(reply[0]) != epoch or None in reply:
+                    return None
+                blobs = list(reply[1:])
+            decoded = self._remember(key, epoch, missing, blobs)
             if decoded is None:
                 return None
             own = decoded
-        return self._assemble(key, wanted.epoch, wanted.seed_field, wanted.fields, own)
+        return self._assemble(key, epoch, seed_field, fields, own)
 
     def _read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
@@ -980,11 +802,11 @@ class RedisHistoryCache:
         held, seg, known = self._hint(key, ns, channel)
         reply = yield _Eval(_INDEX, key, [pointer, held, seg, known, _INLINE_VALUES])
         found = self._indexed(key, ns, reply, [(channel, checkpoint_id)])
-        wanted = None
-        if found is not None:  # the values follow the index when the script sent them
-            epoch, [entry], end = found
-            wanted = self._wanted(key, epoch, entry, reply[end:] if len(reply) > end else None)
-        return self._hit_or_miss((yield from self._serve(key, wanted)))
+        if found is None:
+            return self._hit_or_miss(None)
+        epoch, [entry], end = found  # the values follow the index when the script sent them
+        values = reply[end:] if len(reply) > end else None
+        return self._hit_or_miss((yield from self._serve(key, epoch, entry, values)))
 
     def _begin(self, thread_id: ThreadId, ns: str, probes: Probes) -> Plan[Any, Begin]:
         # one group of g probes per channel (padded with a field that never exists):
@@ -1058,8 +880,7 @@ class RedisHistoryCache:
         epoch, entries, _ = found
         out: dict[str, DeltaChannelHistory] = {}
         for channel, entry in zip(channels, entries, strict=True):
-            wanted = self._wanted(key, epoch, entry, None)
-            hit = self._hit_or_miss((yield from self._serve(key, wanted)))
+            hit = self._hit_or_miss((yield from self._serve(key, epoch, entry, None)))
             if hit is None:
                 return None
             out[channel] = hit
@@ -1074,21 +895,17 @@ class RedisHistoryCache:
             self._stats.add("invalidations")
         return dropped
 
-    # -- the API, sync then async: each drives the plan (or runs the one request) of the
-    # same name, so the sync and async operations are one code ----------------------------
+    # -- the API, sync then async: each drives the plan (or runs the request) of its name --
 
     def read(
         self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
     ) -> DeltaChannelHistory | None:
-        """The cached history of one checkpoint and channel, or ``None``."""
         return drive(self._read(thread_id, ns, channel, checkpoint_id), self._sync())
 
     def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        """As ``MemoryHistoryCache.begin``, in one script call."""
         return drive(self._begin(thread_id, ns, probes), self._sync())
 
     def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
-        """Whether a pointer for the checkpoint exists (and its tag is one made for it)."""
         return drive(self._contains(thread_id, ns, channel, checkpoint_id), self._sync())
 
     def store(
@@ -1100,7 +917,6 @@ class RedisHistoryCache:
         history: DeltaChannelHistory,
         token: Token,
     ) -> bool:
-        """Cache a history read whole from the saver (as ``MemoryHistoryCache.store``)."""
         plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
         return drive(plan, self._sync())
 
@@ -1113,31 +929,21 @@ class RedisHistoryCache:
         checkpoint_id: str,
         channels: Sequence[str],
     ) -> dict[str, DeltaChannelHistory] | None:
-        """As ``MemoryHistoryCache.extend_read``: the script that stores the steps
-        also returns the target's index (one round trip, plus one for values this
-        process lacks)."""
         plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
         return drive(plan, self._sync())
 
     def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        """As ``MemoryHistoryCache.fence``, in one script call. A writer that dies
-        before ``unfence`` leaves the thread uncached (answered by the saver) until
-        its hash expires: speed, never correctness."""
+        # a writer dying before unfence leaves the thread uncached until its hash expires
         return drive(self._fence(thread_id, ns, checkpoint_id, writer), self._sync())
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        """As ``MemoryHistoryCache.unfence``, in one script call."""
         self._fresh(_UNFENCE, thread_id, "f:" + writer).run(self._sync())
 
     def drop_thread(self, thread_id: ThreadId) -> None:
-        """Delete every entry of ``thread_id`` (one script: a new epoch and
-        generation; a fence in place stays)."""
         self._fresh(_DROP, thread_id).run(self._sync())
 
     def clear(self) -> None:
-        """Delete every entry under this cache's key prefix (fences of writes in
-        flight included: their threads' generations are gone with them, so no
-        reader that took one can store)."""
+        # fences in flight go too, with the generations a reader could store under
         _DeleteMatching(self._pattern()).run(self._sync())
 
     def close(self) -> None:
@@ -1202,25 +1008,12 @@ class RedisHistoryCache:
     # -- sync only ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """``hits``, ``misses`` (entry lookups), ``evictions`` (always 0: Redis
-        evicts), ``errors``, ``invalidations``, ``requests_hit`` / ``requests_miss``
-        / ``requests_error`` (history requests by result; see ``CacheStats``),
-        ``rejected`` (entries that failed verification), and ``local_bytes``: what
-        the values this process holds decoded weigh encoded (at most
-        ``local_max_bytes``)."""
+        """``CacheStats``'s counters (``evictions`` always 0: Redis evicts), plus
+        ``rejected`` (entries that failed verification) and ``local_bytes``: what the
+        values this process holds decoded weigh encoded (at most ``local_max_bytes``)."""
         with self._lock:
-            local = self._local.size
+            local = int(self._local.currsize)
         return {**self._stats.snapshot(), "local_bytes": local}
-
-    def count_error(self, where: str, exc: BaseException) -> None:
-        """Record a failure the saver layer met while using this cache."""
-        self._stats.error(where, exc)
-
-    def count_request(self, result: str, seconds: float, writes: int) -> None:
-        """Record one history request the saver layer answered (``result``: ``hit``,
-        ``miss`` or ``error``): ``stats()["requests_<result>"]`` and the
-        ``checkpoint_guard.history.*`` instruments."""
-        self._stats.request(result, seconds, writes)
 
     def ping(self) -> bool:
         """Connect (if needed) and check that Redis answers."""
@@ -1238,8 +1031,7 @@ def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
     options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
-        # A cluster client retries a command after refreshing its slot map (a moved
-        # slot, a promoted replica); each attempt is still bounded by the timeouts.
+        # retried after a slot map refresh (a moved slot, a promoted replica), each try bounded
         return lib.RedisCluster.from_url(url, **options)
     options["retry_on_timeout"] = False
     sentinel = parse_sentinel_url(url)
@@ -1256,20 +1048,5 @@ def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     )
 
 
-def _current(epoch: str, reply: Any) -> list[Any] | None:
-    """The values of an ``HMGET key epoch field...`` reply, or None when the epoch
-    is no longer ``epoch`` (the thread was dropped since its index was read) or a
-    value is gone. Within one epoch a field's content never changes, so values
-    fetched outside a script still belong to the index read before them."""
-    if not reply or reply[0] is None or _text(reply[0]) != epoch:
-        return None
-    values = list(reply[1:])
-    return None if any(v is None for v in values) else values
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

@@ -1,17 +1,7 @@
-"""Which Redis a ``RedisHistoryCache`` talks to: one server, a cluster or a
-Sentinel-managed primary (pure: parsing and checks; the clients are made in
-``_redis.py``).
-
-Forms (``history_cache.redis_url`` and ``history_cache.redis_cluster``):
-
-* ``redis://[[user]:password@]host:port[/db]`` (``rediss://`` for TLS, ``unix://``):
-  one server.
-* the same ``redis://`` / ``rediss://`` URL of any node, with ``redis_cluster: true``:
-  Redis Cluster (the client discovers the other nodes; database 0 only).
-* ``redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]``
-  (``rediss+sentinel://`` for TLS to the primary): the primary the sentinels name for
-  ``service``, found again after a failover. The credentials are the primary's; the
-  sentinels are reached without them.
+"""Which Redis a ``RedisHistoryCache`` talks to: one server (``redis://``,
+``rediss://``, ``unix://``), a cluster (the URL of any node, with ``cluster``) or a
+Sentinel-managed primary (``redis+sentinel://``; the forms are in docs/scale-out.md).
+Pure: parsing and checks; the clients are made in ``_redis.py``.
 """
 
 from __future__ import annotations
