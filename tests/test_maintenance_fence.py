@@ -9,6 +9,7 @@ went ahead with Redis unreachable. Real SQLite, real Redis, the real CLI.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterator
@@ -18,11 +19,13 @@ from typing import Any
 import pytest
 import yaml
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import checkpoint_guard as cg
 from checkpoint_guard import cli, maintenance
 from checkpoint_guard._modes import ModeFreeze
+from checkpoint_guard.cache import MemoryHistoryCache
 from checkpoint_guard.savers import SharedCacheFence
 from tests.support.helpers import cfg, chat_graph, human
 
@@ -187,3 +190,30 @@ def test_a_full_mode_config_with_a_memory_cache_builds_no_cache_layer(tmp_path: 
     settings = {"backend": "sqlite", "url": str(tmp_path / "m.sqlite")}
     with cg.open_checkpointer(settings, freeze=ModeFreeze()) as saver:
         assert not isinstance(saver.inner, cg.CachedHistorySaver)
+
+
+class _Interrupt(BaseException):
+    """Stands for a KeyboardInterrupt or SystemExit landing inside the cache call."""
+
+
+class _DropInterrupted(MemoryHistoryCache):
+    def drop_thread(self, thread_id: Any) -> None:
+        raise _Interrupt
+
+    async def adrop_thread(self, thread_id: Any) -> None:
+        raise _Interrupt
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_an_interrupt_mid_seal_lifts_the_fence_and_propagates(side: str) -> None:
+    # A fence left behind would keep the thread out of the cache for good (the memory
+    # cache's fences never expire): the seal lifts it before the interrupt goes on.
+    cache = _DropInterrupted()
+    saver = cg.CachedHistorySaver(InMemorySaver(), cache)
+    with pytest.raises(_Interrupt):
+        if side == "sync":
+            saver.delete_thread("t1")
+        else:
+            asyncio.run(saver.adelete_thread("t1"))
+    token = cache.begin("t1", "").token
+    assert cache.store("t1", "", "messages", "c1", {"writes": []}, token)

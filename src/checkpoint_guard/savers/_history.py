@@ -249,12 +249,12 @@ class SharedCacheFence(SaverLayer):
 
     def _seal(self, thread_ids: Sequence[Any], writer: str) -> Plan[SharedCacheFence, None]:
         """Before rewriting ``thread_ids``: fence and drop each (refusing, nothing
-        done yet, when the cache cannot; unfencing again when cancelled)."""
+        done yet, when the cache cannot; unfencing again when cancelled or interrupted)."""
         try:
             for thread in thread_ids:
                 yield CacheFence(thread, "", "", writer)
                 yield CacheDrop(thread)
-        except (Exception, asyncio.CancelledError) as exc:
+        except BaseException as exc:
             for thread in thread_ids:
                 yield CacheUnfence(thread, "", "", writer)
             if not isinstance(exc, Exception):
