@@ -1,6 +1,5 @@
-"""The checkpoint address a ``RunnableConfig`` carries: one parser for the package,
-one canonical thread id (``canonical`` where a call enters the stack), and the one
-builder of the mode gate's error (``mode_mismatch``)."""
+"""The checkpoint address a ``RunnableConfig`` carries, the canonical thread id and the
+mode gate's error."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def canonical(config: RunnableConfig) -> RunnableConfig: ...
 @overload
 def canonical(config: None) -> None: ...
 def canonical(config: RunnableConfig | None) -> RunnableConfig | None:
-    """``config`` with its thread id in canonical form (the same object when it is
-    already), applied where a call enters the stack."""
+    """``config`` with its thread id in canonical form (the same object when it is already)."""
     if not config:
         return config
     conf = config.get("configurable")
@@ -50,9 +48,8 @@ def canonical(config: RunnableConfig | None) -> RunnableConfig | None:
 
 
 class Address(NamedTuple):
-    """Where a checkpoint lives: thread, namespace and (optionally) id; unpacks as
-    ``thread_id, checkpoint_ns, checkpoint_id``. A tuple, because the gate parses
-    one per write: a frozen dataclass cost 1.5 µs to build, this 1.0."""
+    """Where a checkpoint lives: thread, namespace and (optionally) id. A tuple, because the
+    gate parses one per write: a frozen dataclass cost 1.5 µs to build, this 1.0."""
 
     thread_id: Any  # canonical (an int as its text); None when the config names no thread
     checkpoint_ns: str = ""

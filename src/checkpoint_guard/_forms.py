@@ -1,8 +1,4 @@
-"""The forms a write of ``Overwrite`` takes: one definition for the package.
-
-``Overwrite(v)``, ``{"__overwrite__": v}`` and the JSON-serialised
-``{"type": "__overwrite__", "value": v}`` all replace a reducer channel's value.
-"""
+"""The forms a write of ``Overwrite`` takes: one definition for the package."""
 
 from __future__ import annotations
 
@@ -16,11 +12,8 @@ _OVERWRITE_KEY = "__overwrite__"
 
 
 def overwrite_value(value: Any) -> tuple[bool, Any]:
-    """``(True, inner)`` when ``value`` is any form of ``Overwrite``, else ``(False, None)``.
-
-    Forms: the ``Overwrite`` dataclass, ``{"__overwrite__": v}`` (exactly one key) and
-    ``{"type": "__overwrite__", "value": v}`` (a JSON-serialised ``Overwrite``).
-    """
+    """``(True, inner)`` when ``value`` is ``Overwrite(inner)``, ``{"__overwrite__": inner}``
+    or ``{"type": "__overwrite__", "value": inner}`` (JSON-serialised), else ``(False, None)``."""
     if isinstance(value, Overwrite):
         return True, value.value
     if isinstance(value, dict):

@@ -1,10 +1,5 @@
-"""Message ids in delta mode, assigned when a write is made and stored with it.
-
-Delta mode reduces the stored writes on every read, so a write stored without ids would
-get new ids on every read. ``install()`` wraps Pregel's ``ensure_message_ids`` so that
-writes to a ``merge_message_writes`` channel become messages with ids before the saver
-or the reducer sees them; writes stored without ids get the reducer's derived ids.
-docs/concepts.md ("Message ids") explains the design and what a failed ``probe()`` costs.
+"""Message ids in delta mode, assigned when a write is made and stored with it (a write
+stored without ids would get new ones on every read): docs/concepts.md ("Message ids").
 """
 
 from __future__ import annotations
@@ -60,9 +55,8 @@ def _value_with_ids(value: Any) -> Any:
 def stamp_message_writes(
     channels: Mapping[str, Any], writes: MutableSequence[tuple[str, Any]]
 ) -> None:
-    """Give every message-like written to a message ``DeltaChannel`` an id: a changed
-    value is replaced in ``writes`` (Pregel's ``(channel, value)`` pairs); the caller's
-    own lists are never changed."""
+    """Give every message-like written to a message ``DeltaChannel`` an id, replacing a
+    changed value in ``writes`` (the caller's own lists are never changed)."""
     for i, (channel, value) in enumerate(writes):
         spec = channels.get(channel)
         if isinstance(spec, DeltaChannel) and spec.reducer is merge_message_writes:
@@ -121,14 +115,13 @@ def _check() -> str | None:
 
 
 def write_time_ids_active() -> bool:
-    """Whether the installation happened and its behavioural probe passed (probed once
-    per process, through ``_upstream``: a failure warns once and is listed as degraded)."""
+    """Whether the installation happened and its probe passed (once per process)."""
     return _upstream.holds(CHECK)
 
 
 def probe() -> bool:
-    """Run a one-node delta graph over ``InMemorySaver`` whose node returns a bare tuple:
-    true when the stored write is a message with an id that every read returns."""
+    """Whether a one-node delta graph's bare-tuple message is stored with an id every read
+    returns."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, StateGraph
     from typing_extensions import TypedDict

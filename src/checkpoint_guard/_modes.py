@@ -59,8 +59,7 @@ def _marker_says_delta(value: object) -> bool:
 
 
 def metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
-    """Whether checkpoint metadata carries any delta evidence (see
-    ``checkpoint_uses_delta``)."""
+    """Whether checkpoint metadata carries delta evidence (see ``checkpoint_uses_delta``)."""
     if not metadata:
         return False
     markers = (metadata.get(MODE_METADATA_KEY), metadata.get(LEGACY_MODE_METADATA_KEY))
@@ -69,20 +68,17 @@ def metadata_uses_delta(metadata: Mapping[str, Any] | None) -> bool:
 
 
 def _channel_values_use_delta(checkpoint: Mapping[str, Any] | None) -> bool:
-    if not checkpoint:
-        return False
-    values = checkpoint.get("channel_values")
-    if not isinstance(values, Mapping):
-        return False
-    return any(isinstance(v, DeltaSnapshot) for v in values.values())
+    values = checkpoint.get("channel_values") if checkpoint else None
+    return isinstance(values, Mapping) and any(
+        isinstance(v, DeltaSnapshot) for v in values.values()
+    )
 
 
 def checkpoint_uses_delta(obj: object) -> bool:
     """Whether ``obj`` (a ``CheckpointTuple``, ``StateSnapshot``, ``Checkpoint`` dict,
-    metadata mapping or ``None``) carries any evidence of delta channel mode: our marker
-    or the legacy DeerFlow one (present and not exactly ``"full"``: fail closed), a
-    non-empty ``counters_since_delta_snapshot``, LangGraph.js's ``delta_writes_versioned``,
-    or a ``_DeltaSnapshot`` in ``channel_values`` (a head whose counters were dropped)."""
+    metadata mapping or ``None``) carries any evidence of delta channel mode: a marker not
+    exactly ``"full"`` (fail closed), delta counters or a ``_DeltaSnapshot`` value
+    (docs/concepts.md)."""
     if obj is None:
         return False
     metadata = getattr(obj, "metadata", None)
@@ -98,9 +94,7 @@ def checkpoint_uses_delta(obj: object) -> bool:
 
 
 class ModeFreeze:
-    """One process's channel mode and snapshot frequency: ``freeze`` records the first
-    values and accepts them again; different ones raise
-    ``CheckpointModeReconfigurationError``, invalid ones ``ConfigError`` (nothing frozen)."""
+    """One process's channel mode and snapshot frequency, frozen at the first ``freeze``."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -120,7 +114,9 @@ class ModeFreeze:
     def freeze(
         self, mode: ChannelMode | str, snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
     ) -> tuple[ChannelMode, int]:
-        """Freeze ``mode`` and ``snapshot_frequency`` (validated first) and return them."""
+        """Freeze ``mode`` and ``snapshot_frequency`` and return them: invalid ones raise
+        ``ConfigError`` (nothing frozen), ones other than the frozen
+        ``CheckpointModeReconfigurationError``."""
         parsed_mode = parse_mode(mode)
         frequency = parse_snapshot_frequency(snapshot_frequency)
         with self._lock:
@@ -141,8 +137,7 @@ class ModeFreeze:
 
 
 PROCESS_MODE = ModeFreeze()
-"""The process-wide freeze ``open_checkpointer`` records into (nothing reads
-configuration from it: the schema helpers take their frequency from the caller)."""
+"""The process-wide freeze ``open_checkpointer`` records into (nothing configures from it)."""
 
 
 # -- a graph schema whose snapshot frequency is not the saver's ------------------------
@@ -178,8 +173,7 @@ def note_schema_frequency(frequency: int) -> None:
 
 
 def delta_schema_built() -> bool:
-    """Whether this process has derived a delta schema (``state_schema_for_mode``):
-    without one, a ``DeltaChannel`` a graph stores is one the graph declared itself."""
+    """Whether this process has derived a delta schema (``state_schema_for_mode``)."""
     with _frequency_lock:
         return bool(_schema_frequencies)
 

@@ -1,10 +1,8 @@
 """State schema helpers: the exact ``add_messages`` delta reducer and mode-matched schemas.
 
-``DeltaChannel`` calls its reducer as ``reducer(state, [write, write, ...])`` and
-needs it batching-invariant. ``add_messages`` has the right semantics but the
-wrong shape (one update at a time), and folding it is quadratic: every call
-copies the list and rebuilds the id index. ``merge_message_writes`` gives the
-fold's exact result in one pass over the state plus the writes.
+``DeltaChannel`` calls its reducer with a batch of writes; folding ``add_messages`` over
+them is quadratic (each call copies the list and rebuilds the id index), so
+``merge_message_writes`` gives the fold's exact result in one pass.
 """
 
 from __future__ import annotations
@@ -68,8 +66,7 @@ _SINGLE_TYPES: set[type] = set()
 
 
 def _as_messages(value: Any) -> list[Any]:
-    # Same coercion add_messages applies to each side: a non-list becomes a
-    # one-item list; anything but plain (non-chunk) messages is converted.
+    # add_messages' coercion of each side: anything but plain (non-chunk) messages is converted.
     items = value if isinstance(value, list) else [value]
     # A long history holds a few classes: test those, not each item, in Python.
     if _PLAIN_TYPES.issuperset(map(type, items)):
@@ -94,10 +91,9 @@ def _null_argument_error(left_given: bool) -> ValueError:
 def derived_message_id(
     previous_id: str | None, message: BaseMessage, taken: Container[str] = ()
 ) -> str:
-    """The id ``merge_message_writes`` gives an id-less ``message`` written after the
-    message whose id is ``previous_id`` (``None``: first): a UUID over the predecessor's
-    id and the message's fields, so every read in every process agrees; an id in
-    ``taken`` is derived again, so a new message never replaces an existing one."""
+    """The id ``merge_message_writes`` gives an id-less ``message`` written after the one
+    with ``previous_id`` (``None``: first): a UUID over that id and the message's fields,
+    the same in every process; an id in ``taken`` is derived again."""
     body = message.model_dump_json(exclude={"id"})
     mid = previous_id
     while True:
@@ -116,10 +112,9 @@ def _identified(message: BaseMessage, previous_id: Any, taken: Any) -> BaseMessa
 
 
 class _Merger:
-    """The fold state: a list with tombstones plus an id index. As in ``add_messages``,
-    a repeated id (after ``REMOVE_ALL_MESSAGES``, or in the initial state) is replaced
-    at its last position and removed at all: ``dups`` keeps the earlier positions.
-    Id-less messages of ``items`` get derived ids here, on copies."""
+    """The fold state: a list with tombstones plus an id index. As in ``add_messages``, a
+    repeated id is replaced at its last position and removed at all (``dups`` keeps the
+    earlier positions). Id-less messages get derived ids, on copies."""
 
     __slots__ = ("dups", "index", "items", "removed")
 
@@ -226,12 +221,8 @@ def _merge_one(state: Any, write: Any) -> list[Any] | None:
 
 
 def merge_message_writes(state: Messages, writes: Sequence[Messages]) -> Messages:
-    """Merge a batch of message writes (each what a node may return for an
-    ``add_messages`` channel) into ``state`` exactly as folding ``add_messages`` over
-    them would, same errors included, in time linear in ``len(state)`` plus the writes.
-    Batching-invariant, so a valid ``DeltaChannel`` reducer; empty ``writes`` return
-    ``state`` unchanged.
-    """
+    """``state`` with ``writes`` merged exactly as folding ``add_messages`` over them would
+    (same errors), in linear time; batching-invariant, so a valid ``DeltaChannel`` reducer."""
     if not writes:
         return state
     if state is None:
@@ -271,9 +262,8 @@ def merge_message_writes(state: Messages, writes: Sequence[Messages]) -> Message
 
 
 class _MessagesDelta(DeltaChannel):  # type: ignore[type-arg]
-    """Our ``messages`` channel, equal to an ``add_messages`` channel (its fold is exactly
-    ``merge_message_writes``): ``StateGraph`` refuses a node whose annotated input schema
-    (the user's own) has a channel comparing unequal to the state schema's."""
+    """Our ``messages`` channel, equal to an ``add_messages`` channel: ``StateGraph`` refuses
+    a node whose input schema (the user's own) has a channel unequal to the state schema's."""
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, BinaryOperatorAggregate):
@@ -284,9 +274,8 @@ class _MessagesDelta(DeltaChannel):  # type: ignore[type-arg]
 
 
 def delta_messages_field(snapshot_frequency: int = 10) -> Any:
-    """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, ...)]``: a
-    ``messages`` field stored as deltas with a ``_DeltaSnapshot`` every
-    ``snapshot_frequency`` updates (an ``int >= 1``, else ``ConfigError``)."""
+    """``Annotated[list[AnyMessage], DeltaChannel(merge_message_writes, ...)]`` snapshotting
+    every ``snapshot_frequency`` updates (out of range: ``ConfigError``)."""
     frequency = parse_snapshot_frequency(snapshot_frequency)
     from . import _message_ids  # imported here: it imports this module
 
@@ -325,9 +314,8 @@ def _is_message_type(tp: Any) -> bool:
 
 
 def _declared_delta(schema: Any, annotation: Any) -> bool:
-    """Whether a declared ``messages`` field is already a ``DeltaChannel`` (kept as
-    declared); ``ConfigError`` when it is neither that nor an ``add_messages`` list of
-    messages (delta mode would change its semantics)."""
+    """Whether a declared ``messages`` field is already a ``DeltaChannel``; ``ConfigError``
+    when it is not an ``add_messages`` list of messages either."""
     tp = annotation
     while get_origin(tp) in (Required, NotRequired):
         tp = get_args(tp)[0]
@@ -439,18 +427,10 @@ def _derive_dataclass(schema: type, field: Any) -> type:
 def state_schema_for_mode(
     schema: type, mode: ChannelMode | str, *, snapshot_frequency: int | None = None
 ) -> type:
-    """The state schema a graph should be compiled with in ``mode``.
-
-    Full mode: ``schema`` unchanged. Delta mode: a schema of the same kind (a
-    ``TypedDict``; for a Pydantic model or dataclass a same-named subclass, validators,
-    config and defaults inherited) whose ``messages`` field is
-    ``delta_messages_field(F)`` (added when absent, defaulting to an empty list), every
-    other field as declared. A ``messages`` field that already is a ``DeltaChannel`` is
-    kept (``schema`` unchanged); one that is neither that nor an ``add_messages`` list
-    of messages raises ``ConfigError``. ``F`` is ``snapshot_frequency``, else 10 (a
-    frequency other than the process's delta-mode saver's warns once per pair).
-    Derived schemas are cached per ``(schema, F)``.
-    """
+    """The state schema to compile a graph with in ``mode``: ``schema`` in full mode; in
+    delta mode a cached schema of the same kind whose ``messages`` field is
+    ``delta_messages_field(snapshot_frequency)`` (10 when ``None``; docs/concepts.md). A
+    ``messages`` field neither a ``DeltaChannel`` nor an ``add_messages`` list: ``ConfigError``."""
     if parse_mode(mode, key="mode") is ChannelMode.FULL:
         return schema
     frequency = parse_snapshot_frequency(

@@ -1,12 +1,8 @@
 """Every assumption checkpoint-guard makes about LangGraph's internals, checked by behaviour.
 
-Each assumption is a named check, registered by the module that owns it: a callable that
-exercises the assumption and returns ``None`` when it holds, a reason when it does not
-(raising is a failure too), or raises ``NotApplicable`` (skipped: an extra is not
-installed). Checks run once per process when a stack opens, and by ``checkpoint-guard
-doctor``; a failure warns once, turns its feature off and is listed as degraded
-(docs/doctor.md). The private names several modules share are imported here only
-(``tests/test_architecture.py`` lists the few modules that name others).
+A check returns ``None`` when its assumption holds, else a reason (raising fails too;
+``NotApplicable`` skips it). Checks run once per process; a failure warns once and turns
+its feature off (docs/doctor.md). The private names several modules share are imported here.
 """
 
 from __future__ import annotations
@@ -24,20 +20,13 @@ try:
 except ImportError:  # moved upstream: the delta-snapshot check fails and says so
 
     class DeltaSnapshot(NamedTuple):  # type: ignore[no-redef]
-        """Stand-in for a moved ``_DeltaSnapshot``: no stored value is taken for one."""
-
         value: Any
 
 
 try:
     from langgraph._internal._typing import MISSING
 except ImportError:  # moved upstream: the missing-sentinel check fails and says so
-
-    class _Moved:
-        def __repr__(self) -> str:
-            return "<langgraph._internal._typing.MISSING moved>"
-
-    MISSING = _Moved()
+    MISSING = object()
 
 
 __all__ = [
@@ -99,8 +88,7 @@ _results: dict[str, CheckResult] = {}
 def register(
     name: str, *, assumption: str, turns_off: str
 ) -> Callable[[Callable[[], str | None]], Callable[[], str | None]]:
-    """Decorator: register ``fn`` as the check ``name`` (the module owning the
-    assumption registers it on import). Re-registering a name replaces it."""
+    """Decorator: register ``fn`` as the check ``name`` (replacing one of that name)."""
 
     def decorate(fn: Callable[[], str | None]) -> Callable[[], str | None]:
         with _lock:
@@ -133,8 +121,8 @@ def check(name: str) -> CheckResult:
 
 
 def result(name: str) -> CheckResult:
-    """The check ``name``'s outcome in this process: run once, then remembered; the
-    first failure logs one warning naming what it turns off."""
+    """The check ``name``'s outcome in this process: run once (a failure warns), then
+    remembered."""
     with _lock:
         known = _results.get(name)
     if known is not None:
@@ -160,7 +148,7 @@ def _warn(outcome: CheckResult) -> None:
 
 def record_failure(name: str, reason: str) -> CheckResult:
     """Remember check ``name`` as failed with ``reason`` (a feature found it broken after
-    it passed): warned and listed as a failed check is. Returns the remembered outcome."""
+    it passed), warning once; returns the remembered outcome."""
     spec = _checks[name]
     failed = CheckResult(name, "degraded", reason, spec.assumption, spec.turns_off)
     with _lock:
@@ -247,9 +235,8 @@ def _missing_sentinel() -> str | None:
 
 
 def msgpack_allowlist(serde: object) -> frozenset[tuple[str, str]]:
-    """The explicit msgpack allowlist of ``serde`` (an ``EncryptedSerializer``'s
-    inner one too) as ``(module, name)`` pairs; empty for a permissive serde or when
-    the ``msgpack-allowlist`` check failed (those values are then read from the saver)."""
+    """The explicit msgpack allowlist of ``serde`` (or of its inner serde) as ``(module,
+    name)`` pairs; empty for a permissive serde or when the ``msgpack-allowlist`` check failed."""
     if not holds("msgpack-allowlist"):
         return frozenset()
     inner = getattr(serde, "serde", serde)

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.base import BaseChannel
@@ -35,7 +35,6 @@ from ._graphs import (
     Graph,
     SchemaSource,
     channel_empty_value,
-    effective_state_schema,
     is_reducer_channel,
     state_mutation_graph,
 )
@@ -43,15 +42,11 @@ from ._graphs import (
 __all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor", "replacement_writes"]
 
 AbsentPolicy = Literal["keep", "reset"]
-GraphSource: TypeAlias = Graph | Callable[[], Graph] | None
-"""A compiled graph, a zero-argument factory returning one, or ``None``."""
-MutationGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """What a checkpoint says about itself without materializing state: ``created_at``
-    is its ``ts``, ``pending_writes`` counts its raw pending writes."""
+    """A checkpoint's metadata without its state (``created_at`` is its ``ts``)."""
 
     config: RunnableConfig
     parent_config: RunnableConfig | None
@@ -68,10 +63,8 @@ class CheckpointInfo:
 
 @dataclass(frozen=True)
 class RollbackPoint:
-    """A thread's materialized values plus the head's raw pending writes, captured
-    before a run. ``checkpoint_id`` is ``None`` for a thread that had no checkpoint; a
-    failed capture holds its cause in ``error`` and is not ``available`` (restoring it
-    raises ``RollbackUnavailableError``)."""
+    """A thread's values and raw pending writes before a run (``checkpoint_id`` ``None``:
+    an empty thread); a failed capture holds its cause in ``error``."""
 
     thread_id: str
     checkpoint_ns: str
@@ -98,8 +91,7 @@ def _thread_config(config: RunnableConfig) -> RunnableConfig:
 
 
 def _gated_saver(saver: BaseCheckpointSaver[Any], mode: ChannelMode) -> BaseCheckpointSaver[Any]:
-    """``saver`` if its stack has a ``GuardedSaver`` of ``mode`` (another mode raises), else
-    ``saver`` wrapped in one."""
+    """``saver`` if its stack has a ``GuardedSaver`` of ``mode`` (another mode raises)."""
     layer = saver
     while not isinstance(layer, GuardedSaver):
         if not isinstance(layer, SaverLayer):
@@ -161,9 +153,8 @@ def replacement_writes(
     current: Mapping[str, Any],
     absent: AbsentPolicy,
 ) -> dict[str, Any]:
-    """The update that makes a thread read ``values`` (``Overwrite`` for reducer
-    channels); absent channels as in ``StateAccessor.replace``. A key outside the
-    channel table raises ``ValueError`` rather than being dropped."""
+    """The update that makes a thread read ``values`` (absent channels as in
+    ``StateAccessor.replace``); a key outside ``channels`` raises ``ValueError``."""
     if absent not in ("keep", "reset"):
         raise ValueError(f"absent must be 'keep' or 'reset', got {absent!r}")
     if not _upstream.holds("missing-sentinel"):
@@ -210,12 +201,14 @@ def _writes_by_task(pending: Iterable[tuple[str, str, Any]]) -> dict[str, list[t
 def _capture_point(
     config: RunnableConfig,
     mode: ChannelMode,
-    tup: CheckpointTuple | None,
-    snapshot: StateSnapshot | None,
+    tup: CheckpointTuple | None = None,
+    snapshot: StateSnapshot | None = None,
+    error: BaseException | None = None,
 ) -> RollbackPoint:
-    """The point for ``config``'s thread: the head ``tup`` and its ``snapshot``, copied."""
+    """The point for ``config``'s thread: the head ``tup`` and its ``snapshot``, copied
+    (with ``error``, a failed capture ``restore`` refuses)."""
     address = Address.from_config(config)
-    empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode)
+    empty = RollbackPoint(str(address.thread_id), address.checkpoint_ns, mode, error=error)
     if tup is None or snapshot is None:
         return empty
     return dataclasses.replace(
@@ -225,11 +218,6 @@ def _capture_point(
         values=MappingProxyType(copy.deepcopy(dict(snapshot.values))),
         pending_writes=tuple(copy.deepcopy(list(tup.pending_writes or ()))),
     )
-
-
-def _failed_point(config: RunnableConfig, mode: ChannelMode, exc: BaseException) -> RollbackPoint:
-    """A point whose capture failed with ``exc``: restoring it is refused."""
-    return dataclasses.replace(_capture_point(config, mode, None, None), error=exc)
 
 
 def _check_point(point: RollbackPoint, mode: ChannelMode) -> None:
@@ -256,16 +244,12 @@ def _empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, Check
 
 
 class StateAccessor:
-    """Thread state through one graph, one checkpointer and one channel mode (docs/state.md).
-
-    ``graph`` is a compiled graph, a zero-argument factory returning one (a failure
-    means "no graph") or ``None``; ``checkpointer`` defaults to the graph's own and is
-    used through a ``GuardedSaver`` of ``mode``. Every I/O method has an async twin.
-    """
+    """Thread state through one graph, one checkpointer (behind a ``GuardedSaver`` of
+    ``mode``) and one channel mode (docs/state.md). Every I/O method has an async twin."""
 
     def __init__(
         self,
-        graph: GraphSource,
+        graph: Graph | Callable[[], Graph] | None,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         *,
         mode: ChannelMode | str,
@@ -291,8 +275,7 @@ class StateAccessor:
         mode: ChannelMode | str,
         snapshot_frequency: int | None = None,
     ) -> StateAccessor:
-        """An accessor over the (cached) state-only graph of ``schema`` (or of a sequence
-        of schemas), adapted to ``mode``, for when the application graph cannot be built."""
+        """An accessor over the cached state-only graph of ``schema`` (or schemas) in ``mode``."""
         graph = state_mutation_graph(schema, mode, snapshot_frequency=snapshot_frequency)
         return cls(graph, checkpointer, mode=mode)
 
@@ -335,7 +318,7 @@ class StateAccessor:
             )
         return graph
 
-    def mutation_graph(self) -> MutationGraph:
+    def mutation_graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The (cached) state mutation graph of the thread's schema, bound to the checkpointer."""
         graph = self._require_graph("rewrite state")
         if isinstance(graph, CompiledStateGraph) and list(graph.builder.nodes) == [MUTATION_NODE]:
@@ -343,10 +326,6 @@ class StateAccessor:
         else:
             mutation = state_mutation_graph(graph)
         return mutation.copy(update={"checkpointer": self.checkpointer})
-
-    def effective_schema(self) -> Any:
-        """The thread's effective schema (state plus middleware channels)."""
-        return effective_state_schema(self._require_graph("derive the schema"))
 
     def _gate(self, snapshot: StateSnapshot) -> StateSnapshot:
         if self.mode is ChannelMode.FULL and checkpoint_uses_delta(snapshot):
@@ -356,10 +335,8 @@ class StateAccessor:
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, config: RunnableConfig) -> StateSnapshot:
-        """The materialized state at ``config`` (the head without a ``checkpoint_id``).
-        Full mode raises ``CheckpointModeMismatchError`` on any delta evidence; without a
-        graph it returns the stored checkpoint, and delta mode raises
-        ``StateUnavailableError``."""
+        """The materialized state at ``config``, gated (``CheckpointModeMismatchError``); without
+        a graph the stored checkpoint (delta mode: ``StateUnavailableError``)."""
         graph = self._read_graph(config)
         if graph is None:
             tup = self.checkpointer.get_tuple(config)
@@ -382,9 +359,7 @@ class StateAccessor:
         before: RunnableConfig | None = None,
         filter: dict[str, Any] | None = None,
     ) -> list[StateSnapshot]:
-        """Materialized snapshots, newest first. ``limit=0`` returns ``[]`` without
-        touching storage; ``None`` is unlimited; negative raises ``ValueError``.
-        Gated and degraded like ``get``."""
+        """Snapshots as ``get`` returns them, newest first (``limit=0``: ``[]``, no I/O)."""
         if _nothing_wanted(limit):
             return []
         graph = self._read_graph(config)
@@ -417,8 +392,7 @@ class StateAccessor:
         return [self._gate(s) async for s in items]
 
     def get_info(self, config: RunnableConfig) -> CheckpointInfo | None:
-        """The addressed checkpoint's metadata without materializing state (gated);
-        ``None`` for an empty thread."""
+        """The addressed checkpoint's metadata, gated; ``None`` for an empty thread."""
         tup = self.checkpointer.get_tuple(config)
         return None if tup is None else _info(tup)
 
@@ -464,9 +438,7 @@ class StateAccessor:
     def update(
         self, config: RunnableConfig, values: Any, *, as_node: str | None = None
     ) -> RunnableConfig:
-        """``graph.update_state`` after the compatibility check: the addressed checkpoint
-        is read through the gate first, so a full-mode accessor refuses a delta thread
-        before anything is written."""
+        """``graph.update_state`` once the addressed checkpoint has passed the gate."""
         graph = self._require_graph("update state")
         self.checkpointer.get_tuple(config)  # the gate raises here on a mismatch
         return graph.update_state(config, values, as_node=as_node)
@@ -482,10 +454,8 @@ class StateAccessor:
     def replace(
         self, config: RunnableConfig, values: Mapping[str, Any], *, absent: AbsentPolicy = "keep"
     ) -> RunnableConfig:
-        """Make the checkpoint after ``config`` (a fork when it has a ``checkpoint_id``)
-        read exactly ``values``, bypassing reducers; returns its config, no task scheduled.
-        Absent keys are kept (``"keep"``) or set back to their empty value (``"reset"``);
-        a key outside the channel table raises ``ValueError``."""
+        """A new checkpoint after ``config`` reading exactly ``values`` (absent channels kept
+        or reset to empty); returns its config, no task scheduled."""
         mutation = self.mutation_graph()
         current = self.get(config).values
         writes = replacement_writes(mutation.builder.channels, values, current, absent)
@@ -503,10 +473,8 @@ class StateAccessor:
         return await mutation.aupdate_state(config, writes, as_node=MUTATION_NODE)
 
     def resume_linear(self, config: RunnableConfig) -> RunnableConfig:
-        """Rewrite the state of the checkpoint ``config`` addresses onto the thread's head
-        (no branch): every channel of that state is overwritten and head-only channels
-        are reset. The returned config addresses the new head; run the graph with the
-        thread config (no ``checkpoint_id``) to continue linearly."""
+        """Rewrite the state ``config`` addresses onto the head (no branch); returns the new
+        head's config."""
         selected = self.get(config)
         if selected.metadata is None:
             raise StateUnavailableError(f"no checkpoint at {config.get('configurable')!r}")
@@ -522,16 +490,15 @@ class StateAccessor:
     # -- rollback -----------------------------------------------------------------------------
 
     def capture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
-        """The head's materialized values and raw pending writes, before a run. Never
-        raises: a failed capture returns a point ``restore`` refuses, so a failure can
-        only disable rollback, never cause a partial one."""
+        """The head's values and raw pending writes. Never raises: a failed capture returns
+        a point ``restore`` refuses (rollback disabled, never partial)."""
         try:
             graph = self._require_graph("capture a rollback point")
             tup = self.checkpointer.get_tuple(_thread_config(config))
             snapshot = None if tup is None else self._gate(graph.get_state(tup.config))
             return _capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return _failed_point(config, self.mode, exc)
+            return _capture_point(config, self.mode, error=exc)
 
     async def acapture_rollback_point(self, config: RunnableConfig) -> RollbackPoint:
         """Async ``capture_rollback_point``."""
@@ -541,28 +508,19 @@ class StateAccessor:
             snapshot = None if tup is None else self._gate(await graph.aget_state(tup.config))
             return _capture_point(config, self.mode, tup, snapshot)
         except Exception as exc:
-            return _failed_point(config, self.mode, exc)
-
-    def _restore_update(
-        self, point: RollbackPoint
-    ) -> tuple[MutationGraph, RunnableConfig, dict[str, Any]]:
-        """The graph, base config and writes that restore ``point``'s values."""
-        assert point.config is not None  # captured with its checkpoint
-        mutation = self.mutation_graph()
-        channels = mutation.builder.channels
-        writes = replacement_writes(channels, point.values, point.values, "keep")
-        return mutation, point.config, writes
+            return _capture_point(config, self.mode, error=exc)
 
     def restore(self, point: RollbackPoint) -> RunnableConfig:
-        """Make the thread read exactly ``point``'s state again, with only its pending
-        writes, as a new head whose parent is the captured checkpoint (a new empty root
-        for an empty thread); returns its config. Raises ``RollbackUnavailableError``
-        for a failed capture or another mode's point."""
+        """A new head, child of the captured checkpoint, reading exactly ``point``'s state
+        and pending writes; returns its config. ``RollbackUnavailableError`` for a failed
+        capture or another mode's point."""
         _check_point(point, self.mode)
         if point.checkpoint_id is None:
             return self.checkpointer.put(*_empty_root(point), {})
-        mutation, base, writes = self._restore_update(point)
-        new_config = mutation.update_state(base, writes, as_node=MUTATION_NODE)
+        assert point.config is not None  # captured with its checkpoint
+        mutation = self.mutation_graph()
+        writes = replacement_writes(mutation.builder.channels, point.values, point.values, "keep")
+        new_config = mutation.update_state(point.config, writes, as_node=MUTATION_NODE)
         for task_id, task_writes in _writes_by_task(point.pending_writes).items():
             self.checkpointer.put_writes(new_config, task_writes, task_id)
         return new_config
@@ -572,8 +530,10 @@ class StateAccessor:
         _check_point(point, self.mode)
         if point.checkpoint_id is None:
             return await self.checkpointer.aput(*_empty_root(point), {})
-        mutation, base, writes = self._restore_update(point)
-        new_config = await mutation.aupdate_state(base, writes, as_node=MUTATION_NODE)
+        assert point.config is not None  # captured with its checkpoint
+        mutation = self.mutation_graph()
+        writes = replacement_writes(mutation.builder.channels, point.values, point.values, "keep")
+        new_config = await mutation.aupdate_state(point.config, writes, as_node=MUTATION_NODE)
         for task_id, task_writes in _writes_by_task(point.pending_writes).items():
             await self.checkpointer.aput_writes(new_config, task_writes, task_id)
         return new_config

@@ -1,8 +1,6 @@
-"""Effective schemas, the state mutation graph and the compiled-graph cache.
-
-Everything starts from the union of the graph's schemas: a graph built from the state
-schema alone would drop middleware channels when it writes (docs/state.md).
-"""
+"""Effective schemas, the state mutation graph and the compiled-graph cache. Everything
+starts from the union of the graph's schemas: the state schema alone would drop middleware
+channels (docs/state.md)."""
 
 from __future__ import annotations
 
@@ -39,13 +37,10 @@ __all__ = [
 
 DEFAULT_GRAPH_CACHE_MAX = 64
 MUTATION_NODE = "state_mutation"
-"""The mutation graph's only node. It is not a node of the application graph, so
-LangGraph's ``as_node`` inference on the application graph ignores it."""
+"""The mutation graph's only node (not one of the application graph's)."""
 
 Graph: TypeAlias = Pregel[Any, Any, Any, Any]
-"""A compiled graph (``CompiledStateGraph`` is one)."""
 SchemaSource: TypeAlias = Graph | StateGraph[Any, Any, Any, Any] | type | Sequence[type]
-"""A compiled ``StateGraph``, a ``StateGraph`` builder, a schema or a sequence of schemas."""
 T = TypeVar("T")
 
 
@@ -56,11 +51,8 @@ def _cap(value: object) -> int:
 
 
 class CompiledGraphCache:
-    """A thread-safe LRU of compiled graphs keyed by (schemas, mode, snapshot frequency, node).
-
-    ``max_size`` is an ``int >= 1`` or a zero-argument callable returning one, re-read on
-    every insertion; assigning it evicts down to the new cap at once.
-    """
+    """A thread-safe LRU of compiled graphs. ``max_size`` is an ``int >= 1`` or a callable
+    returning one, re-read on every insertion; assigning it evicts down to it at once."""
 
     def __init__(self, max_size: int | Callable[[], int] = DEFAULT_GRAPH_CACHE_MAX) -> None:
         self._lock = threading.Lock()
@@ -144,10 +136,8 @@ def _schemas_of(source: SchemaSource) -> tuple[Any, ...]:
 
 def effective_state_schema(source: SchemaSource) -> Any:
     """The schema whose channel table is the thread's: every field of every schema
-    ``source`` registered (the first declaration of a name winning), as a cached
-    ``TypedDict``; a single schema is returned unchanged. ``source`` is a compiled
-    ``StateGraph``, a ``StateGraph`` builder, a schema, or a sequence of schemas.
-    """
+    ``source`` registered (the first declaration winning), as a cached ``TypedDict``; a
+    single schema is returned unchanged."""
     schemas = _schemas_of(source)
     if len(schemas) == 1:
         return schemas[0]
@@ -197,12 +187,9 @@ def state_mutation_graph(
     *,
     snapshot_frequency: int | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """A compiled graph, without a checkpointer, with one no-op node (``MUTATION_NODE``)
-    over exactly the channel table of ``source``'s effective schema: writing through it
-    (``update_state(..., as_node=MUTATION_NODE)``) schedules no task. With ``mode``, every
-    schema is first adapted with ``state_schema_for_mode`` (pass raw schemas then).
-    Cached in ``GRAPH_CACHE``.
-    """
+    """A cached compiled graph, without a checkpointer, with one no-op node
+    (``MUTATION_NODE``) over ``source``'s effective channel table (each schema adapted to
+    ``mode`` when given): an update as that node schedules no task."""
     schemas = _schemas_of(source)
     parsed = parse_mode(mode, key="mode") if mode is not None else None
     frequency = parse_snapshot_frequency(

@@ -56,8 +56,8 @@ class _State(Request[StateAccessor, StateSnapshot]):
 
 @dataclass(frozen=True, slots=True)
 class _Older(Request[StateAccessor, list[CheckpointTuple]]):
-    """The listing is consumed whole: an async saver may hold its connection lock for
-    the whole iteration, and the reads that follow need that lock too."""
+    """Consumed whole: an async saver may hold its connection lock while listing, and the
+    reads that follow need it."""
 
     config: RunnableConfig
     before: RunnableConfig
@@ -105,8 +105,7 @@ def _is_root(cur: CheckpointTuple) -> bool:
 
 
 def _parent(cur: CheckpointTuple, seen: set[str], max_depth: int) -> RunnableConfig | None:
-    """The link to follow from ``cur`` (``None``: there is none) after the ``seen`` ids;
-    raises on every integrity problem."""
+    """The link to follow from ``cur`` (``None``: none) after the ``seen`` ids, checked."""
     if len(seen) > max_depth:  # every id seen but the start is one step
         raise _integrity(cur, f"no base found within max_depth={max_depth} ancestors")
     parent = cur.parent_config
@@ -181,11 +180,9 @@ def find_checkpoint_before_message(
     max_depth: int = DEFAULT_MAX_DEPTH,
     fallback_limit: int = DEFAULT_FALLBACK_LIMIT,
 ) -> StateSnapshot | None:
-    """The newest ancestor of ``config``'s checkpoint (the head without an id) whose
-    state lacks message ``message_id`` (the base to regenerate from), ``None`` when the
-    root already holds it. Walks ``parent_config`` links only, except for a bounded scan
-    past a missing legacy link. Raises ``MessageNotFoundError`` when the starting state
-    lacks the message, ``LineageIntegrityError`` on any broken link (docs/state.md)."""
+    """The newest ancestor of ``config``'s checkpoint whose state lacks ``message_id``,
+    ``None`` when the root holds it. ``MessageNotFoundError`` when the starting state lacks
+    it, ``LineageIntegrityError`` on any broken parent link (docs/state.md)."""
     plan = _before_message(accessor, config, message_id, messages_key, max_depth, fallback_limit)
     return drive(plan, accessor)
 

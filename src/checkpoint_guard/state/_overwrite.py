@@ -55,8 +55,7 @@ def _unpatched_update() -> Callable[..., bool]:
 
 def probe_overwrite_first_write_bug() -> bool:
     """Whether the installed LangGraph (without our fix) stores an ``Overwrite`` first
-    write (of any form) into an empty ``BinaryOperatorAggregate`` wrongly. Behavioural,
-    not a version check: the fix stands down by itself once LangGraph is fixed."""
+    write (of any form) into an empty ``BinaryOperatorAggregate`` wrongly (behavioural)."""
     return _probe(_unpatched_update())
 
 
@@ -98,12 +97,8 @@ def overwrite_fix_active() -> bool:
 
 
 def apply_overwrite_fix() -> bool:
-    """Install the fix if the probe finds the bug; return whether it is active.
-
-    Process-wide (every graph in this process; logged once at ``INFO``), idempotent and
-    thread-safe. Installs nothing when the probe finds no bug or ``checkpoint-guard
-    doctor``'s ``overwrite-fix`` check fails.
-    """
+    """Install the fix, process-wide and idempotently, if the probe finds the bug and the
+    ``overwrite-fix`` check holds; return whether it is active."""
     global _original_update, _announced
     with _lock:
         if overwrite_fix_active():
