@@ -290,15 +290,6 @@ _derived: dict[tuple[type, int], type] = {}
 _derived_lock = threading.Lock()
 
 
-def _rewrap(original: Any, replacement: Any) -> Any:
-    origin = get_origin(original)
-    if origin is Required:
-        return Required[replacement]
-    if origin is NotRequired:
-        return NotRequired[replacement]
-    return replacement
-
-
 # The functional form, called with a computed name and fields.
 _make_typeddict: Any = TypedDict
 
@@ -359,9 +350,8 @@ def _derive(schema: Any, frequency: int) -> Any:
         derived = _derive_dataclass(schema, field)
     else:
         fields = dict(hints)
-        fields[MESSAGES_KEY] = (
-            _rewrap(hints[MESSAGES_KEY], field) if MESSAGES_KEY in hints else field
-        )
+        wrapper = get_origin(hints.get(MESSAGES_KEY))  # Required/NotRequired stays
+        fields[MESSAGES_KEY] = wrapper[field] if wrapper in (Required, NotRequired) else field
         total = getattr(schema, "__total__", True) if is_typeddict(schema) else False
         derived = _make_typeddict(name, fields, total=total)
         derived.__module__ = getattr(schema, "__module__", __name__)
@@ -394,17 +384,8 @@ def _derive_dataclass(schema: type, field: Any) -> type:
     # A subclass redeclaring messages: dataclasses keep a redeclared field at its
     # original position, so positional construction is unchanged.
     declared = {f.name: f for f in dataclasses.fields(schema)}.get(MESSAGES_KEY)
-    spec: Any = dataclasses.field(default_factory=list)
-    if declared is not None:
-        spec = dataclasses.field(
-            default=declared.default,
-            default_factory=declared.default_factory,
-            init=declared.init,
-            repr=declared.repr,
-            compare=declared.compare,
-            metadata=declared.metadata,
-            kw_only=declared.kw_only,
-        )
+    # a copy keeps the declared default, init, repr, compare, metadata and kw_only
+    spec: Any = dataclasses.field(default_factory=list) if declared is None else copy.copy(declared)
     params = schema.__dataclass_params__  # type: ignore[attr-defined]
     derived: type = dataclasses.make_dataclass(
         schema.__name__,
