@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import threading
 import uuid
+from collections import ChainMap
 from collections.abc import Container, Sequence
 from types import UnionType
 from typing import (
@@ -129,6 +130,7 @@ class _Merger:
             for pos, m in enumerate(self.items):
                 if m.id is None:
                     m = self.items[pos] = _identified(m, previous, self.index)
+                    self.index[m.id] = pos  # taken: a later identical message gets another id
                 previous = m.id
             self.__init__(self.items)  # type: ignore[misc]
             return
@@ -150,6 +152,7 @@ class _Merger:
         remove_all_at = None
         previous = None
         copied = False  # right may be the caller's list: copied before a change
+        fresh: dict[Any, int] = {}  # ids derived in this write are taken too
         for i, m in enumerate(right):
             if m.id is None:
                 # A write's first message follows the list's tail; the next ones follow
@@ -158,7 +161,8 @@ class _Merger:
                     previous = self.tail_id()
                 if not copied:
                     right, copied = list(right), True
-                m = right[i] = _identified(m, previous, self.index)
+                m = right[i] = _identified(m, previous, ChainMap(self.index, fresh))
+                fresh[m.id] = i
             previous = m.id
             if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES:
                 remove_all_at = i
