@@ -323,10 +323,8 @@ def _declared_delta(schema: Any, annotation: Any) -> bool:
         tp = base
     if isinstance(reducer, DeltaChannel):
         return True
-    origin = get_origin(tp) or tp
-    args = get_args(tp)
-    is_list = origin in (list, Sequence) or tp is list
-    if reducer is add_messages and is_list and all(map(_is_message_type, args)):
+    is_list = (get_origin(tp) or tp) in (list, Sequence)
+    if reducer is add_messages and is_list and all(map(_is_message_type, get_args(tp))):
         return False
     name = getattr(schema, "__name__", repr(schema))
     label = getattr(reducer, "__name__", reducer)

@@ -171,6 +171,9 @@ def replacement_writes(
             f"keys {unknown} are not channels of the thread's schema "
             f"(channels: {sorted(channels)}); pass the graph whose schema declares them"
         )
+    if absent == "reset":
+        reset = [n for n in current if n in channels and n not in values]
+        values = {**values, **{n: channel_empty_value(channels[n]) for n in reset}}
     writes: dict[str, Any] = {}
     for name, value in values.items():
         channel = channels[name]
@@ -180,11 +183,6 @@ def replacement_writes(
             writes[name] = value
         else:
             writes[name] = Overwrite(value) if is_reducer_channel(channel) else value
-    if absent == "reset":
-        for name in current:
-            if name in channels and name not in values:
-                empty = channel_empty_value(channels[name])
-                writes[name] = Overwrite(empty) if is_reducer_channel(channels[name]) else empty
     return writes
 
 
