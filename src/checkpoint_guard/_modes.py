@@ -79,8 +79,6 @@ def checkpoint_uses_delta(obj: object) -> bool:
     metadata mapping or ``None``) carries any evidence of delta channel mode: a marker not
     exactly ``"full"`` (fail closed), delta counters or a ``_DeltaSnapshot`` value
     (docs/concepts.md)."""
-    if obj is None:
-        return False
     metadata = getattr(obj, "metadata", None)
     checkpoint = getattr(obj, "checkpoint", None)
     if metadata is not None or checkpoint is not None:

@@ -238,9 +238,6 @@ def _empty_root(point: RollbackPoint) -> tuple[RunnableConfig, Checkpoint, Check
     return config, empty_checkpoint(), {"source": "input", "step": -1, "parents": {}}
 
 
-# -- the accessor -------------------------------------------------------------------------
-
-
 class StateAccessor:
     """Thread state through one graph, one checkpointer (behind a ``GuardedSaver`` of
     ``mode``) and one channel mode (docs/state.md). Every I/O method has an async twin."""
