@@ -265,6 +265,13 @@ def _traced(run: Any, state: list[Any], writes: list[Any]) -> tuple[Any, ...]:
 
 @given(case=mixed_cases())
 @example(case=([HumanMessage("s"), HumanMessage("t", id="a")], [[AIMessage("n")]]))
+# two identical id-less messages after the same (repeated) id get distinct ids
+@example(
+    case=(
+        [HumanMessage("p", id="a"), AIMessage("f"), HumanMessage("p", id="a"), AIMessage("f")],
+        [[]],
+    )
+)
 @example(case=([HumanMessage("s", id="a"), HumanMessage("t", id="a")], [AIMessage("n", id="a")]))
 @example(case=([], [[HumanMessage("s", id="a")], RemoveMessage(id="a"), [AIMessage("n")]]))
 # removing a repeated id drops every copy; a later general write keeps the tombstones out
