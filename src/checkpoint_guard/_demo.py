@@ -207,7 +207,13 @@ def format_demo(result: DemoResult) -> str:
         f"all runs hold {full.messages} messages, "
         + ("identical (digest " + full.digest + ")" if same else "DIFFERENT"),
         "",
-        *_when_faster(full.turns),
+        "When delta mode with the cache is faster: full mode stores and re-reads the whole",
+        "conversation at every checkpoint, so its cost per turn and per read grows with the",
+        "thread; delta mode with the history cache reads only each turn's new writes. On",
+        f"a {full.turns}-turn thread the two are close and the machine's load decides; the",
+        "benchmarks (docs/performance.md) measured delta with the cache at 0.42x of full per",
+        "turn and 0.33x per head read at 300 turns. Storage is smaller from the first turns.",
+        f"Try a longer thread: {_cli()} demo --turns 200",
         "",
         "Opening the delta thread in full mode:",
         f"  refused: {result.gate_message}",
@@ -231,18 +237,6 @@ def fix_command(database: Path) -> str:
 def _cli() -> str:
     """The CLI as this process was started: this interpreter with ``-m``."""
     return f"{shlex.quote(sys.executable)} -m checkpoint_guard"
-
-
-def _when_faster(turns: int) -> list[str]:
-    return [
-        "When delta mode with the cache is faster: full mode stores and re-reads the whole",
-        "conversation at every checkpoint, so its cost per turn and per read grows with the",
-        "thread; delta mode with the history cache reads only each turn's new writes. On",
-        f"a {turns}-turn thread the two are close and the machine's load decides; the",
-        "benchmarks (docs/performance.md) measured delta with the cache at 0.42x of full per",
-        "turn and 0.33x per head read at 300 turns. Storage is smaller from the first turns.",
-        f"Try a longer thread: {_cli()} demo --turns 200",
-    ]
 
 
 def _ratio(run: ModeRun, base: ModeRun) -> str:

@@ -40,8 +40,7 @@ _Saver = BaseCheckpointSaver[Any]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser whose usage mistakes are one line (exit 2), as every other
-    mistake of the CLI: the problem and where the usage is, not the usage itself."""
+    """A parser whose usage mistakes are one line (exit 2), as every other mistake."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -54,17 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     # Global options are accepted before or after the subcommand: the subparsers
     # share them with SUPPRESS defaults, so a value given before is not reset.
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--config",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help="YAML configuration (else environment)",
-    )
-    common.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
-    )
-    parser.add_argument("--config", metavar="PATH", help="YAML configuration (else environment)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    suppressed: dict[str, Any] = {"default": argparse.SUPPRESS}
+    for target, unset in ((parser, {}), (common, suppressed)):
+        target.add_argument(
+            "--config", metavar="PATH", help="YAML configuration (else environment)", **unset
+        )
+        target.add_argument("--json", action="store_true", help="machine-readable output", **unset)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo", help="full vs delta mode on an embedded SQLite file", parents=[common]
@@ -370,8 +364,7 @@ def _store(config: CheckpointerConfig) -> str:
 
 
 _POINT = (
-    "point --config (or CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
-    "that holds your threads"
+    "point --config (or CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store that holds"
 )
 
 
@@ -388,26 +381,23 @@ def _require_store(config: CheckpointerConfig) -> None:
         )
     if config.backend == "sqlite":
         path = Path(config.url or "checkpoints.sqlite").expanduser()
-        if not path.is_file():
+        missing = "no file"
+        if path.is_file():
+            try:
+                uri = f"{path.resolve().as_uri()}?mode=ro"
+                with closing(sqlite3.connect(uri, uri=True)) as conn:
+                    found = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+                    ).fetchone()
+            except sqlite3.Error as exc:
+                raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
+            missing = "" if found else "the file has no checkpoints table"
+        if missing:
             raise ConfigError(
                 "url",
                 str(path),
                 "an existing SQLite checkpoint database",
-                detail=f"no file; {_POINT}",
-            )
-        try:
-            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-                found = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-                ).fetchone()
-        except sqlite3.Error as exc:
-            raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
-        if found is None:
-            raise ConfigError(
-                "url",
-                str(path),
-                "an existing SQLite checkpoint database",
-                detail=f"the file has no checkpoints table; {_POINT}",
+                detail=f"{missing}; {_POINT} your threads",
             )
     elif config.backend == "postgres":
         _require_postgres_tables(config, where)
@@ -430,7 +420,7 @@ def _require_postgres_tables(config: CheckpointerConfig, where: str) -> None:
             "url",
             where,
             "a PostgreSQL database holding LangGraph's checkpoint tables",
-            detail=f"no table {table}; {_POINT}",
+            detail=f"no table {table}; {_POINT} your threads",
         )
 
 
@@ -446,27 +436,27 @@ def _inspect(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> 
     return _status(info.ok)
 
 
-def _scan(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    ids = maintenance.list_threads(saver)
-    with _progress(args, len(ids), "scan") as (tick, _step):
-        infos = maintenance.scan(saver, ids, progress=tick)
-    _print_infos(args, infos, problems=False)
+def _survey(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    """``scan`` (every thread) / ``verify`` (replays too); exit 1 when a thread is not ok."""
+    verify = args.command == "verify"
+    if verify:
+        ids, where = _thread_ids(args, saver, required=False)
+    else:
+        ids, where = maintenance.list_threads(saver), None
+    with _progress(args, len(ids), args.command) as (tick, _step):
+        if verify:
+            infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
+        else:
+            infos = maintenance.scan(saver, ids, progress=tick)
+    _print_infos(args, infos, problems=verify)
     return _status(all(i.ok for i in infos))
 
 
-def _verify(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    ids, where = _thread_ids(args, saver, required=False)
-    with _progress(args, len(ids), "verify") as (tick, _step):
-        infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
-    _print_infos(args, infos, problems=True)
-    return _status(all(i.ok for i in infos))
-
-
-def _change(
-    args: argparse.Namespace, saver: _Saver, known: dict[str, Any], operation: Callable[..., Any]
-) -> int:
+def _change(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     """``migrate`` / ``prune``: the changed threads' reports; exit 1 when one was refused."""
     ids, where = _thread_ids(args, saver, required=True)
+    migrate = args.command == "migrate"
+    operation = partial(maintenance.migrate, to=args.to) if migrate else maintenance.prune
     with _progress(args, len(ids), args.command) as (tick, step):
         reports = operation(
             saver,
@@ -500,10 +490,8 @@ def _maintain(args: argparse.Namespace) -> int:
         except MaintenanceError as exc:
             if exc.missing_thread is None:
                 raise
-            raise MaintenanceError(  # a typo, or another store: name the store looked in
-                f"{exc} in {where}; point --config (or CHECKPOINT_GUARD_URL / "
-                "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
-            ) from exc
+            # a typo, or another store: name the store looked in
+            raise MaintenanceError(f"{exc} in {where}; {_POINT} it") from exc
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -561,12 +549,10 @@ def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> in
 
 _STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]], int]] = {
     "inspect": _inspect,
-    "scan": _scan,
-    "verify": _verify,
-    "migrate": lambda args, saver, known: _change(
-        args, saver, known, partial(maintenance.migrate, to=args.to)
-    ),
-    "prune": lambda args, saver, known: _change(args, saver, known, maintenance.prune),
+    "scan": _survey,
+    "verify": _survey,
+    "migrate": _change,
+    "prune": _change,
     "sweep": _sweep,
 }
 DEMO_DIR = "checkpoint-guard-demo"
@@ -650,10 +636,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointGuardError as exc:
         print(f"checkpoint-guard: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
 
 
 def run() -> None:
