@@ -76,10 +76,7 @@ class _Key:
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
     """A number field's default and (finite) range; the accepted text is read from it."""
-    low, high = bounds
-    if isinstance(default, int):
-        return Field(default, ge=low, le=high)
-    return Field(default, ge=low, le=high, allow_inf_nan=False)
+    return Field(default, ge=bounds[0], le=bounds[1], allow_inf_nan=False)
 
 
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"  # python-re: as ever, "$" takes a final newline
@@ -631,21 +628,15 @@ class UnknownEnvironmentVariableError(ConfigError):
     def __init__(self, variable: str, known: list[str]) -> None:
         # Compared without the shared prefix, which would make every name look close.
         tails = {name.removeprefix(ENV_PREFIX): name for name in known}
-        matches = difflib.get_close_matches(
-            variable.removeprefix(ENV_PREFIX), list(tails), n=1, cutoff=0.6
-        )
-        close = [tails[m] for m in matches]
-        hint = f"did you mean {close[0]}? " if close else ""
-        accepted = ", ".join(known)
+        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), list(tails), n=1)
+        self.closest = tails[close[0]] if close else None
+        hint = f"did you mean {self.closest}? " if self.closest else ""
+        self.key, self.value, self.accepted = variable, None, ", ".join(known)
         ValueError.__init__(
             self,
             f"unknown environment variable {variable} ({hint}unset it or fix its name); "
-            f"accepted: {accepted}",
+            f"accepted: {self.accepted}",
         )
-        self.key = variable
-        self.value = None
-        self.accepted = accepted
-        self.closest = close[0] if close else None
 
 
 def known_env_vars() -> list[str]:
@@ -724,22 +715,15 @@ def _build(data: dict[str, Any]) -> CheckpointerConfig:
     try:
         return CheckpointerConfig(**data)
     except ValidationError as exc:
-        raise _config_error(exc, data) from None
-
-
-def _config_error(exc: ValidationError, data: Mapping[str, Any]) -> ConfigError:
-    error = exc.errors()[0]
+        error = exc.errors()[0]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigError):  # raised by our own cross-field checks
-        return cause
+        raise cause from None
     loc = [str(p) for p in error["loc"]] or ["config"]
-    key = ".".join(loc)
+    key, value = ".".join(loc), error.get("input")
     if error["type"] == "extra_forbidden":
         model = _SECTIONS.get(loc[0], CheckpointerConfig) if len(loc) > 1 else CheckpointerConfig
-        known = ", ".join(sorted(model.model_fields))
-        return ConfigError(key, error.get("input"), known, unknown=True)
-    value = error.get("input")
+        raise ConfigError(key, value, ", ".join(sorted(model.model_fields)), unknown=True)
     if key in _SECRET_KEYS:
         value = redact_url(value)
-    accepted = _ACCEPTED.get(key) or _ACCEPTED.get(loc[0]) or error["msg"]
-    return ConfigError(key, value, accepted)
+    raise ConfigError(key, value, _ACCEPTED.get(key) or _ACCEPTED.get(loc[0]) or error["msg"])
