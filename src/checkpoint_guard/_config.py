@@ -90,19 +90,15 @@ def normalize_postgres_url(url: str) -> str:
     return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
-def _is_postgres_url(url: object) -> bool:
-    """A ``postgresql://`` URL (``+driver`` too) or a libpq ``key=value`` string."""
-    return isinstance(url, str) and (
-        normalize_postgres_url(url).startswith(("postgresql://", "postgres://"))
-        or bool(_LIBPQ_KEYWORDS.match(url))
-    )
-
-
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
-    """One source's implied choices: a PostgreSQL ``url`` selects backend ``postgres``,
-    a ``history_cache.redis_url`` the ``redis`` cache, unless the source chooses."""
-    if "backend" not in data and _is_postgres_url(data.get("url")):
-        data["backend"] = "postgres"
+    """One source's implied choices: a PostgreSQL ``url`` (URL, ``+driver`` too, or libpq
+    key=value) selects backend ``postgres``, a ``history_cache.redis_url`` the ``redis``
+    cache, unless the source chooses."""
+    url = data.get("url")
+    if "backend" not in data and isinstance(url, str):
+        postgres = normalize_postgres_url(url).startswith(("postgresql://", "postgres://"))
+        if postgres or _LIBPQ_KEYWORDS.match(url):
+            data["backend"] = "postgres"
     cache = data.get("history_cache")
     if isinstance(cache, dict) and cache.get("redis_url") is not None and "backend" not in cache:
         data["history_cache"] = {**cache, "backend": "redis"}

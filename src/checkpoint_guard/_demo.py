@@ -1,7 +1,6 @@
-"""``checkpoint-guard demo``: one scripted conversation (a fake chat model, no network)
-in full mode, delta mode without a history cache and delta mode with the default one,
-on an embedded SQLite file; then the gate refusing the delta thread in full mode.
-"""
+"""``checkpoint-guard demo``: one scripted conversation (a fake chat model, no network) in
+full mode, delta mode without and with the default history cache, on an embedded SQLite
+file; then the gate refusing the delta thread in full mode."""
 
 from __future__ import annotations
 

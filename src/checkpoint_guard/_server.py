@@ -1,10 +1,7 @@
-"""The LangGraph server's checkpointer adapter does not forward
-``aget_delta_channel_history``, so Pregel walks every ancestor through it and the
-history cache is never asked. ``forward_delta_history()`` makes the adapter forward it
-to checkpoint-guard's layers (only those), guarded by a behavioural probe that stands
-the fix down once langgraph-api forwards the call itself. docs/deploying.md ("What the
-factory does") explains it.
-"""
+"""The LangGraph server's adapter does not forward ``aget_delta_channel_history``, so Pregel
+walks every ancestor through it and the history cache is never asked. ``forward_delta_history``
+makes it forward to our layers (only those) until a probe shows langgraph-api forwards it
+itself (docs/deploying.md, "What the factory does")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The ``checkpoint-guard`` command line.
-
-Exit status: 0 on success, 1 when a check finds a problem or an operation is
-refused, 2 on bad usage, bad configuration or a backend that cannot be reached or
-opened (as ``bench``).
-"""
+"""The ``checkpoint-guard`` command line. Exit status: 0 on success, 1 when a check finds a
+problem or an operation is refused, 2 on bad usage, bad configuration or a backend that
+cannot be reached or opened (as ``bench``)."""
 
 from __future__ import annotations
 
@@ -616,19 +613,14 @@ def _bench(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the process's)."""
-    tokens = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    args, rest = parser.parse_known_args(tokens)
+    args, rest = parser.parse_known_args(argv)  # None: sys.argv[1:]
     if args.command == "bench":
         return _bench(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "doctor":
-            return _doctor(args)
-        return _maintain(args)
+        return {"demo": _demo, "doctor": _doctor}.get(args.command, _maintain)(args)
     except (ConfigError, BackendUnavailableError) as exc:  # exit 2, as `bench` does
         what = "configuration error" if isinstance(exc, ConfigError) else "backend unavailable"
         print(f"checkpoint-guard: {what}: {exc}", file=sys.stderr)

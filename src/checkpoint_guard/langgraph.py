@@ -2,8 +2,7 @@
 ``"checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"}`` (the server
 splits a non-file path on its last dot) and ``"http": {"app": "checkpoint_guard.langgraph:app"}``
 (the exception handlers and ``GET /checkpoint-guard/stats``; built on first access, as
-Starlette ships with the server, not this package). See docs/deploying.md.
-"""
+Starlette ships with the server, not this package). See docs/deploying.md."""
 
 from __future__ import annotations
 
