@@ -31,12 +31,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from ._errors import ConfigError, range_text, redact_url, require_extra
-from ._modes import (
-    DEFAULT_SNAPSHOT_FREQUENCY,
-    SNAPSHOT_FREQUENCY_RANGE,
-    ChannelMode,
-    parse_mode,
-)
+from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode, parse_mode
 from .cache._base import (
     DEFAULT_ISOLATE,
     DEFAULT_MAX_BYTES,
@@ -475,10 +470,7 @@ class CheckpointerConfig(_Model):
 
     @classmethod
     def load(
-        cls,
-        config: ConfigSource = None,
-        *,
-        environ: Mapping[str, str] | None = None,
+        cls, config: ConfigSource = None, *, environ: Mapping[str, str] | None = None
     ) -> CheckpointerConfig:
         """Resolve a configuration from every source: a ``CheckpointerConfig`` is used
         as is; otherwise explicit mapping > file (a path given here, else
