@@ -10,12 +10,12 @@ import importlib.util
 import json
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -26,7 +26,7 @@ from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError,
 from ._modes import ModeFreeze
 from ._open import open_checkpointer
 from ._server import ADAPTER_MODULE
-from .maintenance import ThreadFilter
+from .maintenance import Graph, ThreadFilter
 from .stores import require_extra
 from .stores._postgres import _pg_error
 
@@ -186,7 +186,7 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
     and each ``--subgraph PREFIX=PATH``."""
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
-    subgraphs: dict[str, _Graph] = {}
+    subgraphs: dict[str, Graph] = {}
     for item in getattr(args, "subgraph", None) or ():
         prefix, sep, spec = item.partition("=")
         if not sep or not prefix.strip() or ":" in prefix:
@@ -200,14 +200,7 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     return {"graph": graph, "subgraphs": subgraphs or None}
 
 
-class _Graph(Protocol):
-    """A compiled graph or a ``StateGraph``: maintenance reads its channel table."""
-
-    @property
-    def channels(self) -> Mapping[str, Any]: ...
-
-
-def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
+def load_graph(spec: str, *, key: str = "--graph") -> Graph:
     """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as in
     langgraph.json): a compiled graph, a ``StateGraph`` or a factory of one; else
     ``ConfigError`` naming ``key`` (the option)."""
@@ -251,7 +244,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    graph: _Graph = obj
+    graph: Graph = obj
     return graph
 
 
@@ -318,10 +311,9 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     headers = ["thread", "action", "checkpoints", "rewritten", "deleted", "bytes", "bytes after"]
     print(_table(headers, rows))
     for report in reports:
-        if report.detail:
-            print(f"  {report.thread_id}: {report.detail}")
-        if report.refused:
-            print(f"  {report.thread_id}: {report.refused}")
+        for note in (report.detail, report.refused):
+            if note:
+                print(f"  {report.thread_id}: {note}")
     if len(reports) > 1:
         before = sum(r.bytes_before or 0 for r in reports)
         after = sum(r.bytes_after or 0 for r in reports)
