@@ -241,9 +241,8 @@ class HistoryCacheConfig(_Model):
     )
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: Annotated[str | None, _Key("CHECKPOINT_GUARD_REDIS_URL", REDIS_ACCEPTED)] = None
-    """The Redis server of the ``redis`` cache (required for it): ``redis://``,
-    ``rediss://``, ``unix://``, or ``redis+sentinel://host:port[,host:port...]/service[/db]``
-    for a Sentinel-managed primary."""
+    """The Redis server of the ``redis`` cache (required for it); ``redis+sentinel://``
+    names a Sentinel-managed primary."""
     redis_cluster: Annotated[
         bool,
         _Key(

@@ -183,8 +183,7 @@ def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterato
 
 
 def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
-    """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
-    and each ``--subgraph PREFIX=PATH``."""
+    """Maintenance's ``graph=`` and ``subgraphs=``, from ``--graph`` and each ``--subgraph``."""
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
     subgraphs: dict[str, Graph] = {}
     for item in getattr(args, "subgraph", None) or ():
@@ -462,8 +461,7 @@ def _change(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> i
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    """A command on the configured store: print it, refuse one without checkpoint
-    tables, open it and run the command."""
+    """A store command: name the store, refuse one without checkpoint tables, open it, run."""
     config = CheckpointerConfig.load(args.config)
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
         args.older_than = parse_duration(args.older_than, key="--older-than")
@@ -484,8 +482,7 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """``checkpoint-guard doctor``: every upstream check now, one line each; exit 1
-    when one fails. Needs no configuration."""
+    """``doctor``: every upstream check, one line each; exit 1 when one fails (no config)."""
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
