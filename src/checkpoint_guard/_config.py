@@ -386,8 +386,7 @@ class CheckpointerConfig(_Model):
         return str(value.base / path)
 
     def model_post_init(self, context: Any) -> None:
-        """Cross-field checks: the URL and the schema fit the backend, pool sizes
-        are ordered, a Redis cache has a URL."""
+        """Cross-field: URL and schema fit the backend, pool sizes ordered, Redis has a URL."""
         if self.backend == "postgres":
             require_extra("psycopg", "postgres", "backend 'postgres'")
             if not self.url:
@@ -437,8 +436,6 @@ class CheckpointerConfig(_Model):
             schema, self.channel_mode, snapshot_frequency=self.snapshot_frequency
         )
 
-    # -- identity --------------------------------------------------------------------
-
     def cache_key_prefix(self, identity: str) -> str:
         """The history cache key prefix: ``history_cache.key_prefix`` when configured,
         else ``cg:<backend>:<hash of identity>``, where ``identity`` is the opened
@@ -447,8 +444,6 @@ class CheckpointerConfig(_Model):
             return self.history_cache.key_prefix
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return f"cg:{self.backend}:{digest}"
-
-    # -- sources ---------------------------------------------------------------------
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CheckpointerConfig:
