@@ -1,11 +1,8 @@
-"""checkpoint-guard: a drop-in LangGraph checkpointer layer that makes delta
-channel mode safe (mode marker, fail-closed gate), fast (history cache) and
-operable (delta-safe maintenance).
-
-Data flows ``config -> stack of layers (savers/) -> inner LangGraph saver``, the
-history cache (``cache/``) below the layers, the tools (``state/``,
-``maintenance/``) on top; ``_open.py`` composes a configured stack.
-"""
+"""checkpoint-guard: a drop-in LangGraph checkpointer layer that makes delta channel mode
+safe (mode marker, fail-closed gate), fast (history cache) and operable (delta-safe
+maintenance). ``_open.py`` composes ``config -> layers (savers/) -> inner LangGraph saver``,
+the history cache (``cache/``) below the layers, the tools (``state/``, ``maintenance/``) on
+top."""
 
 from ._config import CheckpointerConfig, HistoryCacheConfig, UnknownEnvironmentVariableError
 from ._errors import (

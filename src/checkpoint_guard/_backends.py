@@ -1,12 +1,8 @@
-"""Which LangGraph saver a stack sits on: one table, one rule.
-
-Everything the package does per storage asks ``backend_of_type``. A saver is backend
-``B``'s when its class is ``B``'s, or a subclass that overrides none of
-``STORAGE_METHODS``: the package's knowledge of a backend is knowledge of those
-methods, so a subclass replacing one is an unknown saver (read through the public API;
-maintenance refuses it). Modules are looked up in ``sys.modules`` only, so a missing
-optional extra never matters for the other backends.
-"""
+"""Which LangGraph saver a stack sits on, by one rule (``backend_of_type``): backend ``B``'s
+when its class is ``B``'s, or a subclass overriding none of ``STORAGE_METHODS`` (what the
+package knows of a backend is those methods: a subclass replacing one is unknown, read
+through the public API, refused by maintenance). Modules are looked up in ``sys.modules``
+only, so a missing optional extra never matters for the other backends."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""``CheckpointerConfig``: one validated configuration for any backend.
-
-Sources, one precedence: **explicit argument > file > environment > defaults**,
-merged key by key (``history_cache`` keys too). Every invalid input raises
-``ConfigError`` naming the key, the value and what is accepted; credentials are
-redacted from every message and repr.
-
-A key lives in one place, its field: the type (a ``Literal``, ``bool``, a range)
-says what it accepts, and an ``Annotated`` ``_Key`` adds its environment variable
-and, where the type cannot say it, the accepted text.
-"""
+"""``CheckpointerConfig``: one validated configuration for any backend, from explicit
+argument > file > environment > defaults, merged key by key. Each key lives in its field:
+the type says what it accepts, an ``Annotated`` ``_Key`` adds its environment variable
+(and the accepted text where the type cannot say it). Errors name key, value and what is
+accepted, credentials redacted."""
 
 from __future__ import annotations
 
@@ -25,8 +19,10 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -35,7 +31,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from ._errors import ConfigError, range_text, redact_url, require_extra
-from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode
+from ._modes import DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_FREQUENCY_RANGE, ChannelMode, parse_mode
 from .cache._base import (
     DEFAULT_ISOLATE,
     DEFAULT_MAX_BYTES,
@@ -66,8 +62,7 @@ ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"
 
 @dataclass(frozen=True)
 class _Key:
-    """What a field's type does not say: its environment variable, its accepted text
-    where the type cannot give it, a note to the type's."""
+    """What a field's type does not say: its variable, accepted text, a note to the type's."""
 
     env: str | None = None
     accepted: str | None = None
@@ -75,41 +70,30 @@ class _Key:
 
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
-    """A number field's default and range (finite too), checked by pydantic; the
-    accepted text is read from it."""
-    low, high = bounds
-    if isinstance(default, int):
-        return Field(default, ge=low, le=high)
-    return Field(default, ge=low, le=high, allow_inf_nan=False)
+    """A number field's default and (finite) range; the accepted text is read from it."""
+    return Field(default, ge=bounds[0], le=bounds[1], allow_inf_nan=False)
 
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_IDENT = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"  # python-re: as ever, "$" takes a final newline
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _LIBPQ_KEYWORDS = re.compile(r"^\s*(host|hostaddr|port|dbname|user|service)\s*=")
 
 
 def normalize_postgres_url(url: str) -> str:
-    """Drop a SQLAlchemy-style ``+driver`` suffix: ``postgresql+psycopg://`` ->
-    ``postgresql://``."""
+    """Drop a SQLAlchemy ``+driver`` suffix: ``postgresql+psycopg://`` -> ``postgresql://``."""
     return _DRIVER_SUFFIX.sub(r"\1://", url.strip())
 
 
-def _is_postgres_url(url: object) -> bool:
-    """A ``postgresql://`` URL (``+driver`` too) or a libpq ``key=value`` string."""
-    if not isinstance(url, str):
-        return False
-    normalized = normalize_postgres_url(url)
-    return normalized.startswith(("postgresql://", "postgres://")) or bool(
-        _LIBPQ_KEYWORDS.match(url)
-    )
-
-
 def _infer_backends(data: dict[str, Any]) -> dict[str, Any]:
-    """One source's implied choices: a PostgreSQL ``url`` selects backend ``postgres``,
-    a ``history_cache.redis_url`` the ``redis`` cache, unless the source chooses."""
-    if "backend" not in data and _is_postgres_url(data.get("url")):
-        data["backend"] = "postgres"
+    """One source's implied choices: a PostgreSQL ``url`` (URL, ``+driver`` too, or libpq
+    key=value) selects backend ``postgres``, a ``history_cache.redis_url`` the ``redis``
+    cache, unless the source chooses."""
+    url = data.get("url")
+    if "backend" not in data and isinstance(url, str):
+        postgres = normalize_postgres_url(url).startswith(("postgresql://", "postgres://"))
+        if postgres or _LIBPQ_KEYWORDS.match(url):
+            data["backend"] = "postgres"
     cache = data.get("history_cache")
     if isinstance(cache, dict) and cache.get("redis_url") is not None and "backend" not in cache:
         data["history_cache"] = {**cache, "backend": "redis"}
@@ -154,7 +138,11 @@ def _seconds(seconds: float, key: str, shown: object) -> timedelta:
 class _Model(BaseModel):
     # each field's docstring is its entry in the generated configuration reference
     model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        use_attribute_docstrings=True,
+        regex_engine="python-re",
     )
 
     def __repr_args__(self) -> Any:
@@ -198,24 +186,22 @@ class RetentionConfig(_Model):
             return None
         # a duration string, a number of seconds (as text too, from the environment) or a
         # timedelta; any error names the key's own accepted text
-        seconds = value
+        seconds: object = value.total_seconds() if isinstance(value, timedelta) else value
         if isinstance(value, str) and re.fullmatch(r"\d+(?:\.\d+)?", value.strip()):
             seconds = float(value)
         try:
-            if isinstance(value, timedelta):
-                parsed = _seconds(value.total_seconds(), key, value)
+            if isinstance(seconds, str):
+                parsed = parse_duration(seconds, key=key)
             elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
                 parsed = _seconds(float(seconds), key, value)
-            elif isinstance(value, str):
-                parsed = parse_duration(value, key=key)
             else:
+                raise ConfigError(key, value, _ACCEPTED[key])
+            if info.field_name == "interval" and not (
+                timedelta(seconds=1) <= parsed <= timedelta(days=30)
+            ):
                 raise ConfigError(key, value, _ACCEPTED[key])
         except ConfigError:
             raise ConfigError(key, value, _ACCEPTED[key]) from None
-        if info.field_name == "interval" and not (
-            timedelta(seconds=1) <= parsed <= timedelta(days=30)
-        ):
-            raise ConfigError(key, value, _ACCEPTED[key])
         return parsed
 
     @model_validator(mode="before")
@@ -255,9 +241,8 @@ class HistoryCacheConfig(_Model):
     )
     """How long a thread's entries live without a write (0: no expiry)."""
     redis_url: Annotated[str | None, _Key("CHECKPOINT_GUARD_REDIS_URL", REDIS_ACCEPTED)] = None
-    """The Redis server of the ``redis`` cache (required for it): ``redis://``,
-    ``rediss://``, ``unix://``, or ``redis+sentinel://host:port[,host:port...]/service[/db]``
-    for a Sentinel-managed primary."""
+    """The Redis server of the ``redis`` cache (required for it); ``redis+sentinel://``
+    names a Sentinel-managed primary."""
     redis_cluster: Annotated[
         bool,
         _Key(
@@ -269,6 +254,7 @@ class HistoryCacheConfig(_Model):
     others)."""
     key_prefix: Annotated[
         str | None,
+        StringConstraints(pattern=r"^\S+\Z"),
         _Key("CHECKPOINT_GUARD_CACHE_KEY_PREFIX", "a non-empty string without whitespace"),
     ] = None
     """The Redis key prefix; default ``cg:<backend>:<hash of the database's identity>``,
@@ -312,13 +298,6 @@ class HistoryCacheConfig(_Model):
             )
         return self
 
-    @field_validator("key_prefix")
-    @classmethod
-    def _prefix(cls, value: str | None) -> str | None:
-        if value is not None and (not value or re.search(r"\s", value)):
-            raise ValueError("empty or contains whitespace")
-        return value
-
 
 class CheckpointerConfig(_Model):
     """Validated, immutable checkpointer configuration (the configuration reference is
@@ -341,7 +320,10 @@ class CheckpointerConfig(_Model):
     directory when it comes from one) or ``:memory:``, default ``checkpoints.sqlite``.
     PostgreSQL: a DSN (``postgresql://`` or key=value; a ``+driver`` suffix such as
     ``postgresql+psycopg://`` is dropped), required. None with ``memory``."""
-    channel_mode: Annotated[ChannelMode, _Key("CHECKPOINT_GUARD_CHANNEL_MODE")] = ChannelMode.FULL
+    # strict mode would refuse the plain strings the API promises to accept
+    channel_mode: Annotated[
+        ChannelMode, BeforeValidator(parse_mode), _Key("CHECKPOINT_GUARD_CHANNEL_MODE")
+    ] = ChannelMode.FULL
     """``full``: LangGraph's ordinary checkpoints; ``delta``: ``DeltaChannel`` messages,
     marked checkpoints and the history cache. Frozen per process."""
     snapshot_frequency: Annotated[int, _Key("CHECKPOINT_GUARD_SNAPSHOT_FREQUENCY")] = _within(
@@ -355,6 +337,7 @@ class CheckpointerConfig(_Model):
     """Background retention sweeps by an opened async stack (the ``retention.*`` keys)."""
     postgres_schema: Annotated[
         str | None,
+        StringConstraints(pattern=_IDENT),
         _Key(
             "CHECKPOINT_GUARD_POSTGRES_SCHEMA",
             "a PostgreSQL identifier: letters, digits and _, not starting with a digit",
@@ -402,24 +385,8 @@ class CheckpointerConfig(_Model):
             return str(value)
         return str(value.base / path)
 
-    @field_validator("channel_mode", mode="before")
-    @classmethod
-    def _mode(cls, value: object) -> object:
-        # strict mode would refuse the plain strings the API promises to accept
-        if isinstance(value, str) and value in ("full", "delta"):
-            return ChannelMode(value)
-        return value
-
-    @field_validator("postgres_schema")
-    @classmethod
-    def _schema(cls, value: str | None) -> str | None:
-        if value is not None and not _IDENT.match(value):
-            raise ValueError("not an identifier")
-        return value
-
     def model_post_init(self, context: Any) -> None:
-        """Cross-field checks: the URL and the schema fit the backend, pool sizes
-        are ordered, a Redis cache has a URL."""
+        """Cross-field: URL and schema fit the backend, pool sizes ordered, Redis has a URL."""
         if self.backend == "postgres":
             require_extra("psycopg", "postgres", "backend 'postgres'")
             if not self.url:
@@ -469,8 +436,6 @@ class CheckpointerConfig(_Model):
             schema, self.channel_mode, snapshot_frequency=self.snapshot_frequency
         )
 
-    # -- identity --------------------------------------------------------------------
-
     def cache_key_prefix(self, identity: str) -> str:
         """The history cache key prefix: ``history_cache.key_prefix`` when configured,
         else ``cg:<backend>:<hash of identity>``, where ``identity`` is the opened
@@ -479,8 +444,6 @@ class CheckpointerConfig(_Model):
             return self.history_cache.key_prefix
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return f"cg:{self.backend}:{digest}"
-
-    # -- sources ---------------------------------------------------------------------
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CheckpointerConfig:
@@ -501,10 +464,7 @@ class CheckpointerConfig(_Model):
 
     @classmethod
     def load(
-        cls,
-        config: ConfigSource = None,
-        *,
-        environ: Mapping[str, str] | None = None,
+        cls, config: ConfigSource = None, *, environ: Mapping[str, str] | None = None
     ) -> CheckpointerConfig:
         """Resolve a configuration from every source: a ``CheckpointerConfig`` is used
         as is; otherwise explicit mapping > file (a path given here, else
@@ -650,21 +610,15 @@ class UnknownEnvironmentVariableError(ConfigError):
     def __init__(self, variable: str, known: list[str]) -> None:
         # Compared without the shared prefix, which would make every name look close.
         tails = {name.removeprefix(ENV_PREFIX): name for name in known}
-        matches = difflib.get_close_matches(
-            variable.removeprefix(ENV_PREFIX), list(tails), n=1, cutoff=0.6
-        )
-        close = [tails[m] for m in matches]
-        hint = f"did you mean {close[0]}? " if close else ""
-        accepted = ", ".join(known)
+        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), list(tails), n=1)
+        self.closest = tails[close[0]] if close else None
+        hint = f"did you mean {self.closest}? " if self.closest else ""
+        self.key, self.value, self.accepted = variable, None, ", ".join(known)
         ValueError.__init__(
             self,
             f"unknown environment variable {variable} ({hint}unset it or fix its name); "
-            f"accepted: {accepted}",
+            f"accepted: {self.accepted}",
         )
-        self.key = variable
-        self.value = None
-        self.accepted = accepted
-        self.closest = close[0] if close else None
 
 
 def known_env_vars() -> list[str]:
@@ -743,22 +697,15 @@ def _build(data: dict[str, Any]) -> CheckpointerConfig:
     try:
         return CheckpointerConfig(**data)
     except ValidationError as exc:
-        raise _config_error(exc, data) from None
-
-
-def _config_error(exc: ValidationError, data: Mapping[str, Any]) -> ConfigError:
-    error = exc.errors()[0]
+        error = exc.errors()[0]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, ConfigError):  # raised by our own cross-field checks
-        return cause
+        raise cause from None
     loc = [str(p) for p in error["loc"]] or ["config"]
-    key = ".".join(loc)
+    key, value = ".".join(loc), error.get("input")
     if error["type"] == "extra_forbidden":
         model = _SECTIONS.get(loc[0], CheckpointerConfig) if len(loc) > 1 else CheckpointerConfig
-        known = ", ".join(sorted(model.model_fields))
-        return ConfigError(key, error.get("input"), known, unknown=True)
-    value = error.get("input")
+        raise ConfigError(key, value, ", ".join(sorted(model.model_fields)), unknown=True)
     if key in _SECRET_KEYS:
         value = redact_url(value)
-    accepted = _ACCEPTED.get(key) or _ACCEPTED.get(loc[0]) or error["msg"]
-    return ConfigError(key, value, accepted)
+    raise ConfigError(key, value, _ACCEPTED.get(key) or _ACCEPTED.get(loc[0]) or error["msg"])

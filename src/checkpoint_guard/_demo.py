@@ -1,7 +1,6 @@
-"""``checkpoint-guard demo``: one scripted conversation (a fake chat model, no network)
-in full mode, delta mode without a history cache and delta mode with the default one,
-on an embedded SQLite file; then the gate refusing the delta thread in full mode.
-"""
+"""``checkpoint-guard demo``: one scripted conversation (a fake chat model, no network) in
+full mode, delta mode without and with the default history cache, on an embedded SQLite
+file; then the gate refusing the delta thread in full mode."""
 
 from __future__ import annotations
 
@@ -207,7 +206,13 @@ def format_demo(result: DemoResult) -> str:
         f"all runs hold {full.messages} messages, "
         + ("identical (digest " + full.digest + ")" if same else "DIFFERENT"),
         "",
-        *_when_faster(full.turns),
+        "When delta mode with the cache is faster: full mode stores and re-reads the whole",
+        "conversation at every checkpoint, so its cost per turn and per read grows with the",
+        "thread; delta mode with the history cache reads only each turn's new writes. On",
+        f"a {full.turns}-turn thread the two are close and the machine's load decides; the",
+        "benchmarks (docs/performance.md) measured delta with the cache at 0.42x of full per",
+        "turn and 0.33x per head read at 300 turns. Storage is smaller from the first turns.",
+        f"Try a longer thread: {_cli()} demo --turns 200",
         "",
         "Opening the delta thread in full mode:",
         f"  refused: {result.gate_message}",
@@ -231,18 +236,6 @@ def fix_command(database: Path) -> str:
 def _cli() -> str:
     """The CLI as this process was started: this interpreter with ``-m``."""
     return f"{shlex.quote(sys.executable)} -m checkpoint_guard"
-
-
-def _when_faster(turns: int) -> list[str]:
-    return [
-        "When delta mode with the cache is faster: full mode stores and re-reads the whole",
-        "conversation at every checkpoint, so its cost per turn and per read grows with the",
-        "thread; delta mode with the history cache reads only each turn's new writes. On",
-        f"a {turns}-turn thread the two are close and the machine's load decides; the",
-        "benchmarks (docs/performance.md) measured delta with the cache at 0.42x of full per",
-        "turn and 0.33x per head read at 300 turns. Storage is smaller from the first turns.",
-        f"Try a longer thread: {_cli()} demo --turns 200",
-    ]
 
 
 def _ratio(run: ModeRun, base: ModeRun) -> str:

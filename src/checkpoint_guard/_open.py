@@ -1,7 +1,5 @@
-"""Opening a configured checkpointer, the composition root: config -> upstream checks
-and process-wide fixes -> inner saver (``stores``) -> cache and layers
-(``savers/_stack.py``) -> the process's mode freeze.
-"""
+"""Opening a configured checkpointer, the composition root: config -> upstream checks and
+fixes -> inner saver (``stores``) -> cache and layers (``savers/_stack.py``) -> mode freeze."""
 
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from .cache import HistoryCache
 from .maintenance._retention import aretention, retention
 from .savers._stack import configured_stack, make_cache, needs_identity
 from .state._overwrite import apply_overwrite_fix
-from .stores import _memory, _postgres, _sqlite, aopen_inner, open_inner, require_extra  # noqa: F401  (register their checks)
+from .stores import aopen_inner, open_inner, require_extra
 
 __all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
 
@@ -55,14 +53,15 @@ def _cache(resolved: CheckpointerConfig, serde: Any, identity: str) -> HistoryCa
     return cache
 
 
-def _prepare(config: ConfigSource) -> CheckpointerConfig:
+def _prepare(config: ConfigSource) -> tuple[CheckpointerConfig, SerializerProtocol | None]:
+    """The resolved configuration (upstream checks run, its fixes installed) and serde."""
     resolved = CheckpointerConfig.load(config)
     _upstream.run_all()  # each check once per process: a failure warns and turns off its feature
     if resolved.fix_overwrite:
         apply_overwrite_fix()
     if resolved.channel_mode is ChannelMode.DELTA:
         _message_ids.write_time_ids_active()  # installs, probes once, warns when it fails
-    return resolved
+    return resolved, make_serde(resolved)
 
 
 def _freeze(resolved: CheckpointerConfig, freeze: ModeFreeze | None) -> None:
@@ -81,8 +80,7 @@ def open_checkpointer(
     environment). A successful open freezes the channel mode and snapshot frequency in
     ``freeze`` (the process's by default): a later open with other values raises
     ``CheckpointModeReconfigurationError``."""
-    resolved = _prepare(config)
-    serde = make_serde(resolved)
+    resolved, serde = _prepare(config)
     with open_inner(resolved, serde) as inner:
         found = stores.identity(resolved, inner) if needs_identity(resolved) else ""
         cache = _cache(resolved, inner.serde, found)
@@ -104,8 +102,7 @@ async def aopen_checkpointer(
     ``retention.older_than`` set, the opened stack also sweeps in the background
     (``checkpoint_guard.maintenance._retention``) until it closes; a sync stack
     does not (schedule ``checkpoint-guard sweep``)."""
-    resolved = _prepare(config)
-    serde = make_serde(resolved)
+    resolved, serde = _prepare(config)
     async with aopen_inner(resolved, serde) as inner:
         found = await stores.aidentity(resolved, inner) if needs_identity(resolved) else ""
         cache = _cache(resolved, inner.serde, found)

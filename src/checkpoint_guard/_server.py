@@ -1,10 +1,7 @@
-"""The LangGraph server's checkpointer adapter does not forward
-``aget_delta_channel_history``, so Pregel walks every ancestor through it and the
-history cache is never asked. ``forward_delta_history()`` makes the adapter forward it
-to checkpoint-guard's layers (only those), guarded by a behavioural probe that stands
-the fix down once langgraph-api forwards the call itself. docs/deploying.md ("What the
-factory does") explains it.
-"""
+"""The LangGraph server's adapter does not forward ``aget_delta_channel_history``, so Pregel
+walks every ancestor through it and the history cache is never asked. ``forward_delta_history``
+makes it forward to our layers (only those) until a probe shows langgraph-api forwards it
+itself (docs/deploying.md, "What the factory does")."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import logging
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
@@ -36,22 +33,19 @@ _ADAPTER_CLASS = "_CustomCheckpointerAdapter"
 _MARK = "__checkpoint_guard_forward__"
 
 
-class ServerAdapterStatus:
-    """The possible outcomes of ``forward_delta_history`` (plain strings)."""
-
-    NOT_SERVER = "not-server"  # the adapter module is not loaded: nothing to do
-    FORWARDED = "forwarded"  # our forward is installed on the adapter
-    UPSTREAM = "upstream"  # the adapter forwards the call itself: we stand down
-    DISABLED = "disabled"  # fix_server_adapter: false
-    PROBE_FAILED = "probe-failed"  # the adapter looks different: nothing changed
+#: what ``forward_delta_history`` did: the adapter module is not loaded (``not-server``),
+#: our forward is installed (``forwarded``), the adapter forwards the call itself and we
+#: stand down (``upstream``), ``fix_server_adapter: false`` (``disabled``), the adapter
+#: looks different and nothing changed (``probe-failed``)
+ServerAdapterStatus = Literal["not-server", "forwarded", "upstream", "disabled", "probe-failed"]
 
 
 _lock = threading.Lock()
-_status: str = ServerAdapterStatus.NOT_SERVER
+_status: ServerAdapterStatus = "not-server"
 _logged: set[str] = set()
 
 
-def server_adapter_status() -> str:
+def server_adapter_status() -> ServerAdapterStatus:
     """The last outcome of ``forward_delta_history`` in this process."""
     return _status
 
@@ -148,17 +142,17 @@ def _remove(adapter_cls: type) -> None:
 
 
 _LOGS = {
-    ServerAdapterStatus.DISABLED: (
+    "disabled": (
         logging.WARNING,
         "checkpoint-guard: fix_server_adapter is off: the LangGraph server's %s walks "
         "every ancestor with one aget_tuple per step (the history cache is not used)",
     ),
-    ServerAdapterStatus.UPSTREAM: (
+    "upstream": (
         logging.INFO,
         "checkpoint-guard: the LangGraph server's %s forwards aget_delta_channel_history "
         "itself; checkpoint-guard's forward stands down",
     ),
-    ServerAdapterStatus.FORWARDED: (
+    "forwarded": (
         logging.WARNING,
         "checkpoint-guard: the LangGraph server's %s does not forward "
         "aget_delta_channel_history (an upstream limitation: every step would re-read "
@@ -168,7 +162,7 @@ _LOGS = {
 }
 
 
-def _logged_once(status: str) -> str:
+def _logged_once(status: ServerAdapterStatus) -> ServerAdapterStatus:
     """``status``, its message logged the first time it is the outcome."""
     with _lock:
         first = status not in _logged
@@ -183,7 +177,7 @@ def _installed(adapter_cls: type) -> bool:
     return getattr(adapter_cls.__dict__.get("aget_delta_channel_history"), _MARK, None) is not None
 
 
-async def forward_delta_history(enabled: bool = True) -> str:
+async def forward_delta_history(enabled: bool = True) -> ServerAdapterStatus:
     """Make the LangGraph server's adapter forward delta history to our layers (not
     outside the server, nor when ``enabled`` is false). Returns, and remembers for
     ``server_adapter_status()``, a ``ServerAdapterStatus`` value, logged once per kind."""
@@ -191,29 +185,29 @@ async def forward_delta_history(enabled: bool = True) -> str:
     module = sys.modules.get(ADAPTER_MODULE)
     adapter_cls = getattr(module, _ADAPTER_CLASS, None) if module is not None else None
     if not isinstance(adapter_cls, type):
-        _status = ServerAdapterStatus.NOT_SERVER
+        _status = "not-server"
     elif not enabled:
-        _status = _logged_once(ServerAdapterStatus.DISABLED)
+        _status = _logged_once("disabled")
     elif _installed(adapter_cls):
-        _status = ServerAdapterStatus.FORWARDED
+        _status = "forwarded"
     else:
         _status = await _forward(adapter_cls, module)
     return _status
 
 
-async def _forward(adapter_cls: type, module: Any) -> str:
+async def _forward(adapter_cls: type, module: Any) -> ServerAdapterStatus:
     if _upstream.result(CHECK).status == "skipped":
         _upstream.reset(CHECK)  # checked when a stack opened outside the server: again now
     if not _upstream.holds(CHECK):  # warned once by _upstream; nothing is changed
-        return ServerAdapterStatus.PROBE_FAILED
+        return "probe-failed"
     try:
         forwards = await _adapter_forwards(adapter_cls, module)
     except Exception as exc:  # the check passed moments ago: remember it as failed now
         _upstream.record_failure(CHECK, f"{type(exc).__name__}: {exc}")
-        return ServerAdapterStatus.PROBE_FAILED
+        return "probe-failed"
     if forwards:
-        return _logged_once(ServerAdapterStatus.UPSTREAM)
+        return _logged_once("upstream")
     with _lock:
         if not _installed(adapter_cls):
             _install(adapter_cls)
-    return _logged_once(ServerAdapterStatus.FORWARDED)
+    return _logged_once("forwarded")

@@ -1,9 +1,6 @@
-"""The ``checkpoint-guard`` command line.
-
-Exit status: 0 on success, 1 when a check finds a problem or an operation is
-refused, 2 on bad usage, bad configuration or a backend that cannot be reached or
-opened (as ``bench``).
-"""
+"""The ``checkpoint-guard`` command line. Exit status: 0 on success, 1 when a check finds a
+problem or an operation is refused, 2 on bad usage, bad configuration or a backend that
+cannot be reached or opened (as ``bench``)."""
 
 from __future__ import annotations
 
@@ -13,12 +10,12 @@ import importlib.util
 import json
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -29,7 +26,7 @@ from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError,
 from ._modes import ModeFreeze
 from ._open import open_checkpointer
 from ._server import ADAPTER_MODULE
-from .maintenance import ThreadFilter
+from .maintenance import Graph, ThreadFilter
 from .stores import require_extra
 from .stores._postgres import _pg_error
 
@@ -40,8 +37,7 @@ _Saver = BaseCheckpointSaver[Any]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser whose usage mistakes are one line (exit 2), as every other
-    mistake of the CLI: the problem and where the usage is, not the usage itself."""
+    """A parser whose usage mistakes are one line (exit 2), as every other mistake."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -54,17 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     # Global options are accepted before or after the subcommand: the subparsers
     # share them with SUPPRESS defaults, so a value given before is not reset.
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--config",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help="YAML configuration (else environment)",
-    )
-    common.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
-    )
-    parser.add_argument("--config", metavar="PATH", help="YAML configuration (else environment)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    suppressed: dict[str, Any] = {"default": argparse.SUPPRESS}
+    for target, unset in ((parser, {}), (common, suppressed)):
+        target.add_argument(
+            "--config", metavar="PATH", help="YAML configuration (else environment)", **unset
+        )
+        target.add_argument("--json", action="store_true", help="machine-readable output", **unset)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo", help="full vs delta mode on an embedded SQLite file", parents=[common]
@@ -192,10 +183,9 @@ def _progress(args: argparse.Namespace, total: int | None, what: str) -> Iterato
 
 
 def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
-    """``graph=`` and ``subgraphs=`` for the maintenance functions, from ``--graph``
-    and each ``--subgraph PREFIX=PATH``."""
+    """Maintenance's ``graph=`` and ``subgraphs=``, from ``--graph`` and each ``--subgraph``."""
     graph = load_graph(args.graph) if getattr(args, "graph", None) else None
-    subgraphs: dict[str, _Graph] = {}
+    subgraphs: dict[str, Graph] = {}
     for item in getattr(args, "subgraph", None) or ():
         prefix, sep, spec = item.partition("=")
         if not sep or not prefix.strip() or ":" in prefix:
@@ -209,14 +199,7 @@ def _known_graphs(args: argparse.Namespace) -> dict[str, Any]:
     return {"graph": graph, "subgraphs": subgraphs or None}
 
 
-class _Graph(Protocol):
-    """A compiled graph or a ``StateGraph``: maintenance reads its channel table."""
-
-    @property
-    def channels(self) -> Mapping[str, Any]: ...
-
-
-def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
+def load_graph(spec: str, *, key: str = "--graph") -> Graph:
     """The graph named by ``spec`` (``module:attr`` or ``path/to/file.py:attr``, as in
     langgraph.json): a compiled graph, a ``StateGraph`` or a factory of one; else
     ``ConfigError`` naming ``key`` (the option)."""
@@ -260,7 +243,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> _Graph:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    graph: _Graph = obj
+    graph: Graph = obj
     return graph
 
 
@@ -327,10 +310,9 @@ def _print_changes(args: argparse.Namespace, reports: list[Any]) -> None:
     headers = ["thread", "action", "checkpoints", "rewritten", "deleted", "bytes", "bytes after"]
     print(_table(headers, rows))
     for report in reports:
-        if report.detail:
-            print(f"  {report.thread_id}: {report.detail}")
-        if report.refused:
-            print(f"  {report.thread_id}: {report.refused}")
+        for note in (report.detail, report.refused):
+            if note:
+                print(f"  {report.thread_id}: {note}")
     if len(reports) > 1:
         before = sum(r.bytes_before or 0 for r in reports)
         after = sum(r.bytes_after or 0 for r in reports)
@@ -370,8 +352,7 @@ def _store(config: CheckpointerConfig) -> str:
 
 
 _POINT = (
-    "point --config (or CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store "
-    "that holds your threads"
+    "point --config (or CHECKPOINT_GUARD_URL / CHECKPOINT_GUARD_BACKEND) at the store that holds"
 )
 
 
@@ -388,26 +369,23 @@ def _require_store(config: CheckpointerConfig) -> None:
         )
     if config.backend == "sqlite":
         path = Path(config.url or "checkpoints.sqlite").expanduser()
-        if not path.is_file():
+        missing = "no file"
+        if path.is_file():
+            try:
+                uri = f"{path.resolve().as_uri()}?mode=ro"
+                with closing(sqlite3.connect(uri, uri=True)) as conn:
+                    found = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+                    ).fetchone()
+            except sqlite3.Error as exc:
+                raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
+            missing = "" if found else "the file has no checkpoints table"
+        if missing:
             raise ConfigError(
                 "url",
                 str(path),
                 "an existing SQLite checkpoint database",
-                detail=f"no file; {_POINT}",
-            )
-        try:
-            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-                found = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-                ).fetchone()
-        except sqlite3.Error as exc:
-            raise BackendUnavailableError(f"cannot read {where}: {exc}") from None
-        if found is None:
-            raise ConfigError(
-                "url",
-                str(path),
-                "an existing SQLite checkpoint database",
-                detail=f"the file has no checkpoints table; {_POINT}",
+                detail=f"{missing}; {_POINT} your threads",
             )
     elif config.backend == "postgres":
         _require_postgres_tables(config, where)
@@ -430,7 +408,7 @@ def _require_postgres_tables(config: CheckpointerConfig, where: str) -> None:
             "url",
             where,
             "a PostgreSQL database holding LangGraph's checkpoint tables",
-            detail=f"no table {table}; {_POINT}",
+            detail=f"no table {table}; {_POINT} your threads",
         )
 
 
@@ -446,27 +424,27 @@ def _inspect(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> 
     return _status(info.ok)
 
 
-def _scan(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    ids = maintenance.list_threads(saver)
-    with _progress(args, len(ids), "scan") as (tick, _step):
-        infos = maintenance.scan(saver, ids, progress=tick)
-    _print_infos(args, infos, problems=False)
+def _survey(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
+    """``scan`` (every thread) / ``verify`` (replays too); exit 1 when a thread is not ok."""
+    verify = args.command == "verify"
+    if verify:
+        ids, where = _thread_ids(args, saver, required=False)
+    else:
+        ids, where = maintenance.list_threads(saver), None
+    with _progress(args, len(ids), args.command) as (tick, _step):
+        if verify:
+            infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
+        else:
+            infos = maintenance.scan(saver, ids, progress=tick)
+    _print_infos(args, infos, problems=verify)
     return _status(all(i.ok for i in infos))
 
 
-def _verify(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
-    ids, where = _thread_ids(args, saver, required=False)
-    with _progress(args, len(ids), "verify") as (tick, _step):
-        infos = maintenance.verify(saver, ids, progress=tick, where=where, **known)
-    _print_infos(args, infos, problems=True)
-    return _status(all(i.ok for i in infos))
-
-
-def _change(
-    args: argparse.Namespace, saver: _Saver, known: dict[str, Any], operation: Callable[..., Any]
-) -> int:
+def _change(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     """``migrate`` / ``prune``: the changed threads' reports; exit 1 when one was refused."""
     ids, where = _thread_ids(args, saver, required=True)
+    migrate = args.command == "migrate"
+    operation = partial(maintenance.migrate, to=args.to) if migrate else maintenance.prune
     with _progress(args, len(ids), args.command) as (tick, step):
         reports = operation(
             saver,
@@ -483,8 +461,7 @@ def _change(
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    """A command on the configured store: print it, refuse one without checkpoint
-    tables, open it and run the command."""
+    """A store command: name the store, refuse one without checkpoint tables, open it, run."""
     config = CheckpointerConfig.load(args.config)
     if args.command == "sweep":  # a bad duration is refused before the store is looked at
         args.older_than = parse_duration(args.older_than, key="--older-than")
@@ -500,15 +477,12 @@ def _maintain(args: argparse.Namespace) -> int:
         except MaintenanceError as exc:
             if exc.missing_thread is None:
                 raise
-            raise MaintenanceError(  # a typo, or another store: name the store looked in
-                f"{exc} in {where}; point --config (or CHECKPOINT_GUARD_URL / "
-                "CHECKPOINT_GUARD_BACKEND) at the store that holds it"
-            ) from exc
+            # a typo, or another store: name the store looked in
+            raise MaintenanceError(f"{exc} in {where}; {_POINT} it") from exc
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """``checkpoint-guard doctor``: every upstream check now, one line each; exit 1
-    when one fails. Needs no configuration."""
+    """``doctor``: every upstream check, one line each; exit 1 when one fails (no config)."""
     if importlib.util.find_spec("langgraph_api") is not None:
         try:  # the server's adapter is checked when it can be loaded here
             importlib.import_module(ADAPTER_MODULE)
@@ -561,12 +535,10 @@ def _sweep(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> in
 
 _STORE_COMMANDS: dict[str, Callable[[argparse.Namespace, _Saver, dict[str, Any]], int]] = {
     "inspect": _inspect,
-    "scan": _scan,
-    "verify": _verify,
-    "migrate": lambda args, saver, known: _change(
-        args, saver, known, partial(maintenance.migrate, to=args.to)
-    ),
-    "prune": lambda args, saver, known: _change(args, saver, known, maintenance.prune),
+    "scan": _survey,
+    "verify": _survey,
+    "migrate": _change,
+    "prune": _change,
     "sweep": _sweep,
 }
 DEMO_DIR = "checkpoint-guard-demo"
@@ -630,19 +602,14 @@ def _bench(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the process's)."""
-    tokens = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    args, rest = parser.parse_known_args(tokens)
+    args, rest = parser.parse_known_args(argv)  # None: sys.argv[1:]
     if args.command == "bench":
         return _bench(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "doctor":
-            return _doctor(args)
-        return _maintain(args)
+        return {"demo": _demo, "doctor": _doctor}.get(args.command, _maintain)(args)
     except (ConfigError, BackendUnavailableError) as exc:  # exit 2, as `bench` does
         what = "configuration error" if isinstance(exc, ConfigError) else "backend unavailable"
         print(f"checkpoint-guard: {what}: {exc}", file=sys.stderr)
@@ -650,10 +617,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointGuardError as exc:
         print(f"checkpoint-guard: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
 
 
 def run() -> None:

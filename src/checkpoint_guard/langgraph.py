@@ -2,11 +2,11 @@
 ``"checkpointer": {"path": "checkpoint_guard.langgraph.checkpointer"}`` (the server
 splits a non-file path on its last dot) and ``"http": {"app": "checkpoint_guard.langgraph:app"}``
 (the exception handlers and ``GET /checkpoint-guard/stats``; built on first access, as
-Starlette ships with the server, not this package). See docs/deploying.md.
-"""
+Starlette ships with the server, not this package). See docs/deploying.md."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -75,36 +75,27 @@ def stats() -> dict[str, Any]:
     }
 
 
-async def _on_mismatch(request: Any, exc: Exception) -> Any:
+async def _on_mode_error(request: Any, exc: Exception) -> Any:
+    """A refused thread (409, with its fix) or a reconfigured process (503)."""
     from starlette.responses import JSONResponse
 
-    assert isinstance(exc, CheckpointModeMismatchError)
-    body = {
-        "detail": str(exc),
-        "error": type(exc).__name__,
-        "thread_id": exc.thread_id,
-        "checkpoint_ns": exc.checkpoint_ns,
-        "checkpoint_id": exc.checkpoint_id,
-        "mode": exc.mode,
-        "found": exc.found,
-        "fix": (
-            f"run this deployment with CHECKPOINT_GUARD_CHANNEL_MODE={exc.found}, or convert "
-            f"the thread: checkpoint-guard migrate --to {exc.mode} {exc.thread_id}"
-        ),
-    }
+    body: dict[str, Any] = {"detail": str(exc), "error": type(exc).__name__}
+    if not isinstance(exc, CheckpointModeMismatchError):
+        body["fix"] = (
+            "one process runs one channel mode and snapshot frequency: fix the "
+            "configuration and restart the server"
+        )
+        return JSONResponse(body, status_code=503)
+    body.update(
+        thread_id=exc.thread_id,
+        checkpoint_ns=exc.checkpoint_ns,
+        checkpoint_id=exc.checkpoint_id,
+        mode=exc.mode,
+        found=exc.found,
+        fix=f"run this deployment with CHECKPOINT_GUARD_CHANNEL_MODE={exc.found}, or convert "
+        f"the thread: checkpoint-guard migrate --to {exc.mode} {exc.thread_id}",
+    )
     return JSONResponse(body, status_code=409)
-
-
-async def _on_reconfiguration(request: Any, exc: Exception) -> Any:
-    from starlette.responses import JSONResponse
-
-    body = {
-        "detail": str(exc),
-        "error": type(exc).__name__,
-        "fix": "one process runs one channel mode and snapshot frequency: fix the "
-        "configuration and restart the server",
-    }
-    return JSONResponse(body, status_code=503)
 
 
 class _App(Protocol):
@@ -122,8 +113,8 @@ def add_exception_handlers(target: _AppT) -> _AppT:
     """Register checkpoint-guard's exception handlers on a Starlette/FastAPI app
     (``CheckpointModeMismatchError`` -> 409, ``CheckpointModeReconfigurationError``
     -> 503, JSON bodies with ``detail`` and ``fix``); returns ``target``."""
-    target.add_exception_handler(CheckpointModeMismatchError, _on_mismatch)
-    target.add_exception_handler(CheckpointModeReconfigurationError, _on_reconfiguration)
+    target.add_exception_handler(CheckpointModeMismatchError, _on_mode_error)
+    target.add_exception_handler(CheckpointModeReconfigurationError, _on_mode_error)
     return target
 
 
@@ -147,15 +138,12 @@ def make_app() -> Any:
     return add_exception_handlers(built)
 
 
-_app: Any = None
+_app = functools.cache(make_app)
 
 
 def __getattr__(name: str) -> Any:
     # ``app`` is built on first access, so importing this module (the checkpointer
     # factory) never needs Starlette.
-    global _app
     if name == "app":
-        if _app is None:
-            _app = make_app()
-        return _app
+        return _app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
