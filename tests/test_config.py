@@ -179,6 +179,10 @@ BAD_MAPPINGS = [
     ({"history_cache": {"max_bytes": 0}}, "invalid history_cache.max_bytes: 0"),
     ({"history_cache": {"ttl_seconds": -1}}, "invalid history_cache.ttl_seconds: -1"),
     ({"postgres_schema": "x; drop"}, "invalid postgres_schema: 'x; drop'"),
+    (
+        {"backend": "postgres", "url": "postgresql://u@h/d", "postgres_schema": "app\n"},
+        "invalid postgres_schema: 'app\\n'; accepted: a PostgreSQL identifier",
+    ),
 ]
 
 

@@ -74,7 +74,7 @@ def _within(default: float, bounds: tuple[float, float]) -> Any:
     return Field(default, ge=bounds[0], le=bounds[1], allow_inf_nan=False)
 
 
-_IDENT = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"  # python-re: as ever, "$" takes a final newline
+_IDENT = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\Z"
 _DRIVER_SUFFIX = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+://")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _LIBPQ_KEYWORDS = re.compile(r"^\s*(host|hostaddr|port|dbname|user|service)\s*=")
