@@ -103,8 +103,10 @@ def measure_cold_read(url: str, n: int, repeat: int) -> dict[str, float]:
             spent.append(time.perf_counter_ns() - t0)
 
     try:
-        token = writer.begin("thread", "").token
         for start in range(0, len(steps), 200):
+            # as the saver does: begin with a probe of the batch's parent, so this
+            # process knows the entry the batch extends
+            token = writer.begin("thread", "", [("messages", [f"c{start}"])]).token
             assert (
                 writer.extend_read("thread", "", steps[start : start + 200], token, "", [])
                 is not None
