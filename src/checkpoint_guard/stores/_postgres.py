@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,7 +22,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
-from .._io import Plan, Request, adrive, drive
+from .._io import Call, Plan, Request, adrive, drive
 from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["PostgresRows"]
@@ -56,11 +56,11 @@ def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
     )
 
 
-def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
+def _pg_kwargs(config: CheckpointerConfig, autocommit: bool = True) -> dict[str, Any]:
     from psycopg.rows import dict_row
 
     kwargs: dict[str, Any] = {
-        "autocommit": True,
+        "autocommit": autocommit,
         # Never prepare server-side: behind PgBouncer in transaction mode a name
         # prepared on one server connection is missing (or taken) on the next one.
         # (psycopg prepares after ``prepare_threshold`` executions; 0 = at once.)
@@ -94,11 +94,12 @@ _WHAT = "backend 'postgres'"
 
 @dataclass(frozen=True)
 class _Driver:
-    """One side's classes: the saver, psycopg_pool's pool and psycopg's connection."""
+    """One side's classes (the saver, psycopg_pool's pool, psycopg's connection) and sleep."""
 
     saver: Any
     pool: Any
     connection: Any
+    sleep: Callable[[float], Any]
 
 
 def _driver() -> _Driver:
@@ -107,6 +108,7 @@ def _driver() -> _Driver:
         require_extra("langgraph.checkpoint.postgres", "postgres", _WHAT).PostgresSaver,
         require_extra("psycopg_pool", "postgres", _WHAT).ConnectionPool,
         require_extra("psycopg", "postgres", _WHAT).Connection,
+        time.sleep,
     )
 
 
@@ -116,34 +118,29 @@ def _adriver() -> _Driver:
         require_extra("langgraph.checkpoint.postgres.aio", "postgres", _WHAT).AsyncPostgresSaver,
         require_extra("psycopg_pool", "postgres", _WHAT).AsyncConnectionPool,
         require_extra("psycopg", "postgres", _WHAT).AsyncConnection,
+        asyncio.sleep,
     )
 
 
-def _pg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
-    """Fail fast with a clear, credential-free error; create the schema if asked
-    and check that connections really land in it."""
+def _connect(
+    config: CheckpointerConfig, driver: _Driver, autocommit: bool = True
+) -> Plan[Any, Any]:
     url = config.url or ""
     try:
-        conn = driver.connection.connect(url, **_pg_kwargs(config))
+        conn = yield Call(driver.connection.connect, url, **_pg_kwargs(config, autocommit))
     except Exception as exc:
         raise _pg_error(url, exc) from None
-    with conn:
-        if config.postgres_schema:
-            _check_schema(config, (conn.execute(_SEARCH_PATH)).fetchone())
-            conn.execute(_create_schema(config.postgres_schema))
+    return conn
 
 
-async def _apg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
-    """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
-    url = config.url or ""
-    try:
-        conn = await driver.connection.connect(url, **_pg_kwargs(config))
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    async with conn:
-        if config.postgres_schema:
-            _check_schema(config, await (await conn.execute(_SEARCH_PATH)).fetchone())
-            await conn.execute(_create_schema(config.postgres_schema))
+def _fetch(conn: Any, sql: Any) -> Plan[Any, Any]:
+    """The first row of ``sql`` on ``conn``."""
+    cursor = yield Call(conn.execute, sql)
+    return (yield Call(cursor.fetchone))
+
+
+def _held(row: Any) -> bool:
+    return bool(row and row["held"])
 
 
 _SEARCH_PATH = "SELECT current_setting('search_path') AS path"
@@ -175,17 +172,8 @@ _SETUP_LOCK = (
 _SETUP_POLL_S = (0.01, 0.5)
 
 
-def _setup_pause(pause: float) -> float:
-    return min(pause * 2, _SETUP_POLL_S[1])
-
-
-_sleep = time.sleep
-_asleep = asyncio.sleep
-
-
-@contextmanager
-def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
-    """Hold the setup lock (on a connection of its own) while the body runs.
+def _setup_serialized(config: CheckpointerConfig, driver: _Driver, setup: Call) -> Plan[Any, None]:
+    """Run ``setup`` holding the setup lock (on a connection of its own).
 
     LangGraph's ``setup()`` migrates outside a transaction (``CREATE INDEX
     CONCURRENTLY``), so two processes running it at once can race and deadlock.
@@ -194,47 +182,19 @@ def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[N
     waited for: a waiting statement's snapshot would block the holder's index
     build, a deadlock across two connections PostgreSQL cannot see. The later
     process finds the migrations applied and does nothing."""
-    url = config.url or ""
+    conn = yield from _connect(config, driver, autocommit=False)
     try:
-        conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    with conn:
         pause = _SETUP_POLL_S[0]
-        while True:
-            row = (conn.execute(_SETUP_LOCK)).fetchone()
-            if row and row["held"]:
-                break
-            conn.rollback()  # no snapshot kept while waiting
-            _sleep(pause)
-            pause = _setup_pause(pause)
+        while not _held((yield from _fetch(conn, _SETUP_LOCK))):
+            yield Call(conn.rollback)  # no snapshot kept while waiting
+            yield Call(driver.sleep, pause)
+            pause = min(pause * 2, _SETUP_POLL_S[1])
         try:
-            yield
+            yield setup
         finally:
-            conn.rollback()
-
-
-@asynccontextmanager
-async def _asetup_serialized(config: CheckpointerConfig, driver: _Driver) -> AsyncIterator[None]:
-    """Async ``_setup_serialized``."""
-    url = config.url or ""
-    try:
-        conn = await driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    async with conn:
-        pause = _SETUP_POLL_S[0]
-        while True:
-            row = await (await conn.execute(_SETUP_LOCK)).fetchone()
-            if row and row["held"]:
-                break
-            await conn.rollback()  # no snapshot kept while waiting
-            await _asleep(pause)
-            pause = _setup_pause(pause)
-        try:
-            yield
-        finally:
-            await conn.rollback()
+            yield Call(conn.rollback)
+    finally:
+        yield Call(conn.close)
 
 
 def _create_schema(schema: str) -> Any:
@@ -243,27 +203,45 @@ def _create_schema(schema: str) -> Any:
     return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
 
 
+def _open(
+    config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
+) -> Plan[Any, Any]:
+    """The saver over an open pool, its tables set up once across processes. First
+    fails fast with a clear, credential-free error, creates the schema if asked and
+    checks that connections really land in it."""
+    conn = yield from _connect(config, driver)
+    try:
+        if config.postgres_schema:
+            _check_schema(config, (yield from _fetch(conn, _SEARCH_PATH)))
+            yield Call(conn.execute, _create_schema(config.postgres_schema))
+    finally:
+        yield Call(conn.close)
+    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
+    try:
+        yield Call(pool.open, wait=True, timeout=config.connect_timeout_seconds)
+    except Exception as exc:
+        yield Call(pool.close)
+        raise _pg_error(config.url or "", exc) from None
+    try:
+        saver = driver.saver(pool, serde=serde)
+        yield from _setup_serialized(config, driver, Call(saver.setup))
+    except BaseException:
+        yield Call(pool.close)
+        raise
+    return saver
+
+
 @contextmanager
 def open_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
     up once across processes; the pool is closed on exit."""
-    driver = _driver()
-    _pg_prepare(config, driver)
-    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
+    saver = drive(_open(config, _driver(), serde), None)
     try:
-        pool.open(wait=True, timeout=config.connect_timeout_seconds)
-    except Exception as exc:
-        pool.close()
-        raise _pg_error(config.url or "", exc) from None
-    try:
-        pg_saver = driver.saver(pool, serde=serde)
-        with _setup_serialized(config, driver):
-            pg_saver.setup()
-        yield pg_saver
+        yield saver
     finally:
-        pool.close()
+        saver.conn.close()
 
 
 @asynccontextmanager
@@ -271,21 +249,11 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
-    driver = _adriver()
-    await _apg_prepare(config, driver)
-    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
+    saver = await adrive(_open(config, _adriver(), serde), None)
     try:
-        await pool.open(wait=True, timeout=config.connect_timeout_seconds)
-    except Exception as exc:
-        await pool.close()
-        raise _pg_error(config.url or "", exc) from None
-    try:
-        pg_saver = driver.saver(pool, serde=serde)
-        async with _asetup_serialized(config, driver):
-            await pg_saver.setup()
-        yield pg_saver
+        yield saver
     finally:
-        await pool.close()
+        await saver.conn.close()
 
 
 # ---- identity
@@ -336,16 +304,14 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     spelling of one database takes one lock."""
     import psycopg
 
-    kwargs = {**_pg_kwargs(config), "autocommit": False}
-    conn = await psycopg.AsyncConnection.connect(config.url or "", **kwargs)
+    conn = await psycopg.AsyncConnection.connect(config.url or "", **_pg_kwargs(config, False))
     try:
         async with conn.transaction():
             found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
             cur = await conn.execute(
                 "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),)
             )
-            row: Any = await cur.fetchone()
-            yield bool(row and row["held"])
+            yield _held(await cur.fetchone())
     finally:
         await conn.close()
 
