@@ -23,7 +23,7 @@ from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
 from .._io import Call, Plan, Request, adrive, drive
-from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
+from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["PostgresRows"]
 
@@ -403,6 +403,32 @@ class PostgresRows(SqlRows):
     # stops it (docs/retention.md, "Live threads", says what the second listing
     # before commit closes and what stays open).
     lock_listing = " FOR UPDATE"
+    size_queries = (
+        "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
+        " FROM checkpoints GROUP BY thread_id",
+        "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) FROM checkpoint_blobs"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(octet_length(blob)) FROM checkpoint_writes GROUP BY thread_id",
+    )
+    # One snapshot of the source for every statement (a turn committing between two
+    # of them would otherwise be copied in part).
+    copy_first = ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",)
+    # Copied rows win over leftovers under the target id (orphan blobs or writes of
+    # deleted checkpoints); only writes of checkpoints that exist are copied.
+    copy_values = (
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+        " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
+        " WHERE thread_id = %s"
+        " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
+        " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
+        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, blob)"
+        " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+        f" w.channel, w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND{STORED}"
+        " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+        " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
+        " type = EXCLUDED.type, blob = EXCLUDED.blob",
+    )
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         with self.saver._cursor() as cursor, cursor.connection.transaction():
@@ -411,20 +437,6 @@ class PostgresRows(SqlRows):
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         async with self.saver._cursor() as cursor, cursor.connection.transaction():
             return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
-
-    def sizes(self) -> SqlPlan[dict[str, int]]:
-        out: dict[str, int] = {}
-        for sql in (
-            "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
-            " AS n FROM checkpoints GROUP BY thread_id",
-            "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) AS n FROM checkpoint_blobs"
-            " GROUP BY thread_id",
-            "SELECT thread_id, SUM(octet_length(blob)) AS n FROM checkpoint_writes"
-            " GROUP BY thread_id",
-        ):
-            for row in (yield Sql(sql)):
-                out[row["thread_id"]] = out.get(row["thread_id"], 0) + int(row["n"] or 0)
-        return out
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
         for row in _blob_rows(self.saver, thread_id, rewrite):
@@ -461,46 +473,6 @@ class PostgresRows(SqlRows):
                 " AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
                 (thread_id, ns, [p[0] for p in pairs], [p[1] for p in pairs]),
             )
-
-    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
-        # One snapshot of the source for every statement (a turn committing between
-        # two of them would otherwise be copied in part).
-        yield Sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        existing = yield Sql(
-            "SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s", (target,)
-        )
-        if existing and existing[0]["n"]:
-            return f"the target already has {existing[0]['n']} checkpoint(s)"
-        yield Sql(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-            " parent_checkpoint_id, type, checkpoint, metadata)"
-            " SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-            " metadata FROM checkpoints WHERE thread_id = %s",
-            (target, source),
-        )
-        # Copied rows win over leftovers under the target id (orphan blobs or writes of
-        # deleted checkpoints); only writes of checkpoints that exist are copied.
-        yield Sql(
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
-            " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
-            " WHERE thread_id = %s"
-            " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
-            " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
-            (target, source),
-        )
-        yield Sql(
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-            " task_path, idx, channel, type, blob)"
-            " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
-            " w.channel, w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND"
-            " EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-            " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
-            " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
-            " type = EXCLUDED.type, blob = EXCLUDED.blob",
-            (target, source),
-        )
-        return None
 
     def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
         yield Sql(

@@ -23,8 +23,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig
 from .._errors import BackendUnavailableError, require_extra
-from .._io import Plan, adrive, drive
-from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
+from .._io import Call, Plan, adrive, drive
+from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["SqliteRows"]
 
@@ -78,27 +78,36 @@ def _adriver() -> _Driver:
     return _Driver(saver, aiosqlite.connect)
 
 
+def _open(
+    config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
+) -> Plan[Any, Any]:
+    target = _sqlite_target(config)
+    try:
+        conn = yield Call(driver.connect, target)
+    except sqlite3.Error as exc:
+        raise _sqlite_error(target, exc) from None
+    try:
+        saver = driver.saver(conn, serde=serde)
+        yield Call(saver.setup)
+    except BaseException as exc:
+        yield Call(conn.close)
+        if isinstance(exc, sqlite3.OperationalError):
+            raise _sqlite_error(target, exc) from None
+        raise
+    return saver
+
+
 @contextmanager
 def open_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
     ``:memory:``), set up; the connection is closed on exit."""
-    driver = _driver()
-    target = _sqlite_target(config)
+    saver = drive(_open(config, _driver(), serde), None)
     try:
-        conn = driver.connect(target)
-    except sqlite3.Error as exc:
-        raise _sqlite_error(target, exc) from None
-    try:
-        saver = driver.saver(conn, serde=serde)
-        try:
-            saver.setup()
-        except sqlite3.OperationalError as exc:
-            raise _sqlite_error(target, exc) from None
         yield saver
     finally:
-        conn.close()
+        saver.conn.close()
 
 
 @asynccontextmanager
@@ -106,21 +115,11 @@ async def aopen_saver(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
-    driver = _adriver()
-    target = _sqlite_target(config)
+    saver = await adrive(_open(config, _adriver(), serde), None)
     try:
-        conn = await driver.connect(target)
-    except sqlite3.Error as exc:
-        raise _sqlite_error(target, exc) from None
-    try:
-        saver = driver.saver(conn, serde=serde)
-        try:
-            await saver.setup()
-        except sqlite3.OperationalError as exc:
-            raise _sqlite_error(target, exc) from None
         yield saver
     finally:
-        await conn.close()
+        await saver.conn.close()
 
 
 def _real_path(config: CheckpointerConfig) -> Path | None:
@@ -274,6 +273,19 @@ class SqliteRows(SqlRows):
     excludes_writers = True
     writes = "writes"
     param = "?"
+    size_queries = (
+        "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
+    )
+    # Only writes of checkpoints that exist: a write left behind by a deleted
+    # checkpoint is garbage, and copying it could collide with one in the target.
+    copy_values = (
+        "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, value)"
+        " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+        f" w.channel, w.type, w.value FROM writes w WHERE w.thread_id = ? AND{STORED}",
+    )
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         conn = self.saver.conn
@@ -314,41 +326,6 @@ class SqliteRows(SqlRows):
         await self.saver.setup()  # it takes the (not reentrant) asyncio lock itself
         async with self.saver.lock, self.saver.conn.cursor() as cursor:
             yield cursor
-
-    def sizes(self) -> SqlPlan[dict[str, int]]:
-        out: dict[str, int] = {}
-        for sql in (
-            "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
-            " GROUP BY thread_id",
-            "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
-        ):
-            for thread_id, nbytes in (yield Sql(sql)):
-                out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
-        return out
-
-    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
-        existing = yield Sql("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (target,))
-        if existing and existing[0][0]:
-            return f"the target already has {existing[0][0]} checkpoint(s)"
-        yield Sql(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-            " parent_checkpoint_id, type, checkpoint, metadata)"
-            " SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-            " metadata FROM checkpoints WHERE thread_id = ?",
-            (target, source),
-        )
-        # Only writes of checkpoints that exist: a write left behind by a deleted
-        # checkpoint is garbage, and copying it could collide with one in the target.
-        yield Sql(
-            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-            " task_path, idx, channel, type, value)"
-            " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
-            " w.channel, w.type, w.value FROM writes w WHERE w.thread_id = ? AND EXISTS (SELECT"
-            " 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
-            (target, source),
-        )
-        return None
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
         yield _rewrite_row(self.saver, thread_id, rewrite)
