@@ -55,17 +55,14 @@ async def aopen_inner(
 
 
 def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
-    """The identity of the store ``saver`` (opened from ``config``) works on, read
-    from the store itself, so that every spelling of one database gives one identity
-    (the default cache key prefix is derived from it); no credentials."""
-    found: str = store_module(config.backend).identity(config, saver)
-    return found
+    """The identity of the store ``saver`` (opened from ``config``) works on, read from
+    the store itself: one per database whatever its spelling, without credentials."""
+    return str(store_module(config.backend).identity(config, saver))
 
 
 async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
     """``identity`` of an async saver."""
-    found: str = await store_module(config.backend).aidentity(config, saver)
-    return found
+    return str(await store_module(config.backend).aidentity(config, saver))
 
 
 def retention_lock(config: CheckpointerConfig) -> AbstractAsyncContextManager[bool]:

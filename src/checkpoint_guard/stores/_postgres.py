@@ -1,8 +1,6 @@
-"""Everything the package knows about PostgreSQL: opening ``PostgresSaver`` /
-``AsyncPostgresSaver`` (works the same directly and through PgBouncer), the
-retention lock, and the row operations maintenance runs on its tables, sync and
-async from one set of statements. How a rewrite is stored: docs/design.md,
-"Maintenance and stores".
+"""Everything the package knows about PostgreSQL (directly or through PgBouncer):
+opening ``PostgresSaver`` / ``AsyncPostgresSaver``, the retention lock, and the row
+operations maintenance runs on its tables (docs/design.md, "Maintenance and stores").
 """
 
 from __future__ import annotations
@@ -439,7 +437,9 @@ class PostgresRows(SqlRows):
             return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
-        for row in _blob_rows(self.saver, thread_id, rewrite):
+        values = rewrite.checkpoint["channel_values"]
+        kept = {ch: values[ch] for ch in rewrite.versions if ch in values}
+        for row in self.saver._dump_blobs(thread_id, rewrite.checkpoint_ns, kept, rewrite.versions):
             yield Sql(_UPSERT_BLOB, row)
         yield _Put(thread_id, rewrite)
         yield Sql(
@@ -497,14 +497,3 @@ class PostgresRows(SqlRows):
             (list(_TABLES), list(_TABLES)),
         )
         return [r["name"] for r in rows]
-
-
-def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
-    values = rewrite.checkpoint["channel_values"]
-    rows: list[tuple[Any, ...]] = saver._dump_blobs(
-        thread_id,
-        rewrite.checkpoint_ns,
-        {ch: values[ch] for ch in rewrite.versions if ch in values},
-        rewrite.versions,
-    )
-    return rows

@@ -105,20 +105,6 @@ def garbage(
 Orphans = Literal["", "garbage", "all"]
 
 
-def doomed_orphans(
-    orphans: Orphans,
-    checkpoints: Sequence[tuple[str, str]],
-    written: Sequence[tuple[str, str]],
-    now: float,
-) -> list[tuple[str, str]]:
-    """The ``(namespace, checkpoint id)`` whose writes a change deletes as orphans."""
-    if orphans == "all":
-        return sorted(set(written) - set(checkpoints))
-    if orphans == "garbage":
-        return garbage(checkpoints, written, now)
-    return []
-
-
 @dataclass(frozen=True)
 class Change:
     """One thread's change, all or nothing: ``rewrites``, then ``deletes`` (namespace
@@ -284,8 +270,12 @@ class RowStore:
         doomed = {(ns, cid) for ns, ids in change.deletes.items() for cid in ids}
         kept = [pair for pair in checkpoints if pair not in doomed]
         left_written = [w for w in written if w not in doomed]
+        if change.orphans == "all":
+            orphaned = sorted(set(left_written) - set(kept))
+        else:
+            orphaned = garbage(kept, left_written, now) if change.orphans else []
         by_ns: dict[str, list[str]] = {}
-        for ns, cid in doomed_orphans(change.orphans, kept, left_written, now):
+        for ns, cid in orphaned:
             by_ns.setdefault(ns, []).append(cid)
         for ns, ids in by_ns.items():
             yield from self._delete_orphans(thread_id, ns, ids)

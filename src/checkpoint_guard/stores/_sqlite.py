@@ -150,20 +150,13 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     exclusive ``flock`` on ``<database>.retention-lock`` next to the file's real
     path (every process using a SQLite file is on its host); ``:memory:`` belongs
     to one connection, so it is always held."""
+    import fcntl
+
     path = _real_path(config)
     if path is None:
         yield True
         return
-    with _file_lock(path) as held:
-        yield held
-
-
-@contextlib.contextmanager
-def _file_lock(database: Path) -> Iterator[bool]:
-    import fcntl
-
-    path = database.with_name(database.name + ".retention-lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path.with_name(path.name + ".retention-lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
