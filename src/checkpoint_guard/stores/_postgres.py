@@ -72,21 +72,6 @@ def _pg_kwargs(config: CheckpointerConfig, autocommit: bool = True) -> dict[str,
     return kwargs
 
 
-def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
-    # opened explicitly afterwards, so a failure can be reported without credentials
-    return {
-        "conninfo": config.url,
-        "min_size": config.pool_min_size,
-        "max_size": config.pool_max_size,
-        "kwargs": _pg_kwargs(config),
-        "open": False,
-        # The pool's own check on every checkout: after a restart or failover a
-        # dead pooled connection is replaced instead of failing one more turn
-        # (costs one empty query per checkout).
-        "check": check,
-    }
-
-
 _WHAT = "backend 'postgres'"
 
 
@@ -195,26 +180,33 @@ def _setup_serialized(config: CheckpointerConfig, driver: _Driver, setup: Call) 
         yield Call(conn.close)
 
 
-def _create_schema(schema: str) -> Any:
-    from psycopg import sql
-
-    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-
-
 def _open(
     config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
 ) -> Plan[Any, Any]:
     """The saver over an open pool, its tables set up once across processes. First
     fails fast with a clear, credential-free error, creates the schema if asked and
     checks that connections really land in it."""
+    from psycopg import sql
+
     conn = yield from _connect(config, driver)
     try:
         if config.postgres_schema:
             _check_schema(config, (yield from _fetch(conn, _SEARCH_PATH)))
-            yield Call(conn.execute, _create_schema(config.postgres_schema))
+            schema = sql.Identifier(config.postgres_schema)
+            yield Call(conn.execute, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
     finally:
         yield Call(conn.close)
-    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
+    # Opened explicitly, so a failure is reported without credentials. The pool checks
+    # every checkout (one empty query): a connection dead after a restart or failover
+    # is replaced instead of failing one more turn.
+    pool = driver.pool(
+        conninfo=config.url,
+        min_size=config.pool_min_size,
+        max_size=config.pool_max_size,
+        kwargs=_pg_kwargs(config),
+        open=False,
+        check=driver.pool.check_connection,
+    )
     try:
         yield Call(pool.open, wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:

@@ -281,29 +281,23 @@ class SqliteRows(SqlRows):
     )
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
-        conn = self.saver.conn
         with self._locked() as cursor:
-            if exclusive and not conn.in_transaction:
-                cursor.execute("BEGIN IMMEDIATE")
-            try:
-                result = drive(plan, Tx(cursor))
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-        return result
+            return drive(self._committed(plan, exclusive), Tx(cursor))
 
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
-        conn = self.saver.conn
         async with self._alocked() as cursor:
-            if exclusive and not conn.in_transaction:
-                await cursor.execute("BEGIN IMMEDIATE")
-            try:
-                result = await adrive(plan, Tx(cursor))
-            except BaseException:
-                await conn.rollback()
-                raise
-            await conn.commit()
+            return await adrive(self._committed(plan, exclusive), Tx(cursor))
+
+    def _committed(self, plan: SqlPlan[R], exclusive: bool) -> SqlPlan[R]:
+        conn = self.saver.conn
+        if exclusive and not conn.in_transaction:
+            yield Sql("BEGIN IMMEDIATE")
+        try:
+            result = yield from plan
+        except BaseException:
+            yield Call(conn.rollback)
+            raise
+        yield Call(conn.commit)
         return result
 
     @contextmanager
