@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -27,20 +26,18 @@ R = TypeVar("R")
 # ---- opening
 
 
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A new ``InMemorySaver`` (nothing to close)."""
-    yield InMemorySaver(serde=serde)
+def driver() -> None:
+    """None: ``InMemorySaver`` serves sync and async alike."""
 
 
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """A new ``InMemorySaver`` (it serves sync and async)."""
-    yield InMemorySaver(serde=serde)
+adriver = driver
+
+
+def opening(
+    config: CheckpointerConfig, driver: None, serde: SerializerProtocol | None
+) -> Plan[Any, tuple[Any, None]]:
+    """A new ``InMemorySaver``, with nothing to close."""
+    return answered((InMemorySaver(serde=serde), None))
 
 
 def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:

@@ -9,8 +9,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -85,7 +84,7 @@ class _Driver:
     sleep: Callable[[float], Any]
 
 
-def _driver() -> _Driver:
+def driver() -> _Driver:
     """``PostgresSaver`` over psycopg's sync pool and connections."""
     return _Driver(
         require_extra("langgraph.checkpoint.postgres", "postgres", _WHAT).PostgresSaver,
@@ -95,7 +94,7 @@ def _driver() -> _Driver:
     )
 
 
-def _adriver() -> _Driver:
+def adriver() -> _Driver:
     """``AsyncPostgresSaver`` over psycopg's async pool and connections."""
     return _Driver(
         require_extra("langgraph.checkpoint.postgres.aio", "postgres", _WHAT).AsyncPostgresSaver,
@@ -180,12 +179,13 @@ def _setup_serialized(config: CheckpointerConfig, driver: _Driver, setup: Call) 
         yield Call(conn.close)
 
 
-def _open(
+def opening(
     config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
-) -> Plan[Any, Any]:
-    """The saver over an open pool, its tables set up once across processes. First
-    fails fast with a clear, credential-free error, creates the schema if asked and
-    checks that connections really land in it."""
+) -> Plan[Any, tuple[Any, Call]]:
+    """A ``PostgresSaver`` / ``AsyncPostgresSaver`` over a connection pool on
+    ``config.url``, its tables set up once across processes, and what closes the pool.
+    First fails fast with a clear, credential-free error, creates the schema if asked
+    and checks that connections really land in it."""
     from psycopg import sql
 
     conn = yield from _connect(config, driver)
@@ -218,32 +218,7 @@ def _open(
     except BaseException:
         yield Call(pool.close)
         raise
-    return saver
-
-
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
-    up once across processes; the pool is closed on exit."""
-    saver = drive(_open(config, _driver(), serde), None)
-    try:
-        yield saver
-    finally:
-        saver.conn.close()
-
-
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
-    saver = await adrive(_open(config, _adriver(), serde), None)
-    try:
-        yield saver
-    finally:
-        await saver.conn.close()
+    return saver, Call(pool.close)
 
 
 # ---- identity

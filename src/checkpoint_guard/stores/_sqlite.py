@@ -64,13 +64,13 @@ class _Driver:
     connect: Callable[[str], Any]
 
 
-def _driver() -> _Driver:
+def driver() -> _Driver:
     """``SqliteSaver`` over ``sqlite3``."""
     saver = require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'").SqliteSaver
     return _Driver(saver, functools.partial(sqlite3.connect, check_same_thread=False))
 
 
-def _adriver() -> _Driver:
+def adriver() -> _Driver:
     """``AsyncSqliteSaver`` over ``aiosqlite``."""
     what = "backend 'sqlite' (async)"
     aiosqlite = require_extra("aiosqlite", "sqlite", what)
@@ -78,9 +78,11 @@ def _adriver() -> _Driver:
     return _Driver(saver, aiosqlite.connect)
 
 
-def _open(
+def opening(
     config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
-) -> Plan[Any, Any]:
+) -> Plan[Any, tuple[Any, Call]]:
+    """A ``SqliteSaver`` / ``AsyncSqliteSaver`` on ``config.url`` (a file, created with
+    its directory, or ``:memory:``), set up, and what closes its connection."""
     target = _sqlite_target(config)
     try:
         conn = yield Call(driver.connect, target)
@@ -94,32 +96,7 @@ def _open(
         if isinstance(exc, sqlite3.OperationalError):
             raise _sqlite_error(target, exc) from None
         raise
-    return saver
-
-
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
-    ``:memory:``), set up; the connection is closed on exit."""
-    saver = drive(_open(config, _driver(), serde), None)
-    try:
-        yield saver
-    finally:
-        saver.conn.close()
-
-
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
-    saver = await adrive(_open(config, _adriver(), serde), None)
-    try:
-        yield saver
-    finally:
-        await saver.conn.close()
+    return saver, Call(conn.close)
 
 
 def _real_path(config: CheckpointerConfig) -> Path | None:
