@@ -191,44 +191,37 @@ def check_tables() -> str | None:
     from langgraph.checkpoint.base import empty_checkpoint
 
     with SqliteSaver.from_conn_string(":memory:") as saver:
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"c": [1]}
-        checkpoint["channel_versions"] = {"c": "1"}
+        root = empty_checkpoint()
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        stored = saver.put(config, checkpoint, {"step": -1}, {"c": "1"})
+        stored = saver.put(config, root, {"step": -1}, {})
         saver.put_writes(stored, [("c", 2)], "task")
+        # A rewrite writes the row put writes: same columns, serialization and metadata.
+        child = empty_checkpoint()
+        child["channel_values"] = {"c": [1]}
+        child["channel_versions"] = {"c": "1"}
+        metadata: Any = {"step": 0, "source": "loop"}
+        saver.put(stored, child, metadata, {"c": "1"})
         with saver.lock:  # the saver's own lock, which maintenance takes too
             conn = saver.conn
         rows = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
-            " checkpoint, metadata FROM checkpoints"
+            " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
+            (child["id"],),
         ).fetchall()
-        if len(rows) != 1 or tuple(rows[0][:4]) != ("t", "", checkpoint["id"], None):
-            return f"checkpoints rows are {rows!r}"
-        values = saver.serde.loads_typed((rows[0][4], rows[0][5]))["channel_values"]
-        if values != {"c": [1]}:
+        ours = tuple(_rewrite_row(saver, "t", Rewrite("", child, metadata, root["id"])).params)
+        if [tuple(row) for row in rows] != [ours]:
+            return f"put writes the rows {rows!r}, a rewrite {ours!r}"
+        if saver.serde.loads_typed((rows[0][4], rows[0][5]))["channel_values"] != {"c": [1]}:
             return "a checkpoint row does not hold its channel values inline"
         writes = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,"
             " type, value FROM writes"
         ).fetchall()
-        expected = ("t", "", checkpoint["id"], "task", "", 0, "c")
+        expected = ("t", "", root["id"], "task", "", 0, "c")
         if len(writes) != 1 or tuple(writes[0][:7]) != expected:
             return f"writes rows are {writes!r}"
         if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
             return "a writes row does not hold its typed value"
-        # A rewrite writes the row put writes: same serialization, same metadata.
-        child = empty_checkpoint()
-        metadata: Any = {"step": 0, "source": "loop"}
-        saver.put(stored, child, metadata, {})
-        put_row = conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
-            " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
-            (child["id"],),
-        ).fetchone()
-        ours = _rewrite_row(saver, "t", Rewrite("", child, metadata, checkpoint["id"])).params
-        if tuple(put_row) != tuple(ours):
-            return f"put writes the row {tuple(put_row)!r}, a rewrite {tuple(ours)!r}"
     return None
 
 
