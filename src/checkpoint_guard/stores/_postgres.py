@@ -37,19 +37,15 @@ _UPSERT_BLOB = (
 # ---- opening
 
 
-def _pg_where(url: str) -> str:
+def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
     from psycopg.conninfo import conninfo_to_dict
 
     params = conninfo_to_dict(url)
-    host = params.get("host") or "localhost"
-    port = params.get("port") or 5432
-    return f"{host}:{port}/{params.get('dbname') or ''}"
-
-
-def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
+    where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
     reason = str(redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
     return BackendUnavailableError(
-        f"cannot connect to PostgreSQL at {_pg_where(url)}: {type(exc).__name__}: {reason}"
+        f"cannot connect to PostgreSQL at {where}/{params.get('dbname') or ''}: "
+        f"{type(exc).__name__}: {reason}"
     )
 
 
