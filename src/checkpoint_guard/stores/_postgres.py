@@ -266,15 +266,10 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     import psycopg
 
     conn = await psycopg.AsyncConnection.connect(config.url or "", **_pg_kwargs(config, False))
-    try:
-        async with conn.transaction():
-            found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
-            cur = await conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),)
-            )
-            yield _held(await cur.fetchone())
-    finally:
-        await conn.close()
+    async with conn, conn.transaction():
+        found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
+        cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),))
+        yield _held(await cur.fetchone())
 
 
 SAVER_CHECK = "postgres-saver"
@@ -289,9 +284,8 @@ SAVER_CHECK = "postgres-saver"
 )
 def check_saver() -> str | None:
     """Build blob rows with a connection-less ``PostgresSaver`` (``_dump_blobs`` is pure)
-    and look for ``_cursor`` on both savers. The table layout itself needs a server:
-    a mismatch there fails the maintenance statement inside its transaction, which
-    rolls back."""
+    and look for ``_cursor`` on both savers. The tables need a server: a mismatch there
+    fails the maintenance statement inside its transaction, which rolls back."""
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver

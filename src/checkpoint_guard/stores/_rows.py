@@ -170,9 +170,7 @@ def classify_orphans(
     stored: dict[str, list[tuple[str, str]]] = {}
     for thread_id, ns, cid in checkpoint_rows:
         stored.setdefault(thread_id, []).append((str(ns), str(cid)))
-    counts: dict[tuple[str, str, str], int] = {}
-    for thread_id, ns, cid, n in orphan_rows:
-        counts[(thread_id, str(ns), str(cid))] = int(n)
+    counts = {(thread_id, str(ns), str(cid)): int(n) for thread_id, ns, cid, n in orphan_rows}
     out: dict[str, int] = {}
     for thread_id in {key[0] for key in counts}:
         written = [(ns, cid) for t, ns, cid in counts if t == thread_id]
