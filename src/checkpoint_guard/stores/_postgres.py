@@ -323,16 +323,14 @@ class _Put(Request[Tx, None]):
     rewrite: Rewrite
 
     def run(self, tx: Tx) -> None:
-        rewrite = self.rewrite
-        bound = _bound(tx.saver, tx.cursor.connection)
-        bound.put(rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        _bound(tx.saver, tx.cursor.connection).put(*self._args())
 
     async def arun(self, tx: Tx) -> None:
+        await _bound(tx.saver, tx.cursor.connection).aput(*self._args())
+
+    def _args(self) -> tuple[Any, ...]:
         rewrite = self.rewrite
-        bound = _bound(tx.saver, tx.cursor.connection)
-        await bound.aput(
-            rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
-        )
+        return rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
 
 
 def _bound(saver: Any, conn: Any) -> Any:

@@ -155,18 +155,11 @@ def _rewrite_row(saver: Any, thread_id: str, rewrite: Rewrite) -> Sql:
     metadata = json.dumps(
         get_checkpoint_metadata(config, rewrite.metadata), ensure_ascii=False
     ).encode("utf-8", "ignore")
+    key = (thread_id, rewrite.checkpoint_ns, rewrite.checkpoint["id"], rewrite.parent_id)
     return Sql(
         "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
         " parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            thread_id,
-            rewrite.checkpoint_ns,
-            rewrite.checkpoint["id"],
-            rewrite.parent_id,
-            type_,
-            data,
-            metadata,
-        ),
+        (*key, type_, data, metadata),
     )
 
 
