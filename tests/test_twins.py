@@ -67,9 +67,7 @@ EXPECTED = {
     "cache/_redis.py:RedisHistoryCache.close",
     "cache/_redis.py:_Eval.run",
     "cache/_protocol.py:HistoryCache.begin",
-    "stores/_postgres.py:<module>._pg_prepare",
     "stores/__init__.py:<module>.open_inner",
-    "stores/_memory.py:<module>.open_saver",
     # retention: the sweep and the row operations it drives, sync class vs async class
     "maintenance/_sweep.py:<module>.sweep",
     "maintenance/_ops.py:_RowRequest.run",

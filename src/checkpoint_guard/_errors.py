@@ -29,12 +29,9 @@ class CheckpointGuardError(RuntimeError):
 
 
 class CheckpointModeMismatchError(CheckpointGuardError):
-    """A full-mode saver met a delta-mode checkpoint.
-
-    Raised before anything is handed out or written. ``thread_id``,
-    ``checkpoint_ns`` and ``checkpoint_id`` (may be ``None``) name the checkpoint,
-    ``mode`` is the saver's mode and ``found`` the mode the checkpoint carries.
-    """
+    """A full-mode saver met a delta-mode checkpoint; raised before anything is handed
+    out or written. ``thread_id``, ``checkpoint_ns`` and ``checkpoint_id`` (may be
+    ``None``) name the checkpoint, ``mode`` is the saver's mode, ``found`` the checkpoint's."""
 
     def __init__(
         self,

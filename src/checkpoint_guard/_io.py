@@ -1,23 +1,19 @@
 """The one protocol between the package's pure logic and its I/O.
 
-A *plan* is a generator. It yields :class:`Request` objects, each one piece of I/O
-with typed arguments, and is sent each request's answer; its return value is the
-plan's result. A request knows how to do its I/O on both sides (``run`` against a
-synchronous target, ``arun`` against an asynchronous one), so the two drivers below
-are the only code that differs between sync and async callers of a plan, and the
-logic is written once.
-
-A request that raises is thrown into the plan at its ``yield``: the plan's own
-``try``/``finally`` undoes what it started (and may yield requests to do so), on
-both sides alike, cancellation included.
+A *plan* is a generator that yields :class:`Request` objects (one piece of I/O each,
+done by ``run`` on the sync side and ``arun`` on the async one), is sent each answer
+and returns its result: the two drivers below are the only code that differs between
+sync and async callers. A request that raises is thrown into the plan at its
+``yield``, so the plan's own ``try``/``finally`` undoes what it started (and may yield
+requests to do so), cancellation included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Plan", "Request", "adrive", "drive"]
+__all__ = ["Call", "Plan", "Request", "adrive", "drive"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,6 +30,24 @@ class Request(Generic[Target, T]):
 
     async def arun(self, target: Target) -> T:
         raise NotImplementedError
+
+
+class Call(Request[Any, Any]):
+    """``fn(*args, **kwargs)``, for a plan built over one side's objects: ``arun``
+    awaits what the call returns. The target is not used."""
+
+    __slots__ = ("args", "fn", "kwargs")
+
+    def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def run(self, target: Any) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+    async def arun(self, target: Any) -> Any:
+        return await self.fn(*self.args, **self.kwargs)
 
 
 #: A plan over targets of type ``Target`` returning ``R``.

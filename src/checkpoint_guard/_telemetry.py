@@ -1,8 +1,6 @@
-"""OpenTelemetry metrics and spans: the one module that imports ``opentelemetry``.
-
-The API only (the ``otel`` extra): without it every function here does nothing; with
-it, nothing is recorded until the application configures an SDK. Attribute values
-come from small fixed sets (no ids, no payloads). docs/telemetry.md is the reference.
+"""OpenTelemetry metrics and spans: the one module that imports ``opentelemetry`` (the
+API only, the ``otel`` extra; without it every function here does nothing). Attribute
+values come from small fixed sets (no ids, no payloads). Reference: docs/telemetry.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""A reusable parity kit: test any saver (or wrapper) against ``InMemorySaver``.
-
-``assert_saver_parity(make_saver)`` runs a hypothesis state machine that drives the
-saver under test and a model ``InMemorySaver`` with the same operations (puts, forks,
-writes, reads, listings, deletes, delta history and, where maintenance serves the
-storage, ``prune``, ``copy_thread`` and ``delete_for_runs``) and compares every answer,
-modulo the mode marker; the first disagreement raises ``AssertionError`` with the
-minimal sequence of operations. The strategies and ``SaverParityMachine`` are public,
-for your own machines (docs/testing-kit.md).
+"""A reusable parity kit: ``assert_saver_parity(make_saver)`` drives any saver (or
+wrapper) and a model ``InMemorySaver`` with the same operations and compares every
+answer (docs/testing-kit.md). The strategies and ``SaverParityMachine`` are public,
+for your own machines.
 """
 
 from __future__ import annotations
@@ -29,8 +24,6 @@ try:
         run_state_machine_as_test,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    # hypothesis is an optional dependency: say which extra brings it instead of
-    # surfacing a bare "No module named 'hypothesis'".
     raise ImportError(
         "checkpoint_guard.testing needs hypothesis, which is not installed; "
         "install it with: pip install 'checkpoint-guard[testing]'",
@@ -83,8 +76,8 @@ MakeSaver = Callable[
 CHANNELS = ("messages", "notes")
 """Channels the machine writes: ``messages`` carries messages, ``notes`` plain values."""
 
-# A task id always runs at one task path, as in LangGraph (savers keep the path of
-# a task's first write; a re-write under another path is not a case they agree on).
+# A task id always runs at one task path, as in LangGraph (savers disagree on a
+# re-write under another path).
 TASK_PATHS = {"task-a": "", "task-b": "~__pregel_pull, node", "task-c": "~__pregel_pull, other"}
 
 thread_ids = st.sampled_from(["t1", "t2", "a:b", "*", "ünï"])
@@ -106,14 +99,13 @@ _snapshots = st.builds(
 channel_values = st.fixed_dictionaries(
     {},
     optional={
-        # a delta-mode saver refuses a plain value under ``messages`` (the graph was
-        # compiled without the delta schema): there it is always a snapshot
+        # a delta-mode saver refuses a plain value under ``messages``
         "messages": _snapshots,
         "notes": st.one_of(_snapshots, st.lists(st.integers(0, 3), max_size=2)),
     },
 )
-"""Values stored in a checkpoint: a ``_DeltaSnapshot`` seed, or (on ``notes``) a plain
-value, as a thread migrated from full mode holds."""
+"""Values stored in a checkpoint: a delta snapshot seed, or (on ``notes``) a plain value
+(a thread migrated from full mode)."""
 
 
 def _cfg(thread_id: str, ns: str | None = None) -> RunnableConfig:
@@ -144,12 +136,11 @@ def _view(tup: CheckpointTuple | None) -> Any:
 
 
 def _append(state: Any, writes: Any) -> Any:
-    # A batching-invariant reducer that accepts any value: the machine's channels
-    # carry ints and strings as well as messages.
+    # batching-invariant and accepting any value (channels carry ints and strings too)
     return [*(state or []), *writes]
 
 
-_REDUCERS = {ch: _append for ch in ("messages", "notes")}
+_REDUCERS = {ch: _append for ch in CHANNELS}
 
 
 #: a call on a sync saver, and its twin on an async one
@@ -219,8 +210,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         return self._loop.run_until_complete(asynchronous(self.subject))
 
     def _both(self, sync: Call, asynchronous: ACall) -> tuple[Any, Any]:
-        """The model's and the subject's outcomes of the same call: both values, or
-        errors of one type."""
+        """The model's and the subject's outcomes of one call: values, or errors of one type."""
         model = _outcome(lambda: sync(self.model))
         subject = _outcome(lambda: self._call(sync, asynchronous))
         assert model[0] == subject[0], (model, subject)
@@ -297,9 +287,8 @@ class SaverParityMachine(RuleBasedStateMachine):
             self._check_history(ref, list(CHANNELS))
         return ref
 
-    # A batch is all regular channels or all special ones (as LangGraph's loop writes
-    # them): savers legitimately differ on re-writes of mixed batches (SQLite and
-    # PostgreSQL ignore a special re-write there, InMemorySaver overwrites).
+    # A batch is all regular channels or all special ones, as LangGraph's loop writes
+    # them: savers differ on re-writes of mixed batches (docs/testing-kit.md).
     @rule(
         ref=refs,
         writes=st.one_of(
@@ -341,8 +330,7 @@ class SaverParityMachine(RuleBasedStateMachine):
         limit: int | None,
     ) -> None:
         config = _cfg(thread_id, ns) if thread_id is not None else None
-        # Across threads or namespaces the order is unspecified (InMemorySaver goes
-        # thread by thread, SQL savers by id): compare those listings as sets, unlimited.
+        # across threads or namespaces the order is unspecified: compare as sets, unlimited
         ordered = thread_id is not None and ns is not None
         kwargs: dict[str, Any] = {
             "limit": limit if ordered else None,
@@ -437,12 +425,12 @@ def assert_saver_parity(
 ) -> None:
     """Check that the saver ``make_saver()`` yields behaves like ``InMemorySaver``.
 
-    ``make_saver``: a zero-argument callable returning a context manager (sync or async:
-    then driven through the ``a*`` methods) yielding a fresh, empty saver. Raises
+    ``make_saver``: a zero-argument callable returning a context manager (sync, or async:
+    then the ``a*`` methods are used) yielding a fresh, empty saver. Raises
     ``AssertionError`` with hypothesis's minimal sequence of operations on the first
     disagreement. ``delta_history`` also compares ``get_delta_channel_history`` with
-    ``BaseCheckpointSaver``'s walk over the model; ``max_examples`` defaults to the
-    active hypothesis profile; ``settings`` (a ``hypothesis.settings``) overrides all.
+    ``BaseCheckpointSaver``'s walk; ``max_examples`` defaults to ``settings`` (a
+    ``hypothesis.settings``, by default the active profile).
     """
     machine = make_parity_machine(make_saver, delta_history=delta_history)
     base = settings or Settings()

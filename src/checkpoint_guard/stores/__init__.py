@@ -16,6 +16,7 @@ from .. import _backends, _upstream
 from .._config import CheckpointerConfig
 from .._errors import MaintenanceError
 from .._errors import require_extra as require_extra  # the openers' callers import it here
+from .._io import adrive, drive
 from . import _memory, _postgres, _sqlite
 from ._rows import RowStore
 
@@ -40,9 +41,15 @@ def store_module(backend: str) -> Any:
 def open_inner(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> Iterator[BaseCheckpointSaver[Any]]:
-    """The sync inner saver for ``config``, set up; closed on exit."""
-    with store_module(config.backend).open_saver(config, serde) as saver:
+    """The sync inner saver for ``config``, set up (the store's ``opening`` plan over
+    its sync ``driver``); closed on exit."""
+    module = store_module(config.backend)
+    saver, close = drive(module.opening(config, module.driver(), serde), None)
+    try:
         yield saver
+    finally:
+        if close is not None:
+            close.run(None)
 
 
 @asynccontextmanager
@@ -50,22 +57,24 @@ async def aopen_inner(
     config: CheckpointerConfig, serde: SerializerProtocol | None = None
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The async inner saver for ``config``, set up; closed on exit."""
-    async with store_module(config.backend).aopen_saver(config, serde) as saver:
+    module = store_module(config.backend)
+    saver, close = await adrive(module.opening(config, module.adriver(), serde), None)
+    try:
         yield saver
+    finally:
+        if close is not None:
+            await close.arun(None)
 
 
 def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
-    """The identity of the store ``saver`` (opened from ``config``) works on, read
-    from the store itself, so that every spelling of one database gives one identity
-    (the default cache key prefix is derived from it); no credentials."""
-    found: str = store_module(config.backend).identity(config, saver)
-    return found
+    """The identity of the store ``saver`` (opened from ``config``) works on, read from
+    the store itself: one per database whatever its spelling, without credentials."""
+    return str(store_module(config.backend).identity(config, saver))
 
 
 async def aidentity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
     """``identity`` of an async saver."""
-    found: str = await store_module(config.backend).aidentity(config, saver)
-    return found
+    return str(await store_module(config.backend).aidentity(config, saver))
 
 
 def retention_lock(config: CheckpointerConfig) -> AbstractAsyncContextManager[bool]:

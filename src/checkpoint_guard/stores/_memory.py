@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -17,7 +16,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig
 from .._io import Plan, drive
-from ._rows import Change, Rewrite, RowStore, answered, classify_orphans, doomed_orphans, unseen
+from ._rows import Rewrite, RowStore, answered, classify_orphans
 
 __all__ = ["MemoryRows"]
 
@@ -27,20 +26,18 @@ R = TypeVar("R")
 # ---- opening
 
 
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A new ``InMemorySaver`` (nothing to close)."""
-    yield InMemorySaver(serde=serde)
+def driver() -> None:
+    """None: ``InMemorySaver`` serves sync and async alike."""
 
 
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """A new ``InMemorySaver`` (it serves sync and async)."""
-    yield InMemorySaver(serde=serde)
+adriver = driver
+
+
+def opening(
+    config: CheckpointerConfig, driver: None, serde: SerializerProtocol | None
+) -> Plan[Any, tuple[Any, None]]:
+    """A new ``InMemorySaver``, with nothing to close."""
+    return answered((InMemorySaver(serde=serde), None))
 
 
 def identity(config: CheckpointerConfig, saver: BaseCheckpointSaver[Any]) -> str:
@@ -118,6 +115,7 @@ class MemoryRows(RowStore):
     excluded: InMemorySaver has no lock to take; docs/retention.md)."""
 
     serves_both = True
+    excludes_writers = True
     upstream_check = LAYOUT_CHECK
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
@@ -145,13 +143,14 @@ class MemoryRows(RowStore):
             out[thread_id] = out.get(thread_id, 0) + _nbytes(typed)
         return answered(out)
 
-    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> None:
+    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> Plan[Any, None]:
         # put() replaces the entry (parent included) and, for the channels named
         # in new_versions, the blob at that version: exactly a rewrite in place.
         config = rewrite.put_config(thread_id)
         self.saver.put(config, rewrite.checkpoint, rewrite.metadata, rewrite.versions)
+        return answered(None)
 
-    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> None:
+    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> Plan[Any, None]:
         checkpoints = self.saver.storage.get(thread_id, {}).get(ns, {})
         for cid in set(ids):
             checkpoints.pop(cid, None)
@@ -165,8 +164,14 @@ class MemoryRows(RowStore):
         for key in [k for k in self.saver.blobs if k[0] == thread_id and k[1] == ns]:
             if (key[2], key[3]) not in referenced:
                 del self.saver.blobs[key]
+        return answered(None)
 
-    def _listing(self, thread_id: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> Plan[Any, None]:
+        for cid in ids:
+            self.saver.writes.pop((thread_id, ns, cid), None)
+        return answered(None)
+
+    def _listed(self, thread_id: str) -> Plan[Any, tuple[list[Any], list[Any]]]:
         # list() first: a sync turn in another OS thread may add keys meanwhile
         spaces = list(self.saver.storage.get(thread_id, {}).items())
         checkpoints = [(ns, cid) for ns, stored in spaces for cid in list(stored)]
@@ -175,22 +180,7 @@ class MemoryRows(RowStore):
             for key, rows in list(self.saver.writes.items())
             if rows and key[0] == thread_id
         ]
-        return checkpoints, written
-
-    def change(self, thread_id: str, change: Change, now: float) -> Plan[Any, str | None]:
-        checkpoints, written = self._listing(thread_id)
-        why = unseen(change.seen, checkpoints, written, now)
-        if why is not None:
-            return answered(why)
-        for rewrite in change.rewrites:
-            self._rewrite(thread_id, rewrite)
-        for ns, ids in change.deletes.items():
-            if ids:
-                self._delete(thread_id, ns, ids)
-        checkpoints, written = self._listing(thread_id)
-        for ns, cid in doomed_orphans(change.orphans, checkpoints, written, now):
-            self.saver.writes.pop((thread_id, ns, cid), None)
-        return answered(None)
+        return answered((checkpoints, written))
 
     def copy(self, source: str, target: str) -> Plan[Any, str | None]:
         saver = self.saver

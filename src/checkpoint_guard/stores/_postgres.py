@@ -1,8 +1,6 @@
-"""Everything the package knows about PostgreSQL: opening ``PostgresSaver`` /
-``AsyncPostgresSaver`` (works the same directly and through PgBouncer), the
-retention lock, and the row operations maintenance runs on its tables, sync and
-async from one set of statements. How a rewrite is stored: docs/design.md,
-"Maintenance and stores".
+"""Everything the package knows about PostgreSQL (directly or through PgBouncer):
+opening ``PostgresSaver`` / ``AsyncPostgresSaver``, the retention lock, and the row
+operations maintenance runs on its tables (docs/design.md, "Maintenance and stores").
 """
 
 from __future__ import annotations
@@ -11,8 +9,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,8 +19,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig, redact_url
 from .._errors import BackendUnavailableError, ConfigError, require_extra
-from .._io import Plan, Request, adrive, drive
-from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
+from .._io import Call, Plan, Request, adrive, drive
+from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["PostgresRows"]
 
@@ -40,27 +37,23 @@ _UPSERT_BLOB = (
 # ---- opening
 
 
-def _pg_where(url: str) -> str:
+def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
     from psycopg.conninfo import conninfo_to_dict
 
     params = conninfo_to_dict(url)
-    host = params.get("host") or "localhost"
-    port = params.get("port") or 5432
-    return f"{host}:{port}/{params.get('dbname') or ''}"
-
-
-def _pg_error(url: str, exc: BaseException) -> BackendUnavailableError:
+    where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
     reason = str(redact_url(str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
     return BackendUnavailableError(
-        f"cannot connect to PostgreSQL at {_pg_where(url)}: {type(exc).__name__}: {reason}"
+        f"cannot connect to PostgreSQL at {where}/{params.get('dbname') or ''}: "
+        f"{type(exc).__name__}: {reason}"
     )
 
 
-def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
+def _pg_kwargs(config: CheckpointerConfig, autocommit: bool = True) -> dict[str, Any]:
     from psycopg.rows import dict_row
 
     kwargs: dict[str, Any] = {
-        "autocommit": True,
+        "autocommit": autocommit,
         # Never prepare server-side: behind PgBouncer in transaction mode a name
         # prepared on one server connection is missing (or taken) on the next one.
         # (psycopg prepares after ``prepare_threshold`` executions; 0 = at once.)
@@ -74,76 +67,58 @@ def _pg_kwargs(config: CheckpointerConfig) -> dict[str, Any]:
     return kwargs
 
 
-def _pool_args(config: CheckpointerConfig, check: Any) -> dict[str, Any]:
-    # opened explicitly afterwards, so a failure can be reported without credentials
-    return {
-        "conninfo": config.url,
-        "min_size": config.pool_min_size,
-        "max_size": config.pool_max_size,
-        "kwargs": _pg_kwargs(config),
-        "open": False,
-        # The pool's own check on every checkout: after a restart or failover a
-        # dead pooled connection is replaced instead of failing one more turn
-        # (costs one empty query per checkout).
-        "check": check,
-    }
-
-
 _WHAT = "backend 'postgres'"
 
 
 @dataclass(frozen=True)
 class _Driver:
-    """One side's classes: the saver, psycopg_pool's pool and psycopg's connection."""
+    """One side's classes (the saver, psycopg_pool's pool, psycopg's connection) and sleep."""
 
     saver: Any
     pool: Any
     connection: Any
+    sleep: Callable[[float], Any]
 
 
-def _driver() -> _Driver:
+def driver() -> _Driver:
     """``PostgresSaver`` over psycopg's sync pool and connections."""
     return _Driver(
         require_extra("langgraph.checkpoint.postgres", "postgres", _WHAT).PostgresSaver,
         require_extra("psycopg_pool", "postgres", _WHAT).ConnectionPool,
         require_extra("psycopg", "postgres", _WHAT).Connection,
+        time.sleep,
     )
 
 
-def _adriver() -> _Driver:
+def adriver() -> _Driver:
     """``AsyncPostgresSaver`` over psycopg's async pool and connections."""
     return _Driver(
         require_extra("langgraph.checkpoint.postgres.aio", "postgres", _WHAT).AsyncPostgresSaver,
         require_extra("psycopg_pool", "postgres", _WHAT).AsyncConnectionPool,
         require_extra("psycopg", "postgres", _WHAT).AsyncConnection,
+        asyncio.sleep,
     )
 
 
-def _pg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
-    """Fail fast with a clear, credential-free error; create the schema if asked
-    and check that connections really land in it."""
+def _connect(
+    config: CheckpointerConfig, driver: _Driver, autocommit: bool = True
+) -> Plan[Any, Any]:
     url = config.url or ""
     try:
-        conn = driver.connection.connect(url, **_pg_kwargs(config))
+        conn = yield Call(driver.connection.connect, url, **_pg_kwargs(config, autocommit))
     except Exception as exc:
         raise _pg_error(url, exc) from None
-    with conn:
-        if config.postgres_schema:
-            _check_schema(config, (conn.execute(_SEARCH_PATH)).fetchone())
-            conn.execute(_create_schema(config.postgres_schema))
+    return conn
 
 
-async def _apg_prepare(config: CheckpointerConfig, driver: _Driver) -> None:
-    """Async ``_pg_prepare``: it runs inside the event loop, so it must not block it."""
-    url = config.url or ""
-    try:
-        conn = await driver.connection.connect(url, **_pg_kwargs(config))
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    async with conn:
-        if config.postgres_schema:
-            _check_schema(config, await (await conn.execute(_SEARCH_PATH)).fetchone())
-            await conn.execute(_create_schema(config.postgres_schema))
+def _fetch(conn: Any, sql: Any) -> Plan[Any, Any]:
+    """The first row of ``sql`` on ``conn``."""
+    cursor = yield Call(conn.execute, sql)
+    return (yield Call(cursor.fetchone))
+
+
+def _held(row: Any) -> bool:
+    return bool(row and row["held"])
 
 
 _SEARCH_PATH = "SELECT current_setting('search_path') AS path"
@@ -175,17 +150,8 @@ _SETUP_LOCK = (
 _SETUP_POLL_S = (0.01, 0.5)
 
 
-def _setup_pause(pause: float) -> float:
-    return min(pause * 2, _SETUP_POLL_S[1])
-
-
-_sleep = time.sleep
-_asleep = asyncio.sleep
-
-
-@contextmanager
-def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[None]:
-    """Hold the setup lock (on a connection of its own) while the body runs.
+def _setup_serialized(config: CheckpointerConfig, driver: _Driver, setup: Call) -> Plan[Any, None]:
+    """Run ``setup`` holding the setup lock (on a connection of its own).
 
     LangGraph's ``setup()`` migrates outside a transaction (``CREATE INDEX
     CONCURRENTLY``), so two processes running it at once can race and deadlock.
@@ -194,98 +160,61 @@ def _setup_serialized(config: CheckpointerConfig, driver: _Driver) -> Iterator[N
     waited for: a waiting statement's snapshot would block the holder's index
     build, a deadlock across two connections PostgreSQL cannot see. The later
     process finds the migrations applied and does nothing."""
-    url = config.url or ""
+    conn = yield from _connect(config, driver, autocommit=False)
     try:
-        conn = driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    with conn:
         pause = _SETUP_POLL_S[0]
-        while True:
-            row = (conn.execute(_SETUP_LOCK)).fetchone()
-            if row and row["held"]:
-                break
-            conn.rollback()  # no snapshot kept while waiting
-            _sleep(pause)
-            pause = _setup_pause(pause)
+        while not _held((yield from _fetch(conn, _SETUP_LOCK))):
+            yield Call(conn.rollback)  # no snapshot kept while waiting
+            yield Call(driver.sleep, pause)
+            pause = min(pause * 2, _SETUP_POLL_S[1])
         try:
-            yield
+            yield setup
         finally:
-            conn.rollback()
+            yield Call(conn.rollback)
+    finally:
+        yield Call(conn.close)
 
 
-@asynccontextmanager
-async def _asetup_serialized(config: CheckpointerConfig, driver: _Driver) -> AsyncIterator[None]:
-    """Async ``_setup_serialized``."""
-    url = config.url or ""
-    try:
-        conn = await driver.connection.connect(url, **{**_pg_kwargs(config), "autocommit": False})
-    except Exception as exc:
-        raise _pg_error(url, exc) from None
-    async with conn:
-        pause = _SETUP_POLL_S[0]
-        while True:
-            row = await (await conn.execute(_SETUP_LOCK)).fetchone()
-            if row and row["held"]:
-                break
-            await conn.rollback()  # no snapshot kept while waiting
-            await _asleep(pause)
-            pause = _setup_pause(pause)
-        try:
-            yield
-        finally:
-            await conn.rollback()
-
-
-def _create_schema(schema: str) -> Any:
+def opening(
+    config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
+) -> Plan[Any, tuple[Any, Call]]:
+    """A ``PostgresSaver`` / ``AsyncPostgresSaver`` over a connection pool on
+    ``config.url``, its tables set up once across processes, and what closes the pool.
+    First fails fast with a clear, credential-free error, creates the schema if asked
+    and checks that connections really land in it."""
     from psycopg import sql
 
-    return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-
-
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``PostgresSaver`` over a connection pool on ``config.url``, its tables set
-    up once across processes; the pool is closed on exit."""
-    driver = _driver()
-    _pg_prepare(config, driver)
-    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
+    conn = yield from _connect(config, driver)
     try:
-        pool.open(wait=True, timeout=config.connect_timeout_seconds)
+        if config.postgres_schema:
+            _check_schema(config, (yield from _fetch(conn, _SEARCH_PATH)))
+            schema = sql.Identifier(config.postgres_schema)
+            yield Call(conn.execute, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+    finally:
+        yield Call(conn.close)
+    # Opened explicitly, so a failure is reported without credentials. The pool checks
+    # every checkout (one empty query): a connection dead after a restart or failover
+    # is replaced instead of failing one more turn.
+    pool = driver.pool(
+        conninfo=config.url,
+        min_size=config.pool_min_size,
+        max_size=config.pool_max_size,
+        kwargs=_pg_kwargs(config),
+        open=False,
+        check=driver.pool.check_connection,
+    )
+    try:
+        yield Call(pool.open, wait=True, timeout=config.connect_timeout_seconds)
     except Exception as exc:
-        pool.close()
+        yield Call(pool.close)
         raise _pg_error(config.url or "", exc) from None
     try:
-        pg_saver = driver.saver(pool, serde=serde)
-        with _setup_serialized(config, driver):
-            pg_saver.setup()
-        yield pg_saver
-    finally:
-        pool.close()
-
-
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An ``AsyncPostgresSaver`` like ``open_saver``'s."""
-    driver = _adriver()
-    await _apg_prepare(config, driver)
-    pool = driver.pool(**_pool_args(config, driver.pool.check_connection))
-    try:
-        await pool.open(wait=True, timeout=config.connect_timeout_seconds)
-    except Exception as exc:
-        await pool.close()
-        raise _pg_error(config.url or "", exc) from None
-    try:
-        pg_saver = driver.saver(pool, serde=serde)
-        async with _asetup_serialized(config, driver):
-            await pg_saver.setup()
-        yield pg_saver
-    finally:
-        await pool.close()
+        saver = driver.saver(pool, serde=serde)
+        yield from _setup_serialized(config, driver, Call(saver.setup))
+    except BaseException:
+        yield Call(pool.close)
+        raise
+    return saver, Call(pool.close)
 
 
 # ---- identity
@@ -336,18 +265,11 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     spelling of one database takes one lock."""
     import psycopg
 
-    kwargs = {**_pg_kwargs(config), "autocommit": False}
-    conn = await psycopg.AsyncConnection.connect(config.url or "", **kwargs)
-    try:
-        async with conn.transaction():
-            found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
-            cur = await conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),)
-            )
-            row: Any = await cur.fetchone()
-            yield bool(row and row["held"])
-    finally:
-        await conn.close()
+    conn = await psycopg.AsyncConnection.connect(config.url or "", **_pg_kwargs(config, False))
+    async with conn, conn.transaction():
+        found = _identity(await (await conn.execute(_IDENTITY)).fetchone())
+        cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s) AS held", (lock_key(found),))
+        yield _held(await cur.fetchone())
 
 
 SAVER_CHECK = "postgres-saver"
@@ -362,9 +284,8 @@ SAVER_CHECK = "postgres-saver"
 )
 def check_saver() -> str | None:
     """Build blob rows with a connection-less ``PostgresSaver`` (``_dump_blobs`` is pure)
-    and look for ``_cursor`` on both savers. The table layout itself needs a server:
-    a mismatch there fails the maintenance statement inside its transaction, which
-    rolls back."""
+    and look for ``_cursor`` on both savers. The tables need a server: a mismatch there
+    fails the maintenance statement inside its transaction, which rolls back."""
     try:
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -402,16 +323,14 @@ class _Put(Request[Tx, None]):
     rewrite: Rewrite
 
     def run(self, tx: Tx) -> None:
-        rewrite = self.rewrite
-        bound = _bound(tx.saver, tx.cursor.connection)
-        bound.put(rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {})
+        _bound(tx.saver, tx.cursor.connection).put(*self._args())
 
     async def arun(self, tx: Tx) -> None:
+        await _bound(tx.saver, tx.cursor.connection).aput(*self._args())
+
+    def _args(self) -> tuple[Any, ...]:
         rewrite = self.rewrite
-        bound = _bound(tx.saver, tx.cursor.connection)
-        await bound.aput(
-            rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
-        )
+        return rewrite.put_config(self.thread_id), rewrite.checkpoint, rewrite.metadata, {}
 
 
 def _bound(saver: Any, conn: Any) -> Any:
@@ -437,6 +356,32 @@ class PostgresRows(SqlRows):
     # stops it (docs/retention.md, "Live threads", says what the second listing
     # before commit closes and what stays open).
     lock_listing = " FOR UPDATE"
+    size_queries = (
+        "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
+        " FROM checkpoints GROUP BY thread_id",
+        "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) FROM checkpoint_blobs"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(octet_length(blob)) FROM checkpoint_writes GROUP BY thread_id",
+    )
+    # One snapshot of the source for every statement (a turn committing between two
+    # of them would otherwise be copied in part).
+    copy_first = ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",)
+    # Copied rows win over leftovers under the target id (orphan blobs or writes of
+    # deleted checkpoints); only writes of checkpoints that exist are copied.
+    copy_values = (
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+        " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
+        " WHERE thread_id = %s"
+        " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
+        " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
+        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, blob)"
+        " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+        f" w.channel, w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND{STORED}"
+        " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+        " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
+        " type = EXCLUDED.type, blob = EXCLUDED.blob",
+    )
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
         with self.saver._cursor() as cursor, cursor.connection.transaction():
@@ -446,22 +391,10 @@ class PostgresRows(SqlRows):
         async with self.saver._cursor() as cursor, cursor.connection.transaction():
             return await adrive(plan, Tx(cursor, _UNPREPARED, self.saver))
 
-    def sizes(self) -> SqlPlan[dict[str, int]]:
-        out: dict[str, int] = {}
-        for sql in (
-            "SELECT thread_id, SUM(octet_length(checkpoint::text) + octet_length(metadata::text))"
-            " AS n FROM checkpoints GROUP BY thread_id",
-            "SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) AS n FROM checkpoint_blobs"
-            " GROUP BY thread_id",
-            "SELECT thread_id, SUM(octet_length(blob)) AS n FROM checkpoint_writes"
-            " GROUP BY thread_id",
-        ):
-            for row in (yield Sql(sql)):
-                out[row["thread_id"]] = out.get(row["thread_id"], 0) + int(row["n"] or 0)
-        return out
-
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
-        for row in _blob_rows(self.saver, thread_id, rewrite):
+        values = rewrite.checkpoint["channel_values"]
+        kept = {ch: values[ch] for ch in rewrite.versions if ch in values}
+        for row in self.saver._dump_blobs(thread_id, rewrite.checkpoint_ns, kept, rewrite.versions):
             yield Sql(_UPSERT_BLOB, row)
         yield _Put(thread_id, rewrite)
         yield Sql(
@@ -496,46 +429,6 @@ class PostgresRows(SqlRows):
                 (thread_id, ns, [p[0] for p in pairs], [p[1] for p in pairs]),
             )
 
-    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
-        # One snapshot of the source for every statement (a turn committing between
-        # two of them would otherwise be copied in part).
-        yield Sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        existing = yield Sql(
-            "SELECT COUNT(*) AS n FROM checkpoints WHERE thread_id = %s", (target,)
-        )
-        if existing and existing[0]["n"]:
-            return f"the target already has {existing[0]['n']} checkpoint(s)"
-        yield Sql(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-            " parent_checkpoint_id, type, checkpoint, metadata)"
-            " SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-            " metadata FROM checkpoints WHERE thread_id = %s",
-            (target, source),
-        )
-        # Copied rows win over leftovers under the target id (orphan blobs or writes of
-        # deleted checkpoints); only writes of checkpoints that exist are copied.
-        yield Sql(
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
-            " SELECT %s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs"
-            " WHERE thread_id = %s"
-            " ON CONFLICT (thread_id, checkpoint_ns, channel, version)"
-            " DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
-            (target, source),
-        )
-        yield Sql(
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-            " task_path, idx, channel, type, blob)"
-            " SELECT %s, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
-            " w.channel, w.type, w.blob FROM checkpoint_writes w WHERE w.thread_id = %s AND"
-            " EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
-            " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
-            " DO UPDATE SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,"
-            " type = EXCLUDED.type, blob = EXCLUDED.blob",
-            (target, source),
-        )
-        return None
-
     def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
         yield Sql(
             "DELETE FROM checkpoint_writes w WHERE w.thread_id = %s AND w.checkpoint_ns = %s"
@@ -559,14 +452,3 @@ class PostgresRows(SqlRows):
             (list(_TABLES), list(_TABLES)),
         )
         return [r["name"] for r in rows]
-
-
-def _blob_rows(saver: Any, thread_id: str, rewrite: Rewrite) -> list[tuple[Any, ...]]:
-    values = rewrite.checkpoint["channel_values"]
-    rows: list[tuple[Any, ...]] = saver._dump_blobs(
-        thread_id,
-        rewrite.checkpoint_ns,
-        {ch: values[ch] for ch in rewrite.versions if ch in values},
-        rewrite.versions,
-    )
-    return rows

@@ -1,10 +1,7 @@
-"""The row-level seam of maintenance: what each store does to its own tables.
-
-Maintenance (``checkpoint_guard.maintenance``) decides *what* to keep, rewrite or
-delete from what ``list`` returns; a ``RowStore`` does it to one store's storage.
-Each of its operations is a plan (``_io``) that ``transact`` / ``atransact`` run in
-one transaction. The SQL stores write their operations once, as plans of ``Sql``
-requests, so the sync and async savers share every statement.
+"""The row-level seam of maintenance: maintenance decides *what* to keep, rewrite or
+delete from what ``list`` returns; a ``RowStore`` does it to one store's storage, each
+operation a plan (``_io``) run in one transaction. The SQL stores write theirs once,
+as plans of ``Sql`` requests, shared by the sync and async savers.
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ from .._io import Plan, Request
 __all__ = [
     "ORPHAN",
     "ORPHAN_GRACE",
+    "STORED",
     "Change",
     "Orphans",
     "Raced",
@@ -44,9 +42,8 @@ Ids = Mapping[str, Sequence[str]]
 
 @dataclass
 class Rewrite:
-    """Replace one stored checkpoint in place (same id): new channel values for the
-    listed channels, new metadata, new parent. ``versions`` maps every rewritten
-    channel to its (unchanged) version, for backends that key values by version."""
+    """Replace one stored checkpoint in place (same id): new values, metadata and
+    parent; ``versions``: every rewritten channel's (unchanged) version."""
 
     checkpoint_ns: str
     checkpoint: Checkpoint
@@ -59,20 +56,18 @@ class Rewrite:
         return Address(thread_id, self.checkpoint_ns, self.parent_id).config()
 
 
-#: How long a write whose checkpoint is not stored is kept at least, from the time
-#: in its checkpoint's id. LangGraph stores a task's writes before the checkpoint
-#: that points at them (the checkpoint's ``put`` runs in the background, after the
-#: previous one), normally within seconds; an hour also covers a stalled database
-#: and clocks of workers and maintenance that disagree by less than that.
+#: How long a write whose checkpoint is not stored is kept at least, from the time in
+#: its checkpoint's id: LangGraph stores a task's writes before their checkpoint (whose
+#: ``put`` runs in the background), normally within seconds; an hour also covers a
+#: stalled database and clocks that disagree by less than that.
 ORPHAN_GRACE = timedelta(hours=1)
 #: 100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch
 _UUID_EPOCH = 0x01B21DD213814000
 
 
 def checkpoint_time(checkpoint_id: str) -> float | None:
-    """When a checkpoint id was made (Unix seconds), from a LangGraph checkpoint id
-    (a version-6 UUID: its timestamp is in the high bits); ``None`` for an id
-    that is not one (nothing can be told from it)."""
+    """When a LangGraph checkpoint id (a version-6 UUID) was made, in Unix seconds;
+    ``None`` for any other id."""
     try:
         value = uuid.UUID(str(checkpoint_id))
     except ValueError:
@@ -87,12 +82,10 @@ def garbage(
     checkpoints: Sequence[tuple[str, str]], written: Sequence[tuple[str, str]], now: float
 ) -> list[tuple[str, str]]:
     """The ``(namespace, checkpoint id)`` of stored writes that are garbage: their
-    checkpoint is not stored, their checkpoint id is older than the newest stored
-    checkpoint of their namespace (a later step was stored, so this one will never
-    be) and older than ``ORPHAN_GRACE`` before ``now``. Anything else without its
-    checkpoint may be a turn in flight (its checkpoint lands later) and is kept:
-    writes onto an id newer than the namespace's head, writes in a namespace with
-    no stored checkpoint, and writes onto an id that is not a LangGraph one."""
+    checkpoint is not stored, and their id is older than the newest stored checkpoint
+    of their namespace (a later step was stored) and than ``ORPHAN_GRACE`` before
+    ``now``. Anything else may be a turn in flight and is kept (an id newer than the
+    head, a namespace without checkpoints, an id that is not a LangGraph one)."""
     newest: dict[str, float] = {}
     stored = set(checkpoints)
     for ns, cid in checkpoints:
@@ -112,30 +105,14 @@ def garbage(
 Orphans = Literal["", "garbage", "all"]
 
 
-def doomed_orphans(
-    orphans: Orphans,
-    checkpoints: Sequence[tuple[str, str]],
-    written: Sequence[tuple[str, str]],
-    now: float,
-) -> list[tuple[str, str]]:
-    """The ``(namespace, checkpoint id)`` whose writes a change deletes as orphans,
-    from the thread's stored checkpoints and written ids after its deletes."""
-    if orphans == "all":
-        return sorted(set(written) - set(checkpoints))
-    if orphans == "garbage":
-        return garbage(checkpoints, written, now)
-    return []
-
-
 @dataclass(frozen=True)
 class Change:
-    """One thread's change, all or nothing: ``rewrites`` (survivors made
-    self-contained), then ``deletes`` (namespace -> checkpoint ids, with their
-    writes and the values no survivor references), then the stored writes whose
-    checkpoint does not exist: none (``orphans=""``), those ``garbage`` names
-    (``"garbage"``) or all (``"all"``: the thread is being deleted). ``seen`` is
-    what the plan was made from (namespace -> checkpoint ids): when the thread's
-    listing at apply time differs (``unseen``), nothing is done."""
+    """One thread's change, all or nothing: ``rewrites``, then ``deletes`` (namespace
+    -> checkpoint ids, with their writes and the values no survivor references), then
+    the writes without their checkpoint: none (``""``), ``"garbage"`` ones or ``"all"``
+    (the thread is being deleted). ``seen`` (namespace -> checkpoint ids) is what the
+    plan was made from: when the thread differs at apply time (``unseen``), nothing
+    is done."""
 
     seen: Ids
     rewrites: Sequence[Rewrite] = ()
@@ -153,12 +130,10 @@ def unseen(
     written: Sequence[tuple[str, str]],
     now: float,
 ) -> str | None:
-    """Why a thread changed since it was read as ``seen`` (namespace -> checkpoint
-    ids), or ``None``: a stored checkpoint that was not seen, a seen one that is
-    gone, or a stored write onto a checkpoint id that was not seen, is newer than
-    every seen one and younger than ``ORPHAN_GRACE`` (or of no known age): a turn
-    in flight whose checkpoint has not landed yet. An older one is a leftover
-    (``garbage`` decides whether it may go)."""
+    """Why a thread changed since it was read as ``seen``, or ``None``: a checkpoint
+    not seen, a seen one gone, or a write onto an unseen id newer than every seen one
+    and younger than ``ORPHAN_GRACE`` or of no known age (a turn in flight; an older
+    one is a leftover that ``garbage`` judges)."""
     known = {ns: set(ids) for ns, ids in seen.items()}
     stored: dict[str, set[str]] = {}
     for ns, cid in checkpoints:
@@ -190,15 +165,12 @@ def classify_orphans(
     checkpoint_rows: Sequence[Sequence[Any]],
     now: float,
 ) -> dict[str, int]:
-    """thread id -> stored writes that are garbage (``garbage``), from the stored
-    writes without their checkpoint ``(thread, namespace, checkpoint id, writes)``
-    and every stored checkpoint ``(thread, namespace, checkpoint id)`` of those threads."""
+    """thread id -> garbage writes, from the writes without their checkpoint
+    ``(thread, namespace, checkpoint id, count)`` and those threads' checkpoints."""
     stored: dict[str, list[tuple[str, str]]] = {}
     for thread_id, ns, cid in checkpoint_rows:
         stored.setdefault(thread_id, []).append((str(ns), str(cid)))
-    counts: dict[tuple[str, str, str], int] = {}
-    for thread_id, ns, cid, n in orphan_rows:
-        counts[(thread_id, str(ns), str(cid))] = int(n)
+    counts = {(thread_id, str(ns), str(cid)): int(n) for thread_id, ns, cid, n in orphan_rows}
     out: dict[str, int] = {}
     for thread_id in {key[0] for key in counts}:
         written = [(ns, cid) for t, ns, cid in counts if t == thread_id]
@@ -216,11 +188,9 @@ def answered(value: R) -> Plan[Any, R]:
 class RowStore:
     """Storage-level operations on one store's saver, each a plan run in one
     transaction by ``transact`` (sync savers) or ``atransact`` (async savers).
-
-    ``change`` is the only one that writes a thread's rows: it first lists the
-    thread again and applies all of it or nothing (``Change``). ``copy`` writes a
-    new thread. Both are safe to repeat after a crash: a rewrite replaces values in
-    place, a delete of rows already gone is a no-op.
+    ``change`` is the only one that writes a thread's rows, ``copy`` writes a new
+    thread; both are safe to repeat after a crash (a rewrite replaces in place, a
+    delete of rows already gone is a no-op).
     """
 
     #: the upstream check (``_upstream``) the layout read here rests on
@@ -229,14 +199,16 @@ class RowStore:
     serves_both: ClassVar[bool] = False
     #: values are stored once per (namespace, channel, version), not per checkpoint
     values_by_version: ClassVar[bool] = True
+    #: a change excludes every other writer (else the thread is listed again before
+    #: commit, ``change``)
+    excludes_writers: ClassVar[bool] = False
 
     def __init__(self, saver: Any) -> None:
         self.saver = saver
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
-        """Run ``plan`` in one transaction, rolled back when it raises;
-        ``exclusive``: one that no other writer of the thread can interleave
-        with, where the store can say so."""
+        """Run ``plan`` in one transaction, rolled back when it raises; ``exclusive``:
+        one no other writer of the thread can interleave with, where the store can."""
         raise NotImplementedError
 
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
@@ -250,11 +222,6 @@ class RowStore:
         """thread id -> stored bytes."""
         raise NotImplementedError
 
-    def change(self, thread_id: str, change: Change, now: float) -> Plan[Any, str | None]:
-        """Apply ``change`` (``None``), or say why not, having changed nothing;
-        ``Raced`` when the thread changed under it (roll back)."""
-        raise NotImplementedError
-
     def copy(self, source: str, target: str) -> Plan[Any, str | None]:
         """Copy a thread (``None``), or say why not (the target has checkpoints)."""
         raise NotImplementedError
@@ -266,6 +233,60 @@ class RowStore:
     def unanalyzed(self) -> Plan[Any, list[str]]:
         """The tables the database's query planner has no statistics for."""
         return answered([])
+
+    def _listed(self, thread_id: str) -> Plan[Any, tuple[list[Any], list[Any]]]:
+        """A thread's ``(namespace, checkpoint id)`` of its checkpoints (locked where
+        the store can) and of its writes."""
+        raise NotImplementedError
+
+    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> Plan[Any, None]:
+        """Replace one checkpoint in place."""
+        raise NotImplementedError
+
+    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> Plan[Any, None]:
+        raise NotImplementedError
+
+    def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> Plan[Any, None]:
+        """Delete those checkpoints' writes where the checkpoint does not exist."""
+        raise NotImplementedError
+
+    def change(self, thread_id: str, change: Change, now: float) -> Plan[Any, str | None]:
+        """Apply ``change`` (``None``), or say why not, having changed nothing: list
+        the thread again and, when it is what the plan was made from, rewrite, delete,
+        delete orphan writes. Where the transaction does not exclude other writers,
+        the thread is listed once more before commit and anything new (a checkpoint
+        committed meanwhile, say a fork of a deleted one) raises ``Raced``."""
+        checkpoints, written = yield from self._listed(thread_id)
+        why = unseen(change.seen, checkpoints, written, now)
+        if why is not None:
+            return why
+        for rewrite in change.rewrites:
+            yield from self._rewrite(thread_id, rewrite)
+        for ns, ids in change.deletes.items():
+            if ids:
+                yield from self._delete(thread_id, ns, ids)
+        doomed = {(ns, cid) for ns, ids in change.deletes.items() for cid in ids}
+        kept = [pair for pair in checkpoints if pair not in doomed]
+        left_written = [w for w in written if w not in doomed]
+        if change.orphans == "all":
+            orphaned = sorted(set(left_written) - set(kept))
+        else:
+            orphaned = garbage(kept, left_written, now) if change.orphans else []
+        by_ns: dict[str, list[str]] = {}
+        for ns, cid in orphaned:
+            by_ns.setdefault(ns, []).append(cid)
+        for ns, ids in by_ns.items():
+            yield from self._delete_orphans(thread_id, ns, ids)
+        if not self.excludes_writers and (change.rewrites or doomed):
+            left: dict[str, list[str]] = {}
+            for ns, cid in kept:
+                left.setdefault(ns, []).append(cid)
+            again, written_again = yield from self._listed(thread_id)
+            before = set(written)
+            late = unseen(left, again, [w for w in written_again if w not in before], now)
+            if late is not None:
+                raise Raced(late)
+        return None
 
 
 @dataclass(frozen=True)
@@ -307,25 +328,28 @@ def _pair(row: Any) -> tuple[str, str]:
     return str(ns), str(cid)
 
 
-#: a write ``w`` whose checkpoint is not stored
-ORPHAN = (
-    " NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
+#: a write ``w`` whose checkpoint is stored, and one whose checkpoint is not
+STORED = (
+    " EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
     " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)"
 )
+ORPHAN = " NOT" + STORED
 
 
 class SqlRows(RowStore):
-    """A SQL store: the statements its dialect shares (a ``checkpoints`` table and a
-    writes table), ``change`` and ``orphans`` over the ones each store gives."""
+    """A SQL store: the statements its dialects share (a ``checkpoints`` table and a
+    writes table) over the ones each store gives."""
 
-    #: the transaction excludes every other writer (SQLite's ``BEGIN IMMEDIATE``);
-    #: otherwise the thread is listed again just before commit (``change``)
-    excludes_writers: ClassVar[bool] = False
-    #: the dialect: the writes table, the parameter placeholder, and what the
-    #: listing of a thread's checkpoints appends to lock them
+    #: the dialect: the writes table, the parameter placeholder, what the listing of
+    #: a thread's checkpoints appends to lock them, the ``(thread id, bytes)`` queries
+    #: ``sizes`` adds up, and what ``copy`` runs first and after the checkpoints
+    #: (each statement with the target and the source thread id)
     writes: ClassVar[str]
     param: ClassVar[str]
     lock_listing: ClassVar[str] = ""
+    size_queries: ClassVar[tuple[str, ...]]
+    copy_first: ClassVar[tuple[str, ...]] = ()
+    copy_values: ClassVar[tuple[str, ...]]
 
     def thread_ids(self) -> SqlPlan[list[str]]:
         rows = yield Sql(
@@ -334,20 +358,33 @@ class SqlRows(RowStore):
         )
         return [_cells(r)[0] for r in rows]
 
-    def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
-        """Replace one checkpoint in place."""
-        raise NotImplementedError
+    def sizes(self) -> SqlPlan[dict[str, int]]:
+        out: dict[str, int] = {}
+        for sql in self.size_queries:
+            for thread_id, nbytes in map(_cells, (yield Sql(sql))):
+                out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
+        return out
 
-    def _delete(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
-        raise NotImplementedError
-
-    def _delete_orphans(self, thread_id: str, ns: str, ids: Sequence[str]) -> SqlPlan[None]:
-        """Delete those checkpoints' writes where the checkpoint does not exist."""
-        raise NotImplementedError
+    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
+        for sql in self.copy_first:
+            yield Sql(sql)
+        p = self.param
+        existing = yield Sql(f"SELECT COUNT(*) FROM checkpoints WHERE thread_id = {p}", (target,))
+        n = _cells(existing[0])[0] if existing else 0
+        if n:
+            return f"the target already has {n} checkpoint(s)"
+        yield Sql(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
+            " parent_checkpoint_id, type, checkpoint, metadata)"
+            f" SELECT {p}, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+            f" metadata FROM checkpoints WHERE thread_id = {p}",
+            (target, source),
+        )
+        for sql in self.copy_values:
+            yield Sql(sql, (target, source))
+        return None
 
     def _listed(self, thread_id: str) -> SqlPlan[tuple[list[Any], list[Any]]]:
-        """A thread's ``(namespace, checkpoint id)`` of its checkpoints (locked where
-        the dialect can) and of its writes."""
         checkpoints = yield Sql(
             "SELECT checkpoint_ns, checkpoint_id FROM checkpoints"
             f" WHERE thread_id = {self.param}{self.lock_listing}",
@@ -359,40 +396,6 @@ class SqlRows(RowStore):
             (thread_id,),
         )
         return [_pair(r) for r in checkpoints], [_pair(r) for r in written]
-
-    def change(self, thread_id: str, change: Change, now: float) -> SqlPlan[str | None]:
-        """List the thread again and, when it is what the plan was made from,
-        rewrite, delete, delete garbage writes; else return why not, having
-        changed nothing. Where the transaction does not exclude other writers, the
-        thread is listed once more before commit and anything new (a checkpoint
-        committed meanwhile, say a fork of a deleted one) raises ``Raced``."""
-        checkpoints, written = yield from self._listed(thread_id)
-        why = unseen(change.seen, checkpoints, written, now)
-        if why is not None:
-            return why
-        for rewrite in change.rewrites:
-            yield from self._rewrite(thread_id, rewrite)
-        for ns, ids in change.deletes.items():
-            if ids:
-                yield from self._delete(thread_id, ns, ids)
-        doomed = {(ns, cid) for ns, ids in change.deletes.items() for cid in ids}
-        kept = [pair for pair in checkpoints if pair not in doomed]
-        left_written = [w for w in written if w not in doomed]
-        by_ns: dict[str, list[str]] = {}
-        for ns, cid in doomed_orphans(change.orphans, kept, left_written, now):
-            by_ns.setdefault(ns, []).append(cid)
-        for ns, ids in by_ns.items():
-            yield from self._delete_orphans(thread_id, ns, ids)
-        if not self.excludes_writers and (change.rewrites or doomed):
-            left: dict[str, list[str]] = {}
-            for ns, cid in kept:
-                left.setdefault(ns, []).append(cid)
-            again, written_again = yield from self._listed(thread_id)
-            before = set(written)
-            late = unseen(left, again, [w for w in written_again if w not in before], now)
-            if late is not None:
-                raise Raced(late)
-        return None
 
     def orphans(self, now: float) -> SqlPlan[dict[str, int]]:
         orphan_rows = yield Sql(

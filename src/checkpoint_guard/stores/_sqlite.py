@@ -23,8 +23,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .. import _upstream
 from .._config import CheckpointerConfig
 from .._errors import BackendUnavailableError, require_extra
-from .._io import Plan, adrive, drive
-from ._rows import ORPHAN, Rewrite, Sql, SqlPlan, SqlRows, Tx
+from .._io import Call, Plan, adrive, drive
+from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
 __all__ = ["SqliteRows"]
 
@@ -64,13 +64,13 @@ class _Driver:
     connect: Callable[[str], Any]
 
 
-def _driver() -> _Driver:
+def driver() -> _Driver:
     """``SqliteSaver`` over ``sqlite3``."""
     saver = require_extra("langgraph.checkpoint.sqlite", "sqlite", "backend 'sqlite'").SqliteSaver
     return _Driver(saver, functools.partial(sqlite3.connect, check_same_thread=False))
 
 
-def _adriver() -> _Driver:
+def adriver() -> _Driver:
     """``AsyncSqliteSaver`` over ``aiosqlite``."""
     what = "backend 'sqlite' (async)"
     aiosqlite = require_extra("aiosqlite", "sqlite", what)
@@ -78,49 +78,25 @@ def _adriver() -> _Driver:
     return _Driver(saver, aiosqlite.connect)
 
 
-@contextmanager
-def open_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A ``SqliteSaver`` on ``config.url`` (a file, created with its directory, or
-    ``:memory:``), set up; the connection is closed on exit."""
-    driver = _driver()
+def opening(
+    config: CheckpointerConfig, driver: _Driver, serde: SerializerProtocol | None
+) -> Plan[Any, tuple[Any, Call]]:
+    """A ``SqliteSaver`` / ``AsyncSqliteSaver`` on ``config.url`` (a file, created with
+    its directory, or ``:memory:``), set up, and what closes its connection."""
     target = _sqlite_target(config)
     try:
-        conn = driver.connect(target)
+        conn = yield Call(driver.connect, target)
     except sqlite3.Error as exc:
         raise _sqlite_error(target, exc) from None
     try:
         saver = driver.saver(conn, serde=serde)
-        try:
-            saver.setup()
-        except sqlite3.OperationalError as exc:
+        yield Call(saver.setup)
+    except BaseException as exc:
+        yield Call(conn.close)
+        if isinstance(exc, sqlite3.OperationalError):
             raise _sqlite_error(target, exc) from None
-        yield saver
-    finally:
-        conn.close()
-
-
-@asynccontextmanager
-async def aopen_saver(
-    config: CheckpointerConfig, serde: SerializerProtocol | None = None
-) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An ``AsyncSqliteSaver`` (``aiosqlite``) like ``open_saver``'s."""
-    driver = _adriver()
-    target = _sqlite_target(config)
-    try:
-        conn = await driver.connect(target)
-    except sqlite3.Error as exc:
-        raise _sqlite_error(target, exc) from None
-    try:
-        saver = driver.saver(conn, serde=serde)
-        try:
-            await saver.setup()
-        except sqlite3.OperationalError as exc:
-            raise _sqlite_error(target, exc) from None
-        yield saver
-    finally:
-        await conn.close()
+        raise
+    return saver, Call(conn.close)
 
 
 def _real_path(config: CheckpointerConfig) -> Path | None:
@@ -151,20 +127,13 @@ async def retention_lock(config: CheckpointerConfig) -> AsyncIterator[bool]:
     exclusive ``flock`` on ``<database>.retention-lock`` next to the file's real
     path (every process using a SQLite file is on its host); ``:memory:`` belongs
     to one connection, so it is always held."""
+    import fcntl
+
     path = _real_path(config)
     if path is None:
         yield True
         return
-    with _file_lock(path) as held:
-        yield held
-
-
-@contextlib.contextmanager
-def _file_lock(database: Path) -> Iterator[bool]:
-    import fcntl
-
-    path = database.with_name(database.name + ".retention-lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path.with_name(path.name + ".retention-lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,18 +155,11 @@ def _rewrite_row(saver: Any, thread_id: str, rewrite: Rewrite) -> Sql:
     metadata = json.dumps(
         get_checkpoint_metadata(config, rewrite.metadata), ensure_ascii=False
     ).encode("utf-8", "ignore")
+    key = (thread_id, rewrite.checkpoint_ns, rewrite.checkpoint["id"], rewrite.parent_id)
     return Sql(
         "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
         " parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            thread_id,
-            rewrite.checkpoint_ns,
-            rewrite.checkpoint["id"],
-            rewrite.parent_id,
-            type_,
-            data,
-            metadata,
-        ),
+        (*key, type_, data, metadata),
     )
 
 
@@ -222,44 +184,37 @@ def check_tables() -> str | None:
     from langgraph.checkpoint.base import empty_checkpoint
 
     with SqliteSaver.from_conn_string(":memory:") as saver:
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"c": [1]}
-        checkpoint["channel_versions"] = {"c": "1"}
+        root = empty_checkpoint()
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        stored = saver.put(config, checkpoint, {"step": -1}, {"c": "1"})
+        stored = saver.put(config, root, {"step": -1}, {})
         saver.put_writes(stored, [("c", 2)], "task")
+        # A rewrite writes the row put writes: same columns, serialization and metadata.
+        child = empty_checkpoint()
+        child["channel_values"] = {"c": [1]}
+        child["channel_versions"] = {"c": "1"}
+        metadata: Any = {"step": 0, "source": "loop"}
+        saver.put(stored, child, metadata, {"c": "1"})
         with saver.lock:  # the saver's own lock, which maintenance takes too
             conn = saver.conn
         rows = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
-            " checkpoint, metadata FROM checkpoints"
+            " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
+            (child["id"],),
         ).fetchall()
-        if len(rows) != 1 or tuple(rows[0][:4]) != ("t", "", checkpoint["id"], None):
-            return f"checkpoints rows are {rows!r}"
-        values = saver.serde.loads_typed((rows[0][4], rows[0][5]))["channel_values"]
-        if values != {"c": [1]}:
+        ours = tuple(_rewrite_row(saver, "t", Rewrite("", child, metadata, root["id"])).params)
+        if [tuple(row) for row in rows] != [ours]:
+            return f"put writes the rows {rows!r}, a rewrite {ours!r}"
+        if saver.serde.loads_typed((rows[0][4], rows[0][5]))["channel_values"] != {"c": [1]}:
             return "a checkpoint row does not hold its channel values inline"
         writes = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel,"
             " type, value FROM writes"
         ).fetchall()
-        expected = ("t", "", checkpoint["id"], "task", "", 0, "c")
+        expected = ("t", "", root["id"], "task", "", 0, "c")
         if len(writes) != 1 or tuple(writes[0][:7]) != expected:
             return f"writes rows are {writes!r}"
         if saver.serde.loads_typed((writes[0][7], writes[0][8])) != 2:
             return "a writes row does not hold its typed value"
-        # A rewrite writes the row put writes: same serialization, same metadata.
-        child = empty_checkpoint()
-        metadata: Any = {"step": 0, "source": "loop"}
-        saver.put(stored, child, metadata, {})
-        put_row = conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
-            " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
-            (child["id"],),
-        ).fetchone()
-        ours = _rewrite_row(saver, "t", Rewrite("", child, metadata, checkpoint["id"])).params
-        if tuple(put_row) != tuple(ours):
-            return f"put writes the row {tuple(put_row)!r}, a rewrite {tuple(ours)!r}"
     return None
 
 
@@ -274,31 +229,38 @@ class SqliteRows(SqlRows):
     excludes_writers = True
     writes = "writes"
     param = "?"
+    size_queries = (
+        "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
+        " GROUP BY thread_id",
+        "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
+    )
+    # Only writes of checkpoints that exist: a write left behind by a deleted
+    # checkpoint is garbage, and copying it could collide with one in the target.
+    copy_values = (
+        "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+        " task_path, idx, channel, type, value)"
+        " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
+        f" w.channel, w.type, w.value FROM writes w WHERE w.thread_id = ? AND{STORED}",
+    )
 
     def transact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
-        conn = self.saver.conn
         with self._locked() as cursor:
-            if exclusive and not conn.in_transaction:
-                cursor.execute("BEGIN IMMEDIATE")
-            try:
-                result = drive(plan, Tx(cursor))
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-        return result
+            return drive(self._committed(plan, exclusive), Tx(cursor))
 
     async def atransact(self, plan: Plan[Any, R], exclusive: bool = False) -> R:
-        conn = self.saver.conn
         async with self._alocked() as cursor:
-            if exclusive and not conn.in_transaction:
-                await cursor.execute("BEGIN IMMEDIATE")
-            try:
-                result = await adrive(plan, Tx(cursor))
-            except BaseException:
-                await conn.rollback()
-                raise
-            await conn.commit()
+            return await adrive(self._committed(plan, exclusive), Tx(cursor))
+
+    def _committed(self, plan: SqlPlan[R], exclusive: bool) -> SqlPlan[R]:
+        conn = self.saver.conn
+        if exclusive and not conn.in_transaction:
+            yield Sql("BEGIN IMMEDIATE")
+        try:
+            result = yield from plan
+        except BaseException:
+            yield Call(conn.rollback)
+            raise
+        yield Call(conn.commit)
         return result
 
     @contextmanager
@@ -314,41 +276,6 @@ class SqliteRows(SqlRows):
         await self.saver.setup()  # it takes the (not reentrant) asyncio lock itself
         async with self.saver.lock, self.saver.conn.cursor() as cursor:
             yield cursor
-
-    def sizes(self) -> SqlPlan[dict[str, int]]:
-        out: dict[str, int] = {}
-        for sql in (
-            "SELECT thread_id, SUM(LENGTH(checkpoint) + LENGTH(metadata)) FROM checkpoints"
-            " GROUP BY thread_id",
-            "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id",
-        ):
-            for thread_id, nbytes in (yield Sql(sql)):
-                out[thread_id] = out.get(thread_id, 0) + int(nbytes or 0)
-        return out
-
-    def copy(self, source: str, target: str) -> SqlPlan[str | None]:
-        existing = yield Sql("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (target,))
-        if existing and existing[0][0]:
-            return f"the target already has {existing[0][0]} checkpoint(s)"
-        yield Sql(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id,"
-            " parent_checkpoint_id, type, checkpoint, metadata)"
-            " SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-            " metadata FROM checkpoints WHERE thread_id = ?",
-            (target, source),
-        )
-        # Only writes of checkpoints that exist: a write left behind by a deleted
-        # checkpoint is garbage, and copying it could collide with one in the target.
-        yield Sql(
-            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
-            " task_path, idx, channel, type, value)"
-            " SELECT ?, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,"
-            " w.channel, w.type, w.value FROM writes w WHERE w.thread_id = ? AND EXISTS (SELECT"
-            " 1 FROM checkpoints c WHERE c.thread_id = w.thread_id"
-            " AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
-            (target, source),
-        )
-        return None
 
     def _rewrite(self, thread_id: str, rewrite: Rewrite) -> SqlPlan[None]:
         yield _rewrite_row(self.saver, thread_id, rewrite)
