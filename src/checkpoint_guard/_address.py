@@ -10,15 +10,6 @@ from langchain_core.runnables import RunnableConfig
 from . import _telemetry
 from ._errors import CheckpointModeMismatchError
 
-__all__ = [
-    "Address",
-    "ThreadId",
-    "canonical",
-    "canonical_thread_id",
-    "mode_mismatch",
-    "thread_config",
-]
-
 ThreadId = str | int
 """A thread id as callers give it (LangGraph's ``configurable["thread_id"]``)."""
 

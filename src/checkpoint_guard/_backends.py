@@ -12,16 +12,6 @@ from typing import Any
 
 from . import _upstream
 
-__all__ = [
-    "STORAGE_METHODS",
-    "Backend",
-    "backend_name",
-    "backend_of_type",
-    "lists_like_get_tuple",
-    "overridden",
-    "refusal",
-]
-
 STORAGE_METHODS = (
     "get_tuple", "list", "put", "put_writes", "delete_thread",
     "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread",

@@ -44,17 +44,6 @@ from .cache._base import (
 from .cache._redis_url import ACCEPTED as REDIS_ACCEPTED
 from .cache._redis_url import check_redis_target
 
-__all__ = [
-    "CheckpointerConfig",
-    "HistoryCacheConfig",
-    "RetentionConfig",
-    "UnknownEnvironmentVariableError",
-    "known_env_vars",
-    "normalize_postgres_url",
-    "parse_duration",
-    "redact_url",
-]
-
 DEFAULT_SQLITE_PATH = "checkpoints.sqlite"
 ENV_PREFIX = "CHECKPOINT_GUARD_"
 ENV_CONFIG_FILE = "CHECKPOINT_GUARD_CONFIG"

@@ -27,8 +27,6 @@ from ._modes import ChannelMode, ModeFreeze
 from ._open import open_checkpointer
 from ._schema import state_schema_for_mode
 
-__all__ = ["DemoResult", "run_demo"]
-
 DB_NAME = "checkpoint-guard-demo.sqlite"
 _LOREM = (
     "Checkpoints let an agent resume where it stopped; delta mode stores only what "

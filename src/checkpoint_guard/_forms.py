@@ -6,8 +6,6 @@ from typing import Any
 
 from langgraph.types import Overwrite
 
-__all__ = ["is_overwrite", "overwrite_value"]
-
 _OVERWRITE_KEY = "__overwrite__"
 
 

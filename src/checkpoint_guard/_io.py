@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Call", "Plan", "Request", "adrive", "drive"]
-
 T = TypeVar("T")
 R = TypeVar("R")
 Target = TypeVar("Target", contravariant=True)

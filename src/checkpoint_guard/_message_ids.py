@@ -17,8 +17,6 @@ from . import _upstream
 from ._forms import is_overwrite
 from ._schema import merge_message_writes
 
-__all__ = ["install", "probe", "stamp_message_writes", "write_time_ids_active"]
-
 _logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 # the Pregel modules that call ensure_message_ids by their own global name

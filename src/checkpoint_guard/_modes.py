@@ -11,20 +11,6 @@ from typing import Any
 from ._errors import CheckpointModeReconfigurationError, ConfigError, check_range
 from ._upstream import DeltaSnapshot
 
-__all__ = [
-    "DEFAULT_SNAPSHOT_FREQUENCY",
-    "LEGACY_MODE_METADATA_KEY",
-    "MODE_METADATA_KEY",
-    "PROCESS_MODE",
-    "SNAPSHOT_FREQUENCY_RANGE",
-    "ChannelMode",
-    "ModeFreeze",
-    "checkpoint_uses_delta",
-    "metadata_uses_delta",
-    "parse_mode",
-    "parse_snapshot_frequency",
-]
-
 MODE_METADATA_KEY = "checkpoint_channel_mode"
 LEGACY_MODE_METADATA_KEY = "deerflow_checkpoint_channel_mode"
 _UPSTREAM_COUNTERS_KEY = "counters_since_delta_snapshot"

@@ -21,8 +21,6 @@ from .savers._stack import configured_stack, make_cache, needs_identity
 from .state._overwrite import apply_overwrite_fix
 from .stores import aopen_inner, open_inner, require_extra
 
-__all__ = ["ConfigSource", "aopen_checkpointer", "open_checkpointer"]
-
 
 def make_serde(config: CheckpointerConfig) -> SerializerProtocol | None:
     """The serializer for every layer: the savers' default, or LangGraph's

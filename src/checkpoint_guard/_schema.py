@@ -50,13 +50,6 @@ from ._modes import (
     parse_snapshot_frequency,
 )
 
-__all__ = [
-    "delta_messages_field",
-    "derived_message_id",
-    "merge_message_writes",
-    "state_schema_for_mode",
-]
-
 MESSAGES_KEY = "messages"
 
 

@@ -19,13 +19,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from . import _upstream
 
-__all__ = [
-    "ADAPTER_MODULE",
-    "ServerAdapterStatus",
-    "forward_delta_history",
-    "server_adapter_status",
-]
-
 logger = logging.getLogger("checkpoint_guard.server")
 
 ADAPTER_MODULE = "langgraph_api._checkpointer._adapter"

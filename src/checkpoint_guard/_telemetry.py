@@ -18,29 +18,6 @@ except ImportError:  # the otel extra is not installed: everything is a no-op
     _metrics = None  # type: ignore[assignment]
     _trace = None  # type: ignore[assignment]
 
-__all__ = [
-    "CACHE_ERRORS",
-    "CACHE_EVICTIONS",
-    "CACHE_INVALIDATIONS",
-    "GATE_REFUSALS",
-    "HISTORY_DURATION",
-    "HISTORY_REQUESTS",
-    "HISTORY_WRITES",
-    "DEGRADED",
-    "MAINTENANCE_OPERATIONS",
-    "available",
-    "cache_error",
-    "cache_eviction",
-    "cache_invalidation",
-    "gate_refusal",
-    "history_request",
-    "maintenance_operation",
-    "gate_refusals",
-    "register_degraded",
-    "span",
-    "tracing",
-]
-
 HISTORY_REQUESTS = "checkpoint_guard.history.requests"
 HISTORY_DURATION = "checkpoint_guard.history.duration"
 HISTORY_WRITES = "checkpoint_guard.history.writes"

@@ -20,9 +20,15 @@ from typing import Any, NoReturn
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from . import _upstream, maintenance
-from ._config import CheckpointerConfig, parse_duration, redact_url
+from ._config import CheckpointerConfig, parse_duration
 from ._demo import format_demo, run_demo
-from ._errors import BackendUnavailableError, CheckpointGuardError, ConfigError, MaintenanceError
+from ._errors import (
+    BackendUnavailableError,
+    CheckpointGuardError,
+    ConfigError,
+    MaintenanceError,
+    redact_url,
+)
 from ._modes import ModeFreeze
 from ._open import open_checkpointer
 from ._server import ADAPTER_MODULE

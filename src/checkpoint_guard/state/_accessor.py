@@ -39,8 +39,6 @@ from ._graphs import (
     state_mutation_graph,
 )
 
-__all__ = ["CheckpointInfo", "RollbackPoint", "StateAccessor", "replacement_writes"]
-
 AbsentPolicy = Literal["keep", "reset"]
 
 

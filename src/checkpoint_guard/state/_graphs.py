@@ -22,19 +22,6 @@ from .._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode, parse_mode, parse_
 from .._schema import state_schema_for_mode
 from .._upstream import MISSING
 
-__all__ = [
-    "DEFAULT_GRAPH_CACHE_MAX",
-    "GRAPH_CACHE",
-    "MUTATION_NODE",
-    "CompiledGraphCache",
-    "Graph",
-    "SchemaSource",
-    "channel_empty_value",
-    "effective_state_schema",
-    "is_reducer_channel",
-    "state_mutation_graph",
-]
-
 DEFAULT_GRAPH_CACHE_MAX = 64
 MUTATION_NODE = "state_mutation"
 """The mutation graph's only node (not one of the application graph's)."""

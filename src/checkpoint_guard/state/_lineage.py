@@ -15,14 +15,6 @@ from .._errors import LineageIntegrityError, MessageNotFoundError
 from .._io import Plan, Request, adrive, drive
 from ._accessor import StateAccessor
 
-__all__ = [
-    "DEFAULT_FALLBACK_LIMIT",
-    "DEFAULT_MAX_DEPTH",
-    "ROOT_METADATA_KEY",
-    "afind_checkpoint_before_message",
-    "find_checkpoint_before_message",
-]
-
 DEFAULT_MAX_DEPTH = 10_000
 DEFAULT_FALLBACK_LIMIT = 400
 #: Metadata key maintenance sets (``True``) on a checkpoint it re-rooted.

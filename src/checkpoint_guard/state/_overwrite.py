@@ -15,13 +15,6 @@ from langgraph.types import Overwrite
 from .. import _upstream
 from .._forms import _OVERWRITE_KEY, overwrite_value
 
-__all__ = [
-    "apply_overwrite_fix",
-    "overwrite_fix_active",
-    "probe_overwrite_first_write_bug",
-    "remove_overwrite_fix",
-]
-
 _lock = threading.Lock()
 _original_update: Callable[..., bool] | None = None  # set while the fix is installed
 _MARK = "_checkpoint_guard_overwrite_fix"

@@ -18,8 +18,6 @@ from .._config import CheckpointerConfig
 from .._io import Plan, drive
 from ._rows import Rewrite, RowStore, answered, classify_orphans
 
-__all__ = ["MemoryRows"]
-
 R = TypeVar("R")
 
 

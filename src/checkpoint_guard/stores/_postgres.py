@@ -17,12 +17,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _upstream
-from .._config import CheckpointerConfig, redact_url
-from .._errors import BackendUnavailableError, ConfigError, require_extra
+from .._config import CheckpointerConfig
+from .._errors import BackendUnavailableError, ConfigError, redact_url, require_extra
 from .._io import Call, Plan, Request, adrive, drive
 from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
-
-__all__ = ["PostgresRows"]
 
 R = TypeVar("R")
 

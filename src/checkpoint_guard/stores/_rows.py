@@ -18,23 +18,6 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 from .._address import Address
 from .._io import Plan, Request
 
-__all__ = [
-    "ORPHAN",
-    "ORPHAN_GRACE",
-    "STORED",
-    "Change",
-    "Orphans",
-    "Raced",
-    "Rewrite",
-    "RowStore",
-    "Sql",
-    "SqlRows",
-    "Tx",
-    "answered",
-    "checkpoint_time",
-    "garbage",
-]
-
 R = TypeVar("R")
 #: namespace -> checkpoint ids
 Ids = Mapping[str, Sequence[str]]

@@ -26,8 +26,6 @@ from .._errors import BackendUnavailableError, require_extra
 from .._io import Call, Plan, adrive, drive
 from ._rows import ORPHAN, STORED, Rewrite, Sql, SqlPlan, SqlRows, Tx
 
-__all__ = ["SqliteRows"]
-
 R = TypeVar("R")
 
 
