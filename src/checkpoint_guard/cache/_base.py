@@ -1,16 +1,10 @@
-"""What every history cache backend shares: the entry model, copies, sizes, stats.
-
-A checkpoint's history is a pointer ``(segment, n)``: a segment's seed plus its
-first ``n`` chunks (a chunk: the writes one ancestor stored for the channel), so
-consecutive checkpoints share one segment and a thread costs what its writes cost.
-An entry never changes once computed; the saver layer invalidates a thread when
-that is broken on purpose. The model in full: docs/design.md, "The history
-cache's entries".
-"""
+"""What every history cache backend shares: the entry model (docs/design.md, "The
+history cache's entries"), the copies readers get, sizes and stats."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import sys
@@ -494,9 +488,6 @@ class PlainChunk(tuple[PendingWrite, ...]):
     __slots__ = ()
 
 
-# Per message class: its field names and the types of its empty dict or list
-# defaults; None when it has no plain copier (see _fields).
-_PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _PLAIN_TEMPLATE = """
@@ -517,28 +508,27 @@ _PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
 """
 
 
+@functools.cache
 def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
-    if cls in _PLAIN_PLANS:
-        return _PLAIN_PLANS[cls]
+    # A message class's field names and the types of its empty dict or list defaults,
+    # once its plain copier is made; None when it has none (see _fields).
     fields = _fields(cls)
-    plan: tuple[frozenset[str], dict[str, type]] | None = None
-    if fields is not None:
-        containers = {name: kind for name, kind in fields.items() if kind is not None}
-        plan = (frozenset(fields), containers)
-        body = "".join(
-            _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
-            for name, kind in containers.items()
-        )
-        _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
-    _PLAIN_PLANS[cls] = plan
-    return plan
+    if fields is None:
+        return None
+    containers = {name: kind for name, kind in fields.items() if kind is not None}
+    body = "".join(
+        _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
+        for name, kind in containers.items()
+    )
+    _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
+    return frozenset(fields), containers
 
 
 def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
     # Plain: the class's fields exactly, each a scalar except those defaulting to an
     # empty dict or list, which hold that type of scalars (copying it copies all);
     # extras None or a dict of scalars, no private attributes, a plain fields-set.
-    plan = _plain_plan(type(message))
+    plan = _plain_plan(message.__class__)
     if plan is None:
         return False
     names, kinds = plan
@@ -671,9 +661,7 @@ class CacheStats:
     def request(self, result: str, seconds: float, writes: int) -> None:
         """Count one history request (``result``: ``hit``, ``miss`` or ``error``)
         that took ``seconds`` and returned ``writes`` writes."""
-        key = "requests_" + result
-        with self._lock:
-            self.counts[key] = self.counts.get(key, 0) + 1
+        self.add("requests_" + result)
         _telemetry.history_request(self.tier, result, seconds, writes)
 
     def error(self, where: str, exc: BaseException) -> None:

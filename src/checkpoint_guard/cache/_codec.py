@@ -1,13 +1,8 @@
-"""How the shared cache encodes values: msgpack inside the saver's serde.
-
-Messages are stored as their field dicts and rebuilt without re-validation (they
-came from the saver's serde), and the whole payload passes through the saver's
-serde, so encryption carries through. Cache bytes are untrusted: decoding imports
-only allowlisted classes, never unpickles, checks a message's shape before
-rebuilding it and, under encryption, accepts only envelopes the cipher
-authenticated. Whatever fails a check raises ``CodecError`` (the saver answers);
-a value the strict decoder could not read back is not cached. The argument:
-docs/design.md, "How values are encoded".
+"""How the shared cache encodes values: msgpack inside the saver's serde (so encryption
+carries through), messages as their field dicts. Cache bytes are untrusted: decoding
+imports only allowlisted classes, never unpickles, checks a message's shape before
+rebuilding it and, under encryption, accepts only authenticated envelopes; any failed
+check raises ``CodecError``. The argument: docs/design.md, "How values are encoded".
 """
 
 from __future__ import annotations
@@ -427,24 +422,22 @@ class ValueCodec:
         if type(inner) not in (list, tuple) or len(inner) < 3:
             raise CodecError(f"cached serde extension {code} is malformed")
         module, name, arg = inner[0], inner[1], inner[2]
+        args: Any = (arg,)
+        kwargs: dict[str, Any] = {}
         if code == _EXT_METHOD:
             if len(inner) != 4 or (module, name, inner[3]) not in _METHODS:
                 raise CodecError(f"cached value calls a method that is not allowed: {name!r}")
-            cls = getattr(importlib.import_module(module), name)
-            method = getattr(cls, inner[3])
-            call: Any = lambda: method(arg)  # noqa: E731
+            call = getattr(getattr(importlib.import_module(module), name), inner[3])
         else:
-            cls = self._class(module, name)
-            if code == _EXT_ONE_ARG:
-                call = lambda: cls(arg)  # noqa: E731
-            elif code == _EXT_ARGS and type(arg) in (list, tuple):
-                call = lambda: cls(*arg)  # noqa: E731
+            call = self._class(module, name)
+            if code == _EXT_ARGS and type(arg) in (list, tuple):
+                args = arg
             elif code in (_EXT_KWARGS, _EXT_PYDANTIC_V2) and type(arg) is dict:
-                call = lambda: cls(**arg)  # noqa: E731
-            else:
+                args, kwargs = (), arg
+            elif code != _EXT_ONE_ARG:
                 raise CodecError(f"cached serde extension {code} is not accepted")
         try:
-            return call()
+            return call(*args, **kwargs)
         except Exception as exc:
             raise CodecError(f"cached {name!r} does not rebuild: {type(exc).__name__}") from None
 

@@ -562,9 +562,7 @@ class RedisHistoryCache(Counted):
     def _decode(self, field: str, blob: bytes) -> Any:
         if field == _EMPTY:
             # the same bytes every time without encryption: no decoding
-            if blob == self._empty:
-                return ()
-            if self.codec.loads_chunk(blob, _EMPTY_BINDING):
+            if blob != self._empty and self.codec.loads_chunk(blob, _EMPTY_BINDING):
                 raise CodecError("cached empty chunk holds writes")
             return ()
         if field.startswith("c:"):
@@ -762,26 +760,21 @@ class RedisHistoryCache(Counted):
         """A verified entry's history, from the values the reply carried, else the local
         tier and a fetch of the rest."""
         seed_field, fields = entry
-        wanted = ([seed_field] if seed_field != "-" else []) + fields
-        blobs = None if values is None else list(values)
-        missing = wanted
-        if blobs is None:
+        missing = ([seed_field] if seed_field != "-" else []) + fields
+        if values is None:
             with self._lock:
                 held = self._local.fields(key, epoch)
                 # once each: equal chunks share a field (every empty one, without encryption)
-                missing = list(dict.fromkeys(f for f in wanted if f not in held))
-        own: dict[str, Any] = {}
-        if missing:
-            if blobs is None:
-                reply = yield _Get(key, ["epoch", *missing])
+                missing = list(dict.fromkeys(f for f in missing if f not in held))
+            if missing:
+                values = yield _Get(key, ["epoch", *missing])
                 # only values of the index's epoch (within one, a field never changes)
-                if not reply or reply[0] is None or _text(reply[0]) != epoch or None in reply:
+                if not values or values[0] is None or _text(values[0]) != epoch or None in values:
                     return None
-                blobs = list(reply[1:])
-            decoded = self._remember(key, epoch, missing, blobs)
-            if decoded is None:
-                return None
-            own = decoded
+                values = values[1:]
+        own = self._remember(key, epoch, missing, values) if missing else {}
+        if own is None:
+            return None
         return self._assemble(key, epoch, seed_field, fields, own)
 
     def _read(
