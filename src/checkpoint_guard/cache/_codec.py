@@ -26,8 +26,7 @@ __all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
 
 
 class Misplaced(CodecError):
-    """A value that decodes, but was written for another place than the one it was
-    read from (its binding differs: see ``ValueCodec.dumps``)."""
+    """A value written for another place than it was read from (``ValueCodec.dumps``)."""
 
 
 _TUPLE, _MESSAGE, _SNAPSHOT, _MESSAGE_LIST, _SERDE = 1, 2, 3, 4, 9
@@ -101,8 +100,7 @@ def _message_fields(message: Any) -> list[Any]:
 
 
 def _fields_of_messages(value: Any) -> list[list[Any]] | None:
-    """Each message's fields when ``value`` is a non-empty list of messages of the
-    exact classes rebuilt here; ``None`` for anything else."""
+    """Each message's fields when ``value`` is a non-empty list of ``_MESSAGES``; else None."""
     if type(value) is not list or not value:
         return None
     for item in value:
@@ -209,8 +207,7 @@ _BUILDERS: dict[str, Any] = {name: _builder(cls) for name, cls in _MESSAGES.item
 
 
 def _messages(items: list[Any]) -> list[Any]:
-    """The messages of a list of ``_message_fields`` lists (one loop, no call per
-    message but its builder's)."""
+    """The messages ``_message_fields`` lists describe (no call per message but its builder's)."""
     out: list[Any] = []
     append = out.append
     get = _BUILDERS.get
@@ -240,23 +237,17 @@ def _write(row: Any) -> tuple[str, str, Any]:
 
 class ValueCodec:
     """Encode/decode cache values; ``serde`` (the saver's serializer) wraps every
-    payload, so encryption carries through. ``allowlist`` adds (module, name)
-    classes a cached value may name, beyond ``DECODE_ALLOWLIST`` and the serde's
-    own explicit allowlist."""
+    payload, so encryption carries through, and its explicit msgpack allowlist adds
+    to ``DECODE_ALLOWLIST``."""
 
-    def __init__(
-        self,
-        serde: SerializerProtocol | None = None,
-        *,
-        allowlist: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
+    def __init__(self, serde: SerializerProtocol | None = None) -> None:
         self.serde = serde or JsonPlusSerializer()
-        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde) | allowlist
+        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde)
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
         self._depth = threading.local()
-        # Whether the serde transforms what it wraps (encryption: then only envelopes
-        # that went through it are accepted), probed: a serde is judged by what it does.
+        # Whether the serde transforms what it wraps (encryption: then only its envelopes
+        # are accepted), probed: a serde is judged by what it does.
         self._envelope_type = self.serde.dumps_typed(b"")[0]
         self._sealed = self._envelope_type != "bytes"
         # The empty chunk (about half of all chunks) encodes to the same bytes every

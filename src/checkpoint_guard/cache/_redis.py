@@ -68,6 +68,7 @@ _LENT: Any = object()  # the decoded objects went to a reader; the tier holds th
 
 _Held = tuple[int, Any, bytes]  # (encoded size, decoded value or _LENT, bytes if _LENT)
 _Kept = list[tuple[str, int, Any]]  # values a script stored: (field, encoded size, value)
+_Made = tuple[int, bytes, bytes]  # an entry's (n, makeup digest, tag)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -379,11 +380,9 @@ class RedisHistoryCache(Counted):
         )
         # (thread key, ns, channel) -> the segment its last entry was read from
         self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, pointer) -> (n, makeup digest, tag) of an entry this
-        # process verified or made: what a miss needs to extend it (the child's tag)
-        self._tags: LRUCache[tuple[str, str, str], tuple[int, bytes, bytes]] = LRUCache(
-            maxsize=100_000
-        )
+        # (thread key, epoch, pointer) -> an entry this process verified or made: what
+        # a miss needs to extend it (the child's tag)
+        self._tags: LRUCache[tuple[str, str, str], _Made] = LRUCache(maxsize=100_000)
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
@@ -679,7 +678,7 @@ class RedisHistoryCache(Counted):
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
         kept: _Kept = []
-        made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
+        made: dict[str, _Made] = {}  # by pointer
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
             argv += self._step_args(key, epoch, ns, step, node, made, kept)
@@ -692,7 +691,7 @@ class RedisHistoryCache(Counted):
         ns: str,
         step: Step,
         node: str,
-        made: dict[str, tuple[int, bytes, bytes]],
+        made: dict[str, _Made],
         kept: _Kept,
     ) -> list[Any]:
         """A step's ``extend.lua`` arguments; the child's (n, makeup, tag) go to ``made``,
