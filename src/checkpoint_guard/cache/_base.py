@@ -72,8 +72,7 @@ Chunk = tuple[PendingWrite, ...]  # the writes one checkpoint stored for a chann
 @dataclass(frozen=True, slots=True)
 class Seed:
     """A segment's starting point: ``present`` with ``value``, or none (start empty).
-    ``copiers``: set by ``keep_seed`` for a cache's own copy of a list of messages
-    (or a snapshot of one), one copier per item."""
+    ``copiers``: one per item of a kept list value (``keep_seed``)."""
 
     present: bool
     value: Any = None
@@ -131,11 +130,9 @@ _SCAN_FROM = 8
 
 
 def fresh(value: Any) -> Any:
-    """A copy of a cached value that no caller mutation can reach back into the
-    cache: containers are rebuilt, messages copied with their field containers
-    (``additional_kwargs``, ``tool_calls``, list ``content``, ...) copied the same
-    way, and anything unknown deep-copied. Immutable scalars, and tuples holding
-    only immutable scalars, are shared."""
+    """A copy of a cached value that no caller mutation can reach back into the cache:
+    containers rebuilt, messages copied with their field containers, anything unknown
+    deep-copied; immutable scalars (and tuples of them only) shared."""
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
@@ -158,8 +155,7 @@ def fresh(value: Any) -> Any:
 
 def _copy_dict(value: dict[Any, Any], _scalars: frozenset[type] = _SCALARS) -> dict[Any, Any]:
     # A JSON-like dict (a message's fields, tool-call args, a content block): one
-    # C-level copy, then only its non-scalar values replaced, by type. Keys are
-    # shared, as dict.copy() and deepcopy of str keys do.
+    # C-level copy, then only its non-scalar values replaced, by type (keys shared).
     copied = value.copy()
     if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value.values())):
         return copied
@@ -221,8 +217,8 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _copy_message(message: Any) -> Any:
-    # pydantic's __copy__ without its dispatch, the fields' containers copied too:
-    # any message layout (the per-class copiers fall back to this one).
+    # pydantic's __copy__ without its dispatch, the fields' containers copied too
+    # (any message layout: the per-class copiers fall back to this one).
     copied = _new(message.__class__)
     _set_dict(copied, _copy_dict(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
@@ -384,11 +380,10 @@ def _by_id(pools: Sequence[Any]) -> dict[str, Any]:
 
 
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
-    """``seed`` with each message of its list value (or snapshot of one) replaced by
-    an ``identical`` one the cache holds in ``known``'s writes or ``also``'s value
-    (``seed`` itself if none is), and the bytes the result adds (a pointer per shared
-    message): a snapshot holds what its history's writes hold, so sharing keeps a
-    cache linear across snapshots. Only for objects the cache owns."""
+    """``seed`` with each message of its list value (or snapshot of one) replaced by an
+    ``identical`` one held in ``known``'s writes or ``also``'s value, and the bytes the
+    result adds: sharing keeps a cache linear across snapshots (each holds what its
+    history's writes hold). Only for objects the cache owns."""
     value = seed.value
     if not seed.present:
         return seed, 0
@@ -630,23 +625,24 @@ def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> Delta
     return entry
 
 
-class CacheStats:
-    """Thread-safe counters and error logging (one line per ``log_interval`` seconds,
-    counting those suppressed). Each count is also recorded on the OpenTelemetry
-    instrument labelled ``tier``, so ``stats()`` and the metrics agree. Keys: ``hits``
-    / ``misses`` (entry lookups), ``evictions``, ``errors``, ``invalidations`` and
-    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests)."""
+_LOG_INTERVAL = 60.0  # seconds between two warnings of one kind
 
-    def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
+
+class CacheStats:
+    """Thread-safe counters, each also recorded on the OpenTelemetry instrument labelled
+    ``tier`` (so ``stats()`` and the metrics agree), and error logging (a line a minute
+    at most, counting those suppressed). Keys: ``hits`` / ``misses`` (entry lookups),
+    ``evictions``, ``errors``, ``invalidations`` and ``requests_hit`` / ``requests_miss``
+    / ``requests_error`` (history requests)."""
+
+    def __init__(self, *, tier: str) -> None:
         self._lock = threading.Lock()
         self.tier = tier
         requests = ("requests_hit", "requests_miss", "requests_error")
         self.counts: dict[str, int] = dict.fromkeys(
             ("hits", "misses", "evictions", "errors", "invalidations", *requests), 0
         )
-        self._log_interval = log_interval
-        self._last_log = float("-inf")
-        self._last_reject = float("-inf")
+        self._last_log = self._last_reject = float("-inf")
         self._suppressed = 0
 
     def add(self, name: str, n: int = 1) -> None:
@@ -659,8 +655,7 @@ class CacheStats:
             _telemetry.cache_eviction(self.tier, n)
 
     def request(self, result: str, seconds: float, writes: int) -> None:
-        """Count one history request (``result``: ``hit``, ``miss`` or ``error``)
-        that took ``seconds`` and returned ``writes`` writes."""
+        """Count a history request (``result``: ``hit``, ``miss`` or ``error``)."""
         self.add("requests_" + result)
         _telemetry.history_request(self.tier, result, seconds, writes)
 
@@ -670,7 +665,7 @@ class CacheStats:
         now = time.monotonic()
         with self._lock:
             self.counts["errors"] += 1
-            if now - self._last_log < self._log_interval:
+            if now - self._last_log < _LOG_INTERVAL:
                 self._suppressed += 1
                 return
             suppressed, self._suppressed, self._last_log = self._suppressed, 0, now
@@ -683,12 +678,12 @@ class CacheStats:
         )
 
     def reject(self, detail: str) -> None:
-        """Count an entry whose index failed verification (``rejected``: rewritten
-        or corrupted cache data; the saver answers) and log it without flooding."""
+        """Count an entry whose index failed verification (``rejected``) and log it
+        without flooding."""
         now = time.monotonic()
         with self._lock:
             self.counts["rejected"] = self.counts.get("rejected", 0) + 1
-            if now - self._last_reject < self._log_interval:
+            if now - self._last_reject < _LOG_INTERVAL:
                 return
             self._last_reject = now
         logger.warning(
@@ -704,8 +699,7 @@ class CacheStats:
 
 
 class Counted:
-    """A backend's counters (``CacheStats``, labelled with its ``tier``), through
-    which the saver layer records what it met."""
+    """A backend's ``CacheStats``, through which the saver layer records what it met."""
 
     tier: str
     _stats: CacheStats

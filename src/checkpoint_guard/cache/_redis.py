@@ -389,15 +389,10 @@ class RedisHistoryCache(Counted):
 
     # -- clients ---------------------------------------------------------------------------
 
-    def _url(self) -> str:
-        if self.url is None:
-            raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
-        return self.url
-
     def _sync(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _connect(self._url(), self.cluster, False, self.timeout_seconds)
+                self._client = _connect(self.url, self.cluster, False, self.timeout_seconds)
             return self._client
 
     def _async(self) -> Any:
@@ -407,7 +402,7 @@ class RedisHistoryCache(Counted):
         with self._lock:
             aclient = self._aclients.get(loop)
             if aclient is None:
-                aclient = _connect(self._url(), self.cluster, True, self.timeout_seconds)
+                aclient = _connect(self.url, self.cluster, True, self.timeout_seconds)
                 self._aclients[loop] = aclient
             return aclient
 
@@ -598,10 +593,8 @@ class RedisHistoryCache(Counted):
             self._stats.error("decode", exc)
             return None
         entries: list[tuple[str, _Held]] = [
-            (field, (len(blob), _LENT, blob))
-            if self.isolate
-            else (field, (len(blob), decoded[field], b""))
-            for field, blob in values.items()
+            (f, (len(b), _LENT, b) if self.isolate else (len(b), decoded[f], b""))
+            for f, b in values.items()
         ]
         with self._lock:
             self._local.put(key, epoch, entries)
@@ -929,9 +922,11 @@ class RedisHistoryCache(Counted):
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
 
 
-def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
+def _connect(url: str | None, cluster: bool, is_async: bool, timeout: float) -> Any:
     """A client for ``url`` (a server, a cluster or a sentinel-managed primary), every
     call bounded by ``timeout`` seconds."""
+    if url is None:
+        raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
     options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
