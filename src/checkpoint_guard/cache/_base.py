@@ -400,11 +400,9 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     depth = 2 if wrapped else 1
     shared = False
     for item in items:
-        match = (
-            held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
-        )
-        if match is not None and identical(match, item):
-            out.append(match)
+        same = held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
+        if same is not None and identical(same, item):
+            out.append(same)
             shared = True
         else:
             out.append(item)
@@ -551,16 +549,11 @@ def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
 def keep_chunk(chunk: Chunk) -> Chunk:
     """``chunk`` as a cache keeps it (never handed out): a ``PlainChunk`` when it is
     one write of a list of one plain message."""
-    if len(chunk) == 1 and type(chunk) is tuple:
-        value = chunk[0][2]
-        if (
-            type(value) is list
-            and len(value) == 1
-            and isinstance(value[0], BaseMessage)
-            and _is_plain(value[0])
-        ):
-            return PlainChunk(chunk)
-    return chunk
+    if len(chunk) != 1 or type(chunk) is not tuple:
+        return chunk
+    value = chunk[0][2]
+    one = type(value) is list and len(value) == 1 and isinstance(value[0], BaseMessage)
+    return PlainChunk(chunk) if one and _is_plain(value[0]) else chunk
 
 
 def _item_copier(item: Any) -> Callable[[Any], Any]:

@@ -264,10 +264,9 @@ class ValueCodec:
         if cls is DeltaSnapshot:
             # a snapshot of messages: one extension of every message's fields, so
             # decoding it is one msgpack call, not one per message
-            fields = _fields_of_messages(obj.value)
-            value = (
-                obj.value if fields is None else msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
-            )
+            value = obj.value
+            if (fields := _fields_of_messages(value)) is not None:
+                value = msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
             return msgpack.ExtType(_SNAPSHOT, self._pack(value))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
@@ -322,10 +321,8 @@ class ValueCodec:
         ``binding`` (bytes naming where the value belongs), it is packed inside the
         payload and ``loads`` requires the same one (``Misplaced`` otherwise): under
         encryption only a key holder can make a value carry a binding."""
-        typ, data = self.serde.dumps_typed(
-            self._pack(value if binding is None else [binding, value])
-        )
-        envelope: bytes = msgpack.packb([typ, data], use_bin_type=True)
+        packed = self._pack(value if binding is None else [binding, value])
+        envelope: bytes = msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True)
         return envelope
 
     # -- decode ----------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import hmac
@@ -73,34 +72,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass(slots=True)
-class _Group:
-    """One thread epoch's values in the local tier and what they weigh encoded."""
+class _Group(dict[str, _Held]):
+    """One thread epoch's values in the local tier by field; ``size``: them encoded."""
 
-    fields: dict[str, _Held] = dataclasses.field(default_factory=dict)
-    size: int = 64
+    size = 64
 
 
 class _LocalTier(LRUCache[tuple[str, str], _Group]):
-    """(thread key, epoch) -> its values, a plain dict by field (an LRU step per field
-    cost a long thread's read more than the copies). Guarded by the cache's lock."""
+    """(thread key, epoch) -> its ``_Group``, bounded by their sizes; guarded by the
+    cache's lock (an LRU step per field cost a long thread's read more than copies)."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
 
     def fields(self, key: str, epoch: str) -> dict[str, _Held]:
         """The group's values by field (empty when none are held); marks it used."""
-        group = self.get((key, epoch))
-        return group.fields if group is not None else {}
+        return self.get((key, epoch)) or {}
 
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
         """Hold ``entries`` in the group, evicting others to fit (or not at all)."""
         group = self.get((key, epoch)) or _Group()
-        held = group.fields
         for field, entry in entries:
-            old = held.get(field)
+            old = group.get(field)
             group.size += entry[0] - (old[0] if old is not None else 0)
-            held[field] = entry
+            group[field] = entry
         try:  # re-inserting makes cachetools measure the group again
             self[(key, epoch)] = group
         except ValueError:  # larger than the whole tier
@@ -133,8 +128,7 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
 @dataclass(frozen=True, slots=True)
 class _Eval(Request[Any, Any]):
-    """A script call on a thread's hash and record, sent whole once to a server that
-    does not know it yet (a restart, another shard)."""
+    """A script call on a thread's hash and record (sent whole to a server lacking it)."""
 
     script: _Script
     key: str
@@ -446,8 +440,7 @@ class RedisHistoryCache(Counted):
     # -- tags ------------------------------------------------------------------------------
 
     def _learn(self, key: str, epoch: str, pointer: str, value: Any) -> bool:
-        """Remember an entry's makeup from its pointer's value ``segment,n,tag``; False
-        (counted, logged) when the tag was not made for it."""
+        """Remember an entry's makeup from its pointer ``segment,n,tag``; False if rejected."""
         try:
             _, count, tag = bytes(value).split(b",", 2)
             n = int(count)
@@ -733,8 +726,7 @@ class RedisHistoryCache(Counted):
         ]
 
     def _extended(self, key: str, reply: Any, kept: _Kept) -> str | None:
-        """The extend script's epoch when every step applied; what it stored goes to the
-        local tier (no fetch, no decode on the next read)."""
+        """The extend script's epoch when every step applied; what it stored goes local."""
         if not reply or not isinstance(reply, list):
             return None
         epoch = _text(reply[0])
@@ -749,8 +741,7 @@ class RedisHistoryCache(Counted):
     def _serve(
         self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
     ) -> Plan[Any, DeltaChannelHistory | None]:
-        """A verified entry's history, from the values the reply carried, else the local
-        tier and a fetch of the rest."""
+        """A verified entry's history: the reply's values, else the tier's and a fetch."""
         seed_field, fields = entry
         missing = ([seed_field] if seed_field != "-" else []) + fields
         if values is None:
@@ -812,11 +803,9 @@ class RedisHistoryCache(Counted):
     ) -> Plan[Any, bool]:
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         epoch, value = yield _Get(key, ["epoch", pointer])
-        return (
-            epoch is not None
-            and value is not None
-            and self._learn(key, _text(epoch), pointer, value)
-        )
+        if epoch is None or value is None:
+            return False
+        return self._learn(key, _text(epoch), pointer, value)
 
     def _store(
         self,
@@ -923,8 +912,7 @@ class RedisHistoryCache(Counted):
 
 
 def _connect(url: str | None, cluster: bool, is_async: bool, timeout: float) -> Any:
-    """A client for ``url`` (a server, a cluster or a sentinel-managed primary), every
-    call bounded by ``timeout`` seconds."""
+    """A client for ``url`` (a server, cluster or sentinel's primary) bounded by ``timeout``."""
     if url is None:
         raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
