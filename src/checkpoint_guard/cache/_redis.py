@@ -787,11 +787,9 @@ class RedisHistoryCache(Counted):
         for group, (channel, ids) in enumerate(probes):
             hits = found.setdefault(channel, set())
             for i, c in enumerate(ids):
-                flag = flags[group * g + i]
+                flag, pointer = flags[group * g + i], fields[group * g + i]
                 # bytes: the entry a miss would extend, whose tag it needs
-                if isinstance(flag, bytes) and not self._learn(
-                    key, epoch, self._pointer(ns, channel, c), flag
-                ):
+                if isinstance(flag, bytes) and not self._learn(key, epoch, pointer, flag):
                     continue
                 if flag:
                     hits.add(c)
@@ -925,14 +923,9 @@ def _connect(url: str | None, cluster: bool, is_async: bool, timeout: float) -> 
     if sentinel is None:
         return lib.Redis.from_url(url, **options)
     manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
-    return manager.master_for(
-        sentinel.service,
-        db=sentinel.db,
-        username=sentinel.username,
-        password=sentinel.password,
-        ssl=sentinel.ssl,
-        **options,
-    )
+    login = sentinel._asdict()  # past its sentinels and service: master_for's keywords
+    del login["sentinels"], login["service"]
+    return manager.master_for(sentinel.service, **login, **options)
 
 
 def _text(value: Any) -> str:
