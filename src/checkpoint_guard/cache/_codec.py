@@ -7,8 +7,10 @@ check raises ``CodecError``. The argument: docs/design.md, "How values are encod
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -245,6 +247,9 @@ class ValueCodec:
         self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde)
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
+        self._pack: Callable[[Any], bytes] = functools.partial(
+            msgpack.packb, default=self._default, strict_types=True, use_bin_type=True
+        )
         self._depth = threading.local()
         # Whether the serde transforms what it wraps (encryption: then only its envelopes
         # are accepted), probed: a serde is judged by what it does.
@@ -277,12 +282,6 @@ class ValueCodec:
         # cached only if the strict decoder reads it back (allowlisted classes only)
         self._serde_loads(typ, data)
         return msgpack.ExtType(_SERDE, msgpack.packb([typ, data], use_bin_type=True))
-
-    def _pack(self, obj: Any) -> bytes:
-        packed: bytes = msgpack.packb(
-            obj, default=self._default, strict_types=True, use_bin_type=True
-        )
-        return packed
 
     def dumps_chunk(
         self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
