@@ -73,14 +73,15 @@ R = TypeVar("R")
 
 
 class _Group(dict[str, _Held]):
-    """One thread epoch's values in the local tier by field; ``size``: them encoded."""
+    """One thread epoch's values in the local tier, by field; ``size``: them encoded."""
 
     size = 64
 
 
 class _LocalTier(LRUCache[tuple[str, str], _Group]):
-    """(thread key, epoch) -> its ``_Group``, bounded by their sizes; guarded by the
-    cache's lock (an LRU step per field cost a long thread's read more than copies)."""
+    """(thread key, epoch) -> its ``_Group``, bounded by their sizes (a plain dict per
+    group: a long thread's read names thousands of fields, and an LRU step per field
+    cost more than the copies). Guarded by the cache's lock."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
