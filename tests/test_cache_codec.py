@@ -8,6 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from checkpoint_guard.cache._codec import CodecError, ValueCodec
@@ -111,7 +112,10 @@ def test_a_class_off_the_allowlist_is_not_cached_unless_allowlisted() -> None:
     value = [_MyMessage("sub", id="s1")]
     with pytest.raises(CodecError, match="_MyMessage"):
         ValueCodec().dumps_chunk((("t", "messages", value),))
-    codec = ValueCodec(allowlist=frozenset({(_MyMessage.__module__, "_MyMessage")}))
+    # the saver's serde's own explicit allowlist extends the codec's
+    codec = ValueCodec(
+        JsonPlusSerializer(allowed_msgpack_modules=[(_MyMessage.__module__, "_MyMessage")])
+    )
     _same(
         codec.loads_chunk(codec.dumps_chunk((("t", "messages", value),))),
         (("t", "messages", value),),

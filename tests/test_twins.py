@@ -63,7 +63,6 @@ EXPECTED = {
     "maintenance/_ops.py:<module>.prune",
     "state/_lineage.py:<module>.find_checkpoint_before_message",
     "state/_accessor.py:StateAccessor.get",
-    "cache/_redis.py:RedisHistoryCache.begin",
     "cache/_redis.py:RedisHistoryCache.close",
     "cache/_redis.py:_Eval.run",
     "cache/_protocol.py:HistoryCache.begin",

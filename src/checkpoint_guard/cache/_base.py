@@ -1,16 +1,10 @@
-"""What every history cache backend shares: the entry model, copies, sizes, stats.
-
-A checkpoint's history is a pointer ``(segment, n)``: a segment's seed plus its
-first ``n`` chunks (a chunk: the writes one ancestor stored for the channel), so
-consecutive checkpoints share one segment and a thread costs what its writes cost.
-An entry never changes once computed; the saver layer invalidates a thread when
-that is broken on purpose. The model in full: docs/design.md, "The history
-cache's entries".
-"""
+"""What every history cache backend shares: the entry model (docs/design.md, "The
+history cache's entries"), the copies readers get, sizes and stats."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import sys
@@ -78,8 +72,7 @@ Chunk = tuple[PendingWrite, ...]  # the writes one checkpoint stored for a chann
 @dataclass(frozen=True, slots=True)
 class Seed:
     """A segment's starting point: ``present`` with ``value``, or none (start empty).
-    ``copiers``: set by ``keep_seed`` for a cache's own copy of a list of messages
-    (or a snapshot of one), one copier per item."""
+    ``copiers``: one per item of a kept list value (``keep_seed``)."""
 
     present: bool
     value: Any = None
@@ -137,11 +130,9 @@ _SCAN_FROM = 8
 
 
 def fresh(value: Any) -> Any:
-    """A copy of a cached value that no caller mutation can reach back into the
-    cache: containers are rebuilt, messages copied with their field containers
-    (``additional_kwargs``, ``tool_calls``, list ``content``, ...) copied the same
-    way, and anything unknown deep-copied. Immutable scalars, and tuples holding
-    only immutable scalars, are shared."""
+    """A copy of a cached value that no caller mutation can reach back into the cache:
+    containers rebuilt, messages copied with their field containers, anything unknown
+    deep-copied; immutable scalars (and tuples of them only) shared."""
     cls = type(value)
     if cls is list:
         # the common shape of a messages write: a list of messages
@@ -164,8 +155,7 @@ def fresh(value: Any) -> Any:
 
 def _copy_dict(value: dict[Any, Any], _scalars: frozenset[type] = _SCALARS) -> dict[Any, Any]:
     # A JSON-like dict (a message's fields, tool-call args, a content block): one
-    # C-level copy, then only its non-scalar values replaced, by type. Keys are
-    # shared, as dict.copy() and deepcopy of str keys do.
+    # C-level copy, then only its non-scalar values replaced, by type (keys shared).
     copied = value.copy()
     if len(value) >= _SCAN_FROM and _scalars.issuperset(map(type, value.values())):
         return copied
@@ -227,8 +217,8 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _copy_message(message: Any) -> Any:
-    # pydantic's __copy__ without its dispatch, the fields' containers copied too:
-    # any message layout (the per-class copiers fall back to this one).
+    # pydantic's __copy__ without its dispatch, the fields' containers copied too
+    # (any message layout: the per-class copiers fall back to this one).
     copied = _new(message.__class__)
     _set_dict(copied, _copy_dict(message.__dict__))
     _set_fields_set(copied, message.__pydantic_fields_set__.copy())
@@ -378,32 +368,24 @@ def _unwrapped(value: Any) -> Any:
     return value.value if type(value) is DeltaSnapshot else value
 
 
-def _by_id(pools: Sequence[Any]) -> dict[str, Any]:
-    """The messages with a string id in ``pools`` (each a list of them, or one), by id:
-    a later one wins."""
-    held: dict[str, Any] = {}
-    for pool in pools:
-        for message in pool if type(pool) is list else (pool,):
-            if isinstance(message, BaseMessage) and type(message.id) is str:
-                held[message.id] = message
-    return held
-
-
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
-    """``seed`` with each message of its list value (or snapshot of one) replaced by
-    an ``identical`` one the cache holds in ``known``'s writes or ``also``'s value
-    (``seed`` itself if none is), and the bytes the result adds (a pointer per shared
-    message): a snapshot holds what its history's writes hold, so sharing keeps a
-    cache linear across snapshots. Only for objects the cache owns."""
+    """``seed`` with each message of its list value (or snapshot of one) replaced by an
+    ``identical`` one held in ``known``'s writes or ``also``'s value, and the bytes the
+    result adds: sharing keeps a cache linear across snapshots (each holds what its
+    history's writes hold). Only for objects the cache owns."""
     value = seed.value
     if not seed.present:
         return seed, 0
     items = _unwrapped(value)
     if type(items) is not list or not items:
         return seed, approx_size(value)
-    # older than the chunks: theirs win an id
+    # the messages held, by id (a later one wins: ``also`` is older than the chunks)
     pools = [_unwrapped(also.value)] if also is not None and also.present else []
-    held = _by_id(pools + [v for chunk in known for _, _, v in chunk])
+    held: dict[str, Any] = {}
+    for pool in pools + [v for chunk in known for _, _, v in chunk]:
+        for message in pool if type(pool) is list else (pool,):
+            if isinstance(message, BaseMessage) and type(message.id) is str:
+                held[message.id] = message
     out: list[Any] = []
     # approx_size's own arithmetic: a list, inside a snapshot or not
     wrapped = items is not value
@@ -411,11 +393,9 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     depth = 2 if wrapped else 1
     shared = False
     for item in items:
-        match = (
-            held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
-        )
-        if match is not None and identical(match, item):
-            out.append(match)
+        same = held.get(item.id) if isinstance(item, BaseMessage) and type(item.id) is str else None
+        if same is not None and identical(same, item):
+            out.append(same)
             shared = True
         else:
             out.append(item)
@@ -494,9 +474,6 @@ class PlainChunk(tuple[PendingWrite, ...]):
     __slots__ = ()
 
 
-# Per message class: its field names and the types of its empty dict or list
-# defaults; None when it has no plain copier (see _fields).
-_PLAIN_PLANS: dict[type, tuple[frozenset[str], dict[str, type]] | None] = {}
 _PLAIN_COPIERS: dict[type, Callable[[Any], Any]] = {}
 
 _PLAIN_TEMPLATE = """
@@ -517,28 +494,27 @@ _PLAIN_FIELD_TEMPLATE = """    value = copied[{key!r}]
 """
 
 
+@functools.cache
 def _plain_plan(cls: type) -> tuple[frozenset[str], dict[str, type]] | None:
-    if cls in _PLAIN_PLANS:
-        return _PLAIN_PLANS[cls]
+    # A message class's field names and the types of its empty dict or list defaults,
+    # once its plain copier is made; None when it has none (see _fields).
     fields = _fields(cls)
-    plan: tuple[frozenset[str], dict[str, type]] | None = None
-    if fields is not None:
-        containers = {name: kind for name, kind in fields.items() if kind is not None}
-        plan = (frozenset(fields), containers)
-        body = "".join(
-            _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
-            for name, kind in containers.items()
-        )
-        _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
-    _PLAIN_PLANS[cls] = plan
-    return plan
+    if fields is None:
+        return None
+    containers = {name: kind for name, kind in fields.items() if kind is not None}
+    body = "".join(
+        _PLAIN_FIELD_TEMPLATE.format(key=name, empty=_EMPTY[kind])
+        for name, kind in containers.items()
+    )
+    _PLAIN_COPIERS[cls] = generated(cls, "plain_copier", _PLAIN_TEMPLATE.format(body=body))
+    return frozenset(fields), containers
 
 
 def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
     # Plain: the class's fields exactly, each a scalar except those defaulting to an
     # empty dict or list, which hold that type of scalars (copying it copies all);
     # extras None or a dict of scalars, no private attributes, a plain fields-set.
-    plan = _plain_plan(type(message))
+    plan = _plain_plan(message.__class__)
     if plan is None:
         return False
     names, kinds = plan
@@ -566,16 +542,11 @@ def _is_plain(message: Any, _scalars: frozenset[type] = _SCALARS) -> bool:
 def keep_chunk(chunk: Chunk) -> Chunk:
     """``chunk`` as a cache keeps it (never handed out): a ``PlainChunk`` when it is
     one write of a list of one plain message."""
-    if len(chunk) == 1 and type(chunk) is tuple:
-        value = chunk[0][2]
-        if (
-            type(value) is list
-            and len(value) == 1
-            and isinstance(value[0], BaseMessage)
-            and _is_plain(value[0])
-        ):
-            return PlainChunk(chunk)
-    return chunk
+    if len(chunk) != 1 or type(chunk) is not tuple:
+        return chunk
+    value = chunk[0][2]
+    one = type(value) is list and len(value) == 1 and isinstance(value[0], BaseMessage)
+    return PlainChunk(chunk) if one and _is_plain(value[0]) else chunk
 
 
 def _item_copier(item: Any) -> Callable[[Any], Any]:
@@ -640,23 +611,24 @@ def assemble(seed: Seed, chunks: Sequence[Chunk], *, copy_values: bool) -> Delta
     return entry
 
 
-class CacheStats:
-    """Thread-safe counters and error logging (one line per ``log_interval`` seconds,
-    counting those suppressed). Each count is also recorded on the OpenTelemetry
-    instrument labelled ``tier``, so ``stats()`` and the metrics agree. Keys: ``hits``
-    / ``misses`` (entry lookups), ``evictions``, ``errors``, ``invalidations`` and
-    ``requests_hit`` / ``requests_miss`` / ``requests_error`` (history requests)."""
+_LOG_INTERVAL = 60.0  # seconds between two warnings of one kind
 
-    def __init__(self, log_interval: float = 60.0, *, tier: str = "memory") -> None:
+
+class CacheStats:
+    """Thread-safe counters, each also recorded on the OpenTelemetry instrument labelled
+    ``tier`` (so ``stats()`` and the metrics agree), and error logging (a line a minute
+    at most, counting those suppressed). Keys: ``hits`` / ``misses`` (entry lookups),
+    ``evictions``, ``errors``, ``invalidations`` and ``requests_hit`` / ``requests_miss``
+    / ``requests_error`` (history requests)."""
+
+    def __init__(self, *, tier: str) -> None:
         self._lock = threading.Lock()
         self.tier = tier
         requests = ("requests_hit", "requests_miss", "requests_error")
         self.counts: dict[str, int] = dict.fromkeys(
             ("hits", "misses", "evictions", "errors", "invalidations", *requests), 0
         )
-        self._log_interval = log_interval
-        self._last_log = float("-inf")
-        self._last_reject = float("-inf")
+        self._last_log = self._last_reject = float("-inf")
         self._suppressed = 0
 
     def add(self, name: str, n: int = 1) -> None:
@@ -669,11 +641,8 @@ class CacheStats:
             _telemetry.cache_eviction(self.tier, n)
 
     def request(self, result: str, seconds: float, writes: int) -> None:
-        """Count one history request (``result``: ``hit``, ``miss`` or ``error``)
-        that took ``seconds`` and returned ``writes`` writes."""
-        key = "requests_" + result
-        with self._lock:
-            self.counts[key] = self.counts.get(key, 0) + 1
+        """Count a history request (``result``: ``hit``, ``miss`` or ``error``)."""
+        self.add("requests_" + result)
         _telemetry.history_request(self.tier, result, seconds, writes)
 
     def error(self, where: str, exc: BaseException) -> None:
@@ -682,7 +651,7 @@ class CacheStats:
         now = time.monotonic()
         with self._lock:
             self.counts["errors"] += 1
-            if now - self._last_log < self._log_interval:
+            if now - self._last_log < _LOG_INTERVAL:
                 self._suppressed += 1
                 return
             suppressed, self._suppressed, self._last_log = self._suppressed, 0, now
@@ -695,12 +664,12 @@ class CacheStats:
         )
 
     def reject(self, detail: str) -> None:
-        """Count an entry whose index failed verification (``rejected``: rewritten
-        or corrupted cache data; the saver answers) and log it without flooding."""
+        """Count an entry whose index failed verification (``rejected``) and log it
+        without flooding."""
         now = time.monotonic()
         with self._lock:
             self.counts["rejected"] = self.counts.get("rejected", 0) + 1
-            if now - self._last_reject < self._log_interval:
+            if now - self._last_reject < _LOG_INTERVAL:
                 return
             self._last_reject = now
         logger.warning(
@@ -716,8 +685,7 @@ class CacheStats:
 
 
 class Counted:
-    """A backend's counters (``CacheStats``, labelled with its ``tier``), through
-    which the saver layer records what it met."""
+    """A backend's ``CacheStats``, through which the saver layer records what it met."""
 
     tier: str
     _stats: CacheStats

@@ -1,19 +1,16 @@
-"""How the shared cache encodes values: msgpack inside the saver's serde.
-
-Messages are stored as their field dicts and rebuilt without re-validation (they
-came from the saver's serde), and the whole payload passes through the saver's
-serde, so encryption carries through. Cache bytes are untrusted: decoding imports
-only allowlisted classes, never unpickles, checks a message's shape before
-rebuilding it and, under encryption, accepts only envelopes the cipher
-authenticated. Whatever fails a check raises ``CodecError`` (the saver answers);
-a value the strict decoder could not read back is not cached. The argument:
-docs/design.md, "How values are encoded".
+"""How the shared cache encodes values: msgpack inside the saver's serde (so encryption
+carries through), messages as their field dicts. Cache bytes are untrusted: decoding
+imports only allowlisted classes, never unpickles, checks a message's shape before
+rebuilding it and, under encryption, accepts only authenticated envelopes; any failed
+check raises ``CodecError``. The argument: docs/design.md, "How values are encoded".
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -31,8 +28,7 @@ __all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
 
 
 class Misplaced(CodecError):
-    """A value that decodes, but was written for another place than the one it was
-    read from (its binding differs: see ``ValueCodec.dumps``)."""
+    """A value written for another place than it was read from (``ValueCodec.dumps``)."""
 
 
 _TUPLE, _MESSAGE, _SNAPSHOT, _MESSAGE_LIST, _SERDE = 1, 2, 3, 4, 9
@@ -106,8 +102,7 @@ def _message_fields(message: Any) -> list[Any]:
 
 
 def _fields_of_messages(value: Any) -> list[list[Any]] | None:
-    """Each message's fields when ``value`` is a non-empty list of messages of the
-    exact classes rebuilt here; ``None`` for anything else."""
+    """Each message's fields when ``value`` is a non-empty list of ``_MESSAGES``; else None."""
     if type(value) is not list or not value:
         return None
     for item in value:
@@ -214,8 +209,7 @@ _BUILDERS: dict[str, Any] = {name: _builder(cls) for name, cls in _MESSAGES.item
 
 
 def _messages(items: list[Any]) -> list[Any]:
-    """The messages of a list of ``_message_fields`` lists (one loop, no call per
-    message but its builder's)."""
+    """The messages ``_message_fields`` lists describe (no call per message but its builder's)."""
     out: list[Any] = []
     append = out.append
     get = _BUILDERS.get
@@ -245,23 +239,20 @@ def _write(row: Any) -> tuple[str, str, Any]:
 
 class ValueCodec:
     """Encode/decode cache values; ``serde`` (the saver's serializer) wraps every
-    payload, so encryption carries through. ``allowlist`` adds (module, name)
-    classes a cached value may name, beyond ``DECODE_ALLOWLIST`` and the serde's
-    own explicit allowlist."""
+    payload, so encryption carries through, and its explicit msgpack allowlist adds
+    to ``DECODE_ALLOWLIST``."""
 
-    def __init__(
-        self,
-        serde: SerializerProtocol | None = None,
-        *,
-        allowlist: frozenset[tuple[str, str]] = frozenset(),
-    ) -> None:
+    def __init__(self, serde: SerializerProtocol | None = None) -> None:
         self.serde = serde or JsonPlusSerializer()
-        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde) | allowlist
+        self.allowlist = DECODE_ALLOWLIST | _upstream.msgpack_allowlist(self.serde)
         self._classes: dict[tuple[str, str], Any] = {}
         self._hook = self._ext  # bound once, not per value decoded
+        self._pack: Callable[[Any], bytes] = functools.partial(
+            msgpack.packb, default=self._default, strict_types=True, use_bin_type=True
+        )
         self._depth = threading.local()
-        # Whether the serde transforms what it wraps (encryption: then only envelopes
-        # that went through it are accepted), probed: a serde is judged by what it does.
+        # Whether the serde transforms what it wraps (encryption: then only its envelopes
+        # are accepted), probed: a serde is judged by what it does.
         self._envelope_type = self.serde.dumps_typed(b"")[0]
         self._sealed = self._envelope_type != "bytes"
         # The empty chunk (about half of all chunks) encodes to the same bytes every
@@ -278,10 +269,9 @@ class ValueCodec:
         if cls is DeltaSnapshot:
             # a snapshot of messages: one extension of every message's fields, so
             # decoding it is one msgpack call, not one per message
-            fields = _fields_of_messages(obj.value)
-            value = (
-                obj.value if fields is None else msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
-            )
+            value = obj.value
+            if (fields := _fields_of_messages(value)) is not None:
+                value = msgpack.ExtType(_MESSAGE_LIST, self._pack(fields))
             return msgpack.ExtType(_SNAPSHOT, self._pack(value))
         if _MESSAGES.get(cls.__name__) is cls:
             return msgpack.ExtType(_MESSAGE, self._pack(_message_fields(obj)))
@@ -292,12 +282,6 @@ class ValueCodec:
         # cached only if the strict decoder reads it back (allowlisted classes only)
         self._serde_loads(typ, data)
         return msgpack.ExtType(_SERDE, msgpack.packb([typ, data], use_bin_type=True))
-
-    def _pack(self, obj: Any) -> bytes:
-        packed: bytes = msgpack.packb(
-            obj, default=self._default, strict_types=True, use_bin_type=True
-        )
-        return packed
 
     def dumps_chunk(
         self, chunk: tuple[tuple[str, str, Any], ...], binding: bytes | None = None
@@ -336,10 +320,8 @@ class ValueCodec:
         ``binding`` (bytes naming where the value belongs), it is packed inside the
         payload and ``loads`` requires the same one (``Misplaced`` otherwise): under
         encryption only a key holder can make a value carry a binding."""
-        typ, data = self.serde.dumps_typed(
-            self._pack(value if binding is None else [binding, value])
-        )
-        envelope: bytes = msgpack.packb([typ, data], use_bin_type=True)
+        packed = self._pack(value if binding is None else [binding, value])
+        envelope: bytes = msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True)
         return envelope
 
     # -- decode ----------------------------------------------------------------------
@@ -427,24 +409,22 @@ class ValueCodec:
         if type(inner) not in (list, tuple) or len(inner) < 3:
             raise CodecError(f"cached serde extension {code} is malformed")
         module, name, arg = inner[0], inner[1], inner[2]
+        args: Any = (arg,)
+        kwargs: dict[str, Any] = {}
         if code == _EXT_METHOD:
             if len(inner) != 4 or (module, name, inner[3]) not in _METHODS:
                 raise CodecError(f"cached value calls a method that is not allowed: {name!r}")
-            cls = getattr(importlib.import_module(module), name)
-            method = getattr(cls, inner[3])
-            call: Any = lambda: method(arg)  # noqa: E731
+            call = getattr(getattr(importlib.import_module(module), name), inner[3])
         else:
-            cls = self._class(module, name)
-            if code == _EXT_ONE_ARG:
-                call = lambda: cls(arg)  # noqa: E731
-            elif code == _EXT_ARGS and type(arg) in (list, tuple):
-                call = lambda: cls(*arg)  # noqa: E731
+            call = self._class(module, name)
+            if code == _EXT_ARGS and type(arg) in (list, tuple):
+                args = arg
             elif code in (_EXT_KWARGS, _EXT_PYDANTIC_V2) and type(arg) is dict:
-                call = lambda: cls(**arg)  # noqa: E731
-            else:
+                args, kwargs = (), arg
+            elif code != _EXT_ONE_ARG:
                 raise CodecError(f"cached serde extension {code} is not accepted")
         try:
-            return call()
+            return call(*args, **kwargs)
         except Exception as exc:
             raise CodecError(f"cached {name!r} does not rebuild: {type(exc).__name__}") from None
 

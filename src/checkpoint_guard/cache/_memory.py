@@ -298,11 +298,10 @@ class MemoryHistoryCache(Counted, HistoryCache):
 
     def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
         with self._lock:
-            writers = self._fences.get(thread_id)
-            if writers is not None:
-                writers.discard(writer)
-                if not writers:
-                    del self._fences[thread_id]
+            writers = self._fences.get(thread_id, set())
+            writers.discard(writer)
+            if not writers:
+                self._fences.pop(thread_id, None)
             self._mark(thread_id)[0] = next(_COUNTER)
 
     def drop_thread(self, thread_id: ThreadId) -> None:

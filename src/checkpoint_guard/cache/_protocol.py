@@ -1,9 +1,5 @@
-"""The seam between ``CachedHistorySaver`` and a history cache backend.
-
-``MemoryHistoryCache`` and ``RedisHistoryCache`` implement it; a third backend
-implements the same methods and the layer needs nothing else. The invalidation
-protocol the methods serve is described in ``checkpoint_guard.savers._history``.
-"""
+"""The seam between ``CachedHistorySaver`` and a history cache backend: all a backend
+implements (the invalidation protocol it serves: ``checkpoint_guard.savers._history``)."""
 
 from __future__ import annotations
 

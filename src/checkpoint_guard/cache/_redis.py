@@ -1,21 +1,17 @@
 """``RedisHistoryCache``: the shared backend (every worker sees one cache).
 
-One Redis hash per thread (and its record, a plain key in the same cluster slot)
-holds the entry model of ``_base.py``: pointers, segments as write-once position
-fields, and values named by a digest of their place, which each value carries
-inside its payload. Every pointer carries a tag, made through the saver's serde,
-that binds the entry's chunk list to its thread, epoch and place; a reader checks
-it and treats any mismatch as a miss (``stats()["rejected"]``). Updates are the Lua
-scripts in ``lua/`` (a reader sees a whole entry or none), and a local tier keeps
-the values this process decoded, per thread epoch. The key layout, the tags and
-why they suffice: docs/design.md, "The Redis cache: layout and trust".
+The entry model of ``_base.py`` in one Redis hash per thread, updated by the Lua
+scripts in ``lua/``; every pointer carries a tag binding its chunk list to its place,
+which a reader verifies (a mismatch is a miss, ``stats()["rejected"]``). A local tier
+keeps the values this process decoded. Layout, tags and why they suffice:
+docs/design.md, "The Redis cache: layout and trust".
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import functools
 import hashlib
 import hmac
 import importlib
@@ -23,10 +19,10 @@ import re
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
 import msgpack
 from cachetools import LRUCache
@@ -71,39 +67,36 @@ _LENT: Any = object()  # the decoded objects went to a reader; the tier holds th
 
 _Held = tuple[int, Any, bytes]  # (encoded size, decoded value or _LENT, bytes if _LENT)
 _Kept = list[tuple[str, int, Any]]  # values a script stored: (field, encoded size, value)
+_Made = tuple[int, bytes, bytes]  # an entry's (n, makeup digest, tag)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-@dataclass(slots=True)
-class _Group:
-    """One thread epoch's values in the local tier and what they weigh encoded."""
+class _Group(dict[str, _Held]):
+    """One thread epoch's values in the local tier, by field; ``size``: them encoded."""
 
-    fields: dict[str, _Held] = dataclasses.field(default_factory=dict)
-    size: int = 64
+    size = 64
 
 
 class _LocalTier(LRUCache[tuple[str, str], _Group]):
-    """The values this process holds: an LRU of (thread key, epoch) groups bounded
-    by their encoded bytes, each a plain dict by field (a long thread's read names
-    thousands of fields: an LRU step per field cost more than the copies). Guarded
-    by the cache's lock."""
+    """(thread key, epoch) -> its ``_Group``, bounded by their sizes (a plain dict per
+    group: a long thread's read names thousands of fields, and an LRU step per field
+    cost more than the copies). Guarded by the cache's lock."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
 
     def fields(self, key: str, epoch: str) -> dict[str, _Held]:
         """The group's values by field (empty when none are held); marks it used."""
-        group = self.get((key, epoch))
-        return group.fields if group is not None else {}
+        return self.get((key, epoch)) or {}
 
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
-        """Hold ``entries`` in the group, then evict other groups to fit; a group
-        larger than the whole tier is not held at all."""
+        """Hold ``entries`` in the group, evicting others to fit (or not at all)."""
         group = self.get((key, epoch)) or _Group()
-        held = group.fields
         for field, entry in entries:
-            old = held.get(field)
+            old = group.get(field)
             group.size += entry[0] - (old[0] if old is not None else 0)
-            held[field] = entry
+            group[field] = entry
         try:  # re-inserting makes cachetools measure the group again
             self[(key, epoch)] = group
         except ValueError:  # larger than the whole tier
@@ -116,8 +109,7 @@ class _Script(NamedTuple):
 
 
 def _lua(name: str, *libs: str) -> _Script:
-    """The script ``lua/{name}.lua``, preceded by the ``lua/lib_{lib}.lua`` functions it
-    calls (Redis scripts cannot include one another)."""
+    """``lua/{name}.lua`` after the ``lua/lib_{lib}.lua`` it calls (no includes in Redis)."""
     folder = resources.files(__package__).joinpath("lua")
     parts = [folder.joinpath(f"lib_{lib}.lua").read_text() for lib in libs]
     text = "".join([*parts, folder.joinpath(f"{name}.lua").read_text()])
@@ -137,8 +129,7 @@ _EXTEND = _lua("extend", "boot", "newer", "live", "index")
 
 @dataclass(frozen=True, slots=True)
 class _Eval(Request[Any, Any]):
-    """One script call on a thread's hash and record (one hash tag); a server that
-    does not know the script yet (a restart, another shard) is sent it once."""
+    """A script call on a thread's hash and record (sent whole to a server lacking it)."""
 
     script: _Script
     key: str
@@ -226,14 +217,12 @@ _SEED_LINK = b"seed\0"
 
 
 def _link(prev: bytes, field: str) -> bytes:
-    """The makeup digest after one more chunk field; ``_link(_SEED_LINK, seed field)``
-    starts the chain (docs/design.md)."""
+    """The makeup digest after one more field (from ``_SEED_LINK`` and the seed's)."""
     return hashlib.blake2b(prev + field.encode(), digest_size=_TAG_BYTES).digest()
 
 
 def _binding(key: str, epoch: str, pointer: str, n: int, makeup: bytes) -> bytes:
-    """Binds a makeup digest to the entry it is the makeup of: its thread, its epoch
-    (the thread's generation of entries), its place and its length."""
+    """Binds a makeup digest to its entry's thread, epoch, place and length."""
     packed = msgpack.packb([key, epoch, pointer, n, makeup], use_bin_type=True)
     return hashlib.blake2b(packed, digest_size=_TAG_BYTES).digest()
 
@@ -245,8 +234,7 @@ _EMPTY_BINDING = bytes(_TAG_BYTES)
 
 
 def _bound(field: str) -> bytes:
-    """The binding a value stored under ``field`` carries: the field's name is a
-    digest of the thread, epoch and place it belongs to."""
+    """The binding of a value stored under ``field`` (named by a digest of its place)."""
     return _EMPTY_BINDING if field == _EMPTY else bytes.fromhex(field[2 : 2 + 2 * _TAG_BYTES])
 
 
@@ -269,8 +257,7 @@ class _Index(NamedTuple):
 
 
 def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
-    """The index block at ``reply[at:]`` and where the next one starts, or None
-    when it is malformed."""
+    """The index block at ``reply[at:]`` and where the next starts; None if malformed."""
     try:
         seed_field, segment = _text(reply[at]), _text(reply[at + 1])
         n, first, tag = int(reply[at + 2]), int(reply[at + 3]), reply[at + 4]
@@ -283,15 +270,38 @@ def _parse_index(reply: Sequence[Any], at: int) -> tuple[_Index, int] | None:
     return _Index(seed_field, segment, n, first, tag, tail), end
 
 
-@dataclass(slots=True)
-class _Known:
-    """What this process verified of one segment of a thread epoch: its seed field,
-    the chunk fields at positions 1..len (fixed within an epoch) and the makeup
-    digest after each, so a warm read asks for and digests only new positions."""
+class _Known(NamedTuple):
+    """What this process verified of a segment in an epoch: its seed field, its chunk
+    fields at positions 1.. and the makeup digest after each (a warm read asks for and
+    digests only new positions)."""
 
     seed_field: str
     fields: list[str]
     digests: list[bytes]
+
+
+def _driven(
+    plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
+) -> Callable[Concatenate[RedisHistoryCache, P], R]:
+    """The API method that drives ``plan`` on the sync client."""
+
+    @functools.wraps(plan)
+    def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return drive(plan(self, *args, **kwargs), self._sync())
+
+    return method
+
+
+def _adriven(
+    plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
+) -> Callable[Concatenate[RedisHistoryCache, P], Coroutine[Any, Any, R]]:
+    """Its async twin: ``plan`` driven on the running event loop's client."""
+
+    @functools.wraps(plan)
+    async def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await adrive(plan(self, *args, **kwargs), self._async())
+
+    return method
 
 
 class RedisHistoryCache(Counted):
@@ -365,26 +375,19 @@ class RedisHistoryCache(Counted):
         )
         # (thread key, ns, channel) -> the segment its last entry was read from
         self._hints: LRUCache[tuple[str, str, str], str] = LRUCache(maxsize=100_000)
-        # (thread key, epoch, pointer) -> (n, makeup digest, tag) of an entry this
-        # process verified or made: what a miss needs to extend it (the child's tag)
-        self._tags: LRUCache[tuple[str, str, str], tuple[int, bytes, bytes]] = LRUCache(
-            maxsize=100_000
-        )
+        # (thread key, epoch, pointer) -> an entry this process verified or made: what
+        # a miss needs to extend it (the child's tag)
+        self._tags: LRUCache[tuple[str, str, str], _Made] = LRUCache(maxsize=100_000)
 
     def __repr__(self) -> str:
         return f"RedisHistoryCache(key_prefix={self.key_prefix!r})"
 
     # -- clients ---------------------------------------------------------------------------
 
-    def _url(self) -> str:
-        if self.url is None:
-            raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
-        return self.url
-
     def _sync(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = _connect(self._url(), self.cluster, False, self.timeout_seconds)
+                self._client = _connect(self.url, self.cluster, False, self.timeout_seconds)
             return self._client
 
     def _async(self) -> Any:
@@ -394,19 +397,18 @@ class RedisHistoryCache(Counted):
         with self._lock:
             aclient = self._aclients.get(loop)
             if aclient is None:
-                aclient = _connect(self._url(), self.cluster, True, self.timeout_seconds)
+                aclient = _connect(self.url, self.cluster, True, self.timeout_seconds)
                 self._aclients[loop] = aclient
             return aclient
 
     def _created(self) -> list[Any]:
-        """The sync client this cache made (if any), forgotten, to close."""
+        """The sync client this cache made, forgotten, to close."""
         with self._lock:
             client, self._client = self._client, None
         return [client] if client is not None and self.url is not None else []
 
     def _acreated(self) -> list[Any]:
-        """The async clients this cache made (one per event loop), forgotten, to close
-        (``aclose`` closes every client: the sync one here)."""
+        """The async clients this cache made, forgotten, to close (and the sync one)."""
         self.close()
         with self._lock:
             clients = list(self._aclients.values())
@@ -439,8 +441,7 @@ class RedisHistoryCache(Counted):
     # -- tags ------------------------------------------------------------------------------
 
     def _learn(self, key: str, epoch: str, pointer: str, value: Any) -> bool:
-        """Remember the makeup of an entry from its pointer's value ``segment,n,tag``;
-        False (counted, logged) when its tag is not one made for this entry."""
+        """Remember an entry's makeup from its pointer ``segment,n,tag``; False if rejected."""
         try:
             _, count, tag = bytes(value).split(b",", 2)
             n = int(count)
@@ -456,9 +457,8 @@ class RedisHistoryCache(Counted):
         return True
 
     def _opened(self, key: str, epoch: str, pointer: str, n: int, tag: bytes) -> bytes | None:
-        """The makeup digest ``tag`` holds, or None when it was not made for entry
-        ``pointer`` of ``epoch`` with ``n`` chunks (or, with encryption, not under the
-        serde's key)."""
+        """The makeup digest ``tag`` holds; None when it was not made (under the serde's
+        key) for entry ``pointer`` of ``epoch`` with ``n`` chunks."""
         with self._lock:
             known = self._tags.get((key, epoch, pointer))
         if known is not None and known[0] == n and known[2] == tag:
@@ -488,9 +488,9 @@ class RedisHistoryCache(Counted):
     def _verified(
         self, key: str, ns: str, channel: str, pointer: str, epoch: str, index: _Index
     ) -> tuple[str, list[str]] | None:
-        """The entry ``index`` describes, as (seed field, chunk fields), once its makeup
-        matches the pointer's tag; None when it refers to positions this process no
-        longer knows or fails verification (counted as ``rejected``)."""
+        """The entry ``index`` describes, (seed field, chunk fields), once its makeup
+        matches its tag; None when it needs positions no longer known here or fails
+        verification (``rejected``)."""
         slot = (key, epoch, index.segment)
         known_before = index.first - 1  # positions the reply left out: this process knew them
         with self._lock:
@@ -517,41 +517,20 @@ class RedisHistoryCache(Counted):
         with self._lock:
             self._tags[(key, epoch, pointer)] = (index.n, makeup, index.tag)
             self._hints[(key, ns, channel)] = index.segment
-            self._learnt(slot, index.seed_field, fields, chain, reuse, grown)
+            # another read may have learnt more meanwhile (a position's field never
+            # changes within an epoch): the longer list stays
+            known = self._segments.get(slot)
+            seed_field = index.seed_field
+            if known is None or known.seed_field != seed_field or len(known.fields) <= len(fields):
+                with contextlib.suppress(ValueError):  # larger than the table: not kept
+                    self._segments[slot] = _Known(seed_field, fields, chain[:reuse] + grown)
         return index.seed_field, fields
-
-    def _learnt(
-        self,
-        slot: tuple[str, str, str],
-        seed_field: str,
-        fields: list[str],
-        chain: list[bytes],
-        reuse: int,
-        grown: list[bytes],
-    ) -> None:
-        """(Under the lock.) What this process knows of the segment, lengthened to a
-        verified entry's chunk fields and their digests (``chain[:reuse]``, ``grown``).
-        Another read may have changed it since the entry was verified: a position's
-        field never changes within an epoch, so either names the same chunk."""
-        known = self._segments.get(slot)
-        if known is None or known.seed_field != seed_field:
-            known = _Known(seed_field, list(fields), chain[:reuse] + grown)
-        else:
-            if len(known.fields) < len(fields):
-                known.fields.extend(fields[len(known.fields) :])
-            if len(known.digests) == reuse:
-                known.digests.extend(grown)
-            elif len(known.digests) < reuse + len(grown):
-                known.digests = chain[:reuse] + grown
-        with contextlib.suppress(ValueError):  # (re)measured; larger than the table: not kept
-            self._segments[slot] = known
 
     def _indexed(
         self, key: str, ns: str, reply: Any, reads: Sequence[tuple[str, str]]
     ) -> tuple[str, list[tuple[str, list[str]]], int] | None:
-        """A script's reply of the entries ``reads`` names (channel, checkpoint id):
-        its epoch, each entry verified (see ``_verified``) and where the blocks end;
-        None when one is missing, malformed or rejected."""
+        """A script's reply's epoch, the entries ``reads`` names (channel, checkpoint id),
+        verified, and where they end; None if one is missing, malformed or rejected."""
         if not reply:
             return None
         epoch = _text(reply[0])
@@ -571,9 +550,7 @@ class RedisHistoryCache(Counted):
     def _decode(self, field: str, blob: bytes) -> Any:
         if field == _EMPTY:
             # the same bytes every time without encryption: no decoding
-            if blob == self._empty:
-                return ()
-            if self.codec.loads_chunk(blob, _EMPTY_BINDING):
+            if blob != self._empty and self.codec.loads_chunk(blob, _EMPTY_BINDING):
                 raise CodecError("cached empty chunk holds writes")
             return ()
         if field.startswith("c:"):
@@ -581,9 +558,8 @@ class RedisHistoryCache(Counted):
         return self.codec.loads(blob, _bound(field))
 
     def _kept(self, field: str, value: Any) -> Any:
-        """A value as the local tier keeps it for copying readers: a chunk marked
-        (``keep_chunk``), a seed value as a ``Seed`` with its copiers (``keep_seed``).
-        Readers sharing the tier's objects (no ``isolate``) get the values as they are."""
+        """A value as the local tier keeps it: for copying readers, a chunk marked
+        (``keep_chunk``), a seed as a ``Seed`` with its copiers (``keep_seed``)."""
         if not self.isolate:
             return value
         if field.startswith("c:"):
@@ -593,9 +569,9 @@ class RedisHistoryCache(Counted):
     def _remember(
         self, key: str, epoch: str, fields: list[str], blobs: Any
     ) -> dict[str, Any] | None:
-        """Decode fetched values (this read's own objects; None if unusable) and keep
-        them in the local tier: with ``isolate`` as bytes (``_LENT``), decoded again on
-        a next read, so a cold reader (who reads a thread once) pays no copy."""
+        """Fetched values decoded (this read's own objects; None if unusable), kept in
+        the local tier: with ``isolate`` as bytes (``_LENT``), decoded again by a next
+        read, so a cold reader (who reads a thread once) pays no copy."""
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
@@ -611,10 +587,8 @@ class RedisHistoryCache(Counted):
             self._stats.error("decode", exc)
             return None
         entries: list[tuple[str, _Held]] = [
-            (field, (len(blob), _LENT, blob))
-            if self.isolate
-            else (field, (len(blob), decoded[field], b""))
-            for field, blob in values.items()
+            (f, (len(b), _LENT, b) if self.isolate else (len(b), decoded[f], b""))
+            for f, b in values.items()
         ]
         with self._lock:
             self._local.put(key, epoch, entries)
@@ -681,9 +655,8 @@ class RedisHistoryCache(Counted):
         reads: Sequence[tuple[str, str]] = (),
     ) -> tuple[_Eval, _Kept]:
         """The extend script call for ``steps`` (each with the node whose writes its
-        chunk is, or None for the step's parent) under the reader's ``token`` (its
-        generation and epoch, from ``begin``), reading back the entries ``reads``
-        names (channel, checkpoint id), and the values it stores, for the local tier."""
+        chunk is, None: the parent) under ``token`` (generation and epoch), reading
+        back ``reads`` (channel, checkpoint id), and the values it stores."""
         key = self._key(thread_id)
         gen, epoch = cast("tuple[str, str]", token)
         newest = max((step.child_id for step, _ in steps), default="")
@@ -692,7 +665,7 @@ class RedisHistoryCache(Counted):
             _, seg, known = self._hint(key, ns, channel)
             argv += [self._pointer(ns, channel, cid), seg, known]
         kept: _Kept = []
-        made: dict[str, tuple[int, bytes, bytes]] = {}  # pointer -> (n, makeup, tag)
+        made: dict[str, _Made] = {}  # by pointer
         for step, chunk_node in steps:
             node = step.parent_id if chunk_node is None else chunk_node
             argv += self._step_args(key, epoch, ns, step, node, made, kept)
@@ -705,11 +678,11 @@ class RedisHistoryCache(Counted):
         ns: str,
         step: Step,
         node: str,
-        made: dict[str, tuple[int, bytes, bytes]],
+        made: dict[str, _Made],
         kept: _Kept,
     ) -> list[Any]:
-        """One step's ten arguments of ``extend.lua``; the child's (n, makeup, tag) go
-        to ``made``, the values it stores to ``kept``."""
+        """A step's ``extend.lua`` arguments; the child's (n, makeup, tag) go to ``made``,
+        the values it stores to ``kept``."""
         seed_field, seed_bytes = "", b""
         if step.seed is not None and step.seed.present:
             seed_field = "e:" + _digest(key, epoch, ns, step.channel, "seed", node)
@@ -754,8 +727,7 @@ class RedisHistoryCache(Counted):
         ]
 
     def _extended(self, key: str, reply: Any, kept: _Kept) -> str | None:
-        """After the extend script: its epoch when every step was applied; what it
-        stored goes to the local tier (no fetch, no decode on the next read)."""
+        """The extend script's epoch when every step applied; what it stored goes local."""
         if not reply or not isinstance(reply, list):
             return None
         epoch = _text(reply[0])
@@ -770,29 +742,23 @@ class RedisHistoryCache(Counted):
     def _serve(
         self, key: str, epoch: str, entry: tuple[str, list[str]], values: Sequence[Any] | None
     ) -> Plan[Any, DeltaChannelHistory | None]:
-        """A verified entry's history, from the values the index reply carried (this
-        process held none of the epoch's) or else the local tier, fetching the rest."""
+        """A verified entry's history: the reply's values, else the tier's and a fetch."""
         seed_field, fields = entry
-        wanted = ([seed_field] if seed_field != "-" else []) + fields
-        blobs = None if values is None else list(values)
-        missing = wanted
-        if blobs is None:
+        missing = ([seed_field] if seed_field != "-" else []) + fields
+        if values is None:
             with self._lock:
                 held = self._local.fields(key, epoch)
                 # once each: equal chunks share a field (every empty one, without encryption)
-                missing = list(dict.fromkeys(f for f in wanted if f not in held))
-        own: dict[str, Any] = {}
-        if missing:
-            if blobs is None:
-                reply = yield _Get(key, ["epoch", *missing])
+                missing = list(dict.fromkeys(f for f in missing if f not in held))
+            if missing:
+                values = yield _Get(key, ["epoch", *missing])
                 # only values of the index's epoch (within one, a field never changes)
-                if not reply or reply[0] is None or _text(reply[0]) != epoch or None in reply:
+                if not values or values[0] is None or _text(values[0]) != epoch or None in values:
                     return None
-                blobs = list(reply[1:])
-            decoded = self._remember(key, epoch, missing, blobs)
-            if decoded is None:
-                return None
-            own = decoded
+                values = values[1:]
+        own = self._remember(key, epoch, missing, values) if missing else {}
+        if own is None:
+            return None
         return self._assemble(key, epoch, seed_field, fields, own)
 
     def _read(
@@ -808,7 +774,7 @@ class RedisHistoryCache(Counted):
         values = reply[end:] if len(reply) > end else None
         return self._hit_or_miss((yield from self._serve(key, epoch, entry, values)))
 
-    def _begin(self, thread_id: ThreadId, ns: str, probes: Probes) -> Plan[Any, Begin]:
+    def _begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Plan[Any, Begin]:
         # one group of g probes per channel (padded with a field that never exists):
         # the script returns the first live pointer of each group whole
         g = max((len(ids) for _, ids in probes), default=0)
@@ -822,11 +788,9 @@ class RedisHistoryCache(Counted):
         for group, (channel, ids) in enumerate(probes):
             hits = found.setdefault(channel, set())
             for i, c in enumerate(ids):
-                flag = flags[group * g + i]
+                flag, pointer = flags[group * g + i], fields[group * g + i]
                 # bytes: the entry a miss would extend, whose tag it needs
-                if isinstance(flag, bytes) and not self._learn(
-                    key, epoch, self._pointer(ns, channel, c), flag
-                ):
+                if isinstance(flag, bytes) and not self._learn(key, epoch, pointer, flag):
                     continue
                 if flag:
                     hits.add(c)
@@ -838,11 +802,9 @@ class RedisHistoryCache(Counted):
     ) -> Plan[Any, bool]:
         key, pointer = self._key(thread_id), self._pointer(ns, channel, checkpoint_id)
         epoch, value = yield _Get(key, ["epoch", pointer])
-        return (
-            epoch is not None
-            and value is not None
-            and self._learn(key, _text(epoch), pointer, value)
-        )
+        if epoch is None or value is None:
+            return False
+        return self._learn(key, _text(epoch), pointer, value)
 
     def _store(
         self,
@@ -889,116 +851,41 @@ class RedisHistoryCache(Counted):
     def _fence(
         self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
     ) -> Plan[Any, bool]:
+        # a writer dying before unfence leaves the thread uncached until its hash expires
         request = self._fresh(_FENCE, thread_id, self._top(ns), checkpoint_id, "f:" + writer)
         dropped = bool((yield request))
         if dropped:
             self._stats.add("invalidations")
         return dropped
 
-    # -- the API, sync then async: each drives the plan (or runs the request) of its name --
+    def _unfence(
+        self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str
+    ) -> Plan[Any, None]:
+        yield self._fresh(_UNFENCE, thread_id, "f:" + writer)
 
-    def read(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        return drive(self._read(thread_id, ns, channel, checkpoint_id), self._sync())
+    def _drop_thread(self, thread_id: ThreadId) -> Plan[Any, None]:
+        yield self._fresh(_DROP, thread_id)
 
-    def begin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        return drive(self._begin(thread_id, ns, probes), self._sync())
-
-    def contains(self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str) -> bool:
-        return drive(self._contains(thread_id, ns, channel, checkpoint_id), self._sync())
-
-    def store(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        channel: str,
-        checkpoint_id: str,
-        history: DeltaChannelHistory,
-        token: Token,
-    ) -> bool:
-        plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
-        return drive(plan, self._sync())
-
-    def extend_read(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        steps: Sequence[Step],
-        token: Token,
-        checkpoint_id: str,
-        channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None:
-        plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
-        return drive(plan, self._sync())
-
-    def fence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        # a writer dying before unfence leaves the thread uncached until its hash expires
-        return drive(self._fence(thread_id, ns, checkpoint_id, writer), self._sync())
-
-    def unfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        self._fresh(_UNFENCE, thread_id, "f:" + writer).run(self._sync())
-
-    def drop_thread(self, thread_id: ThreadId) -> None:
-        self._fresh(_DROP, thread_id).run(self._sync())
-
-    def clear(self) -> None:
+    def _clear(self) -> Plan[Any, None]:
         # fences in flight go too, with the generations a reader could store under
-        _DeleteMatching(self._pattern()).run(self._sync())
+        yield _DeleteMatching(self._pattern())
+
+    # -- the API: each operation's plan, driven on the sync or the async client ------------
+
+    read, aread = _driven(_read), _adriven(_read)
+    begin, abegin = _driven(_begin), _adriven(_begin)
+    contains, acontains = _driven(_contains), _adriven(_contains)
+    store, astore = _driven(_store), _adriven(_store)
+    extend_read, aextend_read = _driven(_extend_read), _adriven(_extend_read)
+    fence, afence = _driven(_fence), _adriven(_fence)
+    unfence, aunfence = _driven(_unfence), _adriven(_unfence)
+    drop_thread, adrop_thread = _driven(_drop_thread), _adriven(_drop_thread)
+    clear, aclear = _driven(_clear), _adriven(_clear)
 
     def close(self) -> None:
         """Close the sync client this cache created."""
         for client in self._created():
             client.close()
-
-    async def aread(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> DeltaChannelHistory | None:
-        return await adrive(self._read(thread_id, ns, channel, checkpoint_id), self._async())
-
-    async def abegin(self, thread_id: ThreadId, ns: str, probes: Probes = ()) -> Begin:
-        return await adrive(self._begin(thread_id, ns, probes), self._async())
-
-    async def acontains(
-        self, thread_id: ThreadId, ns: str, channel: str, checkpoint_id: str
-    ) -> bool:
-        return await adrive(self._contains(thread_id, ns, channel, checkpoint_id), self._async())
-
-    async def astore(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        channel: str,
-        checkpoint_id: str,
-        history: DeltaChannelHistory,
-        token: Token,
-    ) -> bool:
-        plan = self._store(thread_id, ns, channel, checkpoint_id, history, token)
-        return await adrive(plan, self._async())
-
-    async def aextend_read(
-        self,
-        thread_id: ThreadId,
-        ns: str,
-        steps: Sequence[Step],
-        token: Token,
-        checkpoint_id: str,
-        channels: Sequence[str],
-    ) -> dict[str, DeltaChannelHistory] | None:
-        plan = self._extend_read(thread_id, ns, steps, token, checkpoint_id, channels)
-        return await adrive(plan, self._async())
-
-    async def afence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> bool:
-        return await adrive(self._fence(thread_id, ns, checkpoint_id, writer), self._async())
-
-    async def aunfence(self, thread_id: ThreadId, ns: str, checkpoint_id: str, writer: str) -> None:
-        await self._fresh(_UNFENCE, thread_id, "f:" + writer).arun(self._async())
-
-    async def adrop_thread(self, thread_id: ThreadId) -> None:
-        await self._fresh(_DROP, thread_id).arun(self._async())
-
-    async def aclear(self) -> None:
-        await _DeleteMatching(self._pattern()).arun(self._async())
 
     async def aclose(self) -> None:
         """Close the clients this cache created (every event loop's, and the sync one)."""
@@ -1008,9 +895,8 @@ class RedisHistoryCache(Counted):
     # -- sync only ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
-        """``CacheStats``'s counters (``evictions`` always 0: Redis evicts), plus
-        ``rejected`` (entries that failed verification) and ``local_bytes``: what the
-        values this process holds decoded weigh encoded (at most ``local_max_bytes``)."""
+        """``CacheStats``'s counters (``evictions`` 0: Redis evicts), ``rejected`` (entries
+        failing verification) and ``local_bytes`` (the local tier, encoded)."""
         with self._lock:
             local = int(self._local.currsize)
         return {**self._stats.snapshot(), "local_bytes": local}
@@ -1024,10 +910,10 @@ class RedisHistoryCache(Counted):
         return int(self._sync().memory_usage(self._key(thread_id), samples=0) or 0)
 
 
-def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
-    """A client for ``url``: one server, a cluster (``cluster``) or the primary a
-    ``redis+sentinel://`` url's sentinels name (found again after a failover); every
-    call bounded by ``timeout`` seconds."""
+def _connect(url: str | None, cluster: bool, is_async: bool, timeout: float) -> Any:
+    """A client for ``url`` (a server, cluster or sentinel's primary) bounded by ``timeout``."""
+    if url is None:
+        raise RuntimeError("this RedisHistoryCache was given no url for this kind of client")
     lib: Any = importlib.import_module("redis.asyncio" if is_async else "redis")
     options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if cluster:
@@ -1038,14 +924,9 @@ def _connect(url: str, cluster: bool, is_async: bool, timeout: float) -> Any:
     if sentinel is None:
         return lib.Redis.from_url(url, **options)
     manager = lib.Sentinel(list(sentinel.sentinels), sentinel_kwargs=dict(options))
-    return manager.master_for(
-        sentinel.service,
-        db=sentinel.db,
-        username=sentinel.username,
-        password=sentinel.password,
-        ssl=sentinel.ssl,
-        **options,
-    )
+    login = sentinel._asdict()  # past its sentinels and service: master_for's keywords
+    del login["sentinels"], login["service"]
+    return manager.master_for(sentinel.service, **login, **options)
 
 
 def _text(value: Any) -> str:

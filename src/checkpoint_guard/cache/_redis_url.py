@@ -7,8 +7,7 @@ Pure: parsing and checks; the clients are made in ``_redis.py``.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = ["SENTINEL_SCHEMES", "SentinelTarget", "check_redis_target", "parse_sentinel_url"]
@@ -22,8 +21,7 @@ ACCEPTED = (
 )
 
 
-@dataclass(frozen=True)
-class SentinelTarget:
+class SentinelTarget(NamedTuple):
     """A parsed ``redis+sentinel://`` URL."""
 
     sentinels: tuple[tuple[str, int], ...]
