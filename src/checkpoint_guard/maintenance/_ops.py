@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -53,17 +54,12 @@ STRATEGY_ALIASES = {"delete_all": "delete"}
 class ThreadInfo:
     """What ``scan``, ``verify`` and ``inspect`` report for one thread.
 
-    ``snapshot_distance``: parent hops from the root namespace's head back to
-    where every delta channel it replays has a stored value (``None`` when the
-    chain reaches the root without one: the whole thread is replayed).
-    ``problems`` is filled by ``verify`` and ``inspect`` (``None`` from ``scan``).
-    ``orphan_writes``: stored writes whose checkpoint does not exist and never
-    will (left by a refused or interrupted write: older than a stored
-    checkpoint of their namespace and than ``ORPHAN_GRACE``; ``prune`` removes
-    them). A turn's writes stored before their checkpoint are not counted. ``unchecked``: delta
-    channels ``verify`` checked for structure only, because no reducer is known
-    or confirmed for them (``notes`` says why; pass ``graph=``).
-    """
+    ``snapshot_distance``: parent hops from the root head back to where every delta
+    channel it replays is stored (``None``: the whole thread is replayed).
+    ``problems``: from ``verify``/``inspect`` (``None`` from ``scan``). ``orphan_writes``:
+    stored writes whose checkpoint never will exist (``prune`` removes them).
+    ``unchecked``: delta channels checked for structure only, no reducer confirmed
+    (``notes`` says why; pass ``graph=``)."""
 
     thread_id: str
     mode: str
@@ -87,9 +83,8 @@ class ThreadInfo:
 @dataclass
 class ChangeReport:
     """What a prune, migration, copy or run deletion did (or, dry, would do) to a
-    thread. ``bytes_*`` are the backend's stored bytes for the thread; in a dry
-    run ``bytes_after`` is an estimate (``estimated``). ``refused`` (with
-    ``keep_going``) says why the thread was left as stored."""
+    thread: ``bytes_*`` stored (estimated in a dry run); ``refused`` (with
+    ``keep_going``): why the thread was left as stored."""
 
     thread_id: str
     action: str
@@ -152,67 +147,25 @@ class ListCheckpoints(Request[Target, list[CheckpointTuple]]):
         return [t async for t in listed]
 
 
+@dataclass(frozen=True)
 class _RowRequest(Request[Target, R]):
-    """A row store operation (``plan``), in one transaction of its own."""
+    """A row store operation (``op``), in one transaction of its own; ``exclusive``:
+    no other writer of the thread interleaves with it, where the store can say so."""
 
-    #: no other writer of the thread interleaves with it, where the store can say so
-    exclusive: ClassVar[bool] = False
-
-    def plan(self, rows: RowStore) -> Plan[Any, R]:
-        raise NotImplementedError
+    op: Callable[[RowStore], Plan[Any, R]]
+    exclusive: bool = False
 
     def run(self, target: Target) -> R:
-        return target.rows.transact(self.plan(target.rows), self.exclusive)
+        return target.rows.transact(self.op(target.rows), self.exclusive)
 
     async def arun(self, target: Target) -> R:
-        return await target.rows.atransact(self.plan(target.rows), self.exclusive)
+        return await target.rows.atransact(self.op(target.rows), self.exclusive)
 
 
-@dataclass(frozen=True)
-class ThreadIds(_RowRequest[list[str]]):
-    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
-        return rows.thread_ids()
-
-
-@dataclass(frozen=True)
-class Sizes(_RowRequest[dict[str, int]]):
-    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
-        return rows.sizes()
-
-
-@dataclass(frozen=True)
-class OrphanCounts(_RowRequest[dict[str, int]]):
-    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
-        return rows.orphans(time.time())
-
-
-@dataclass(frozen=True)
-class Unanalyzed(_RowRequest[list[str]]):
-    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
-        return rows.unanalyzed()
-
-
-@dataclass(frozen=True)
-class ApplyChange(_RowRequest[str | None]):
-    """``RowStore.change``: ``None`` when done, else why nothing was done; raises
-    ``Raced`` (rolled back) when the thread changed under it."""
-
-    exclusive = True
-    thread_id: str
-    change: Change
-
-    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
-        return rows.change(self.thread_id, self.change, time.time())
-
-
-@dataclass(frozen=True)
-class CopyRows(_RowRequest[str | None]):
-    exclusive = True
-    source: str
-    target: str
-
-    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
-        return rows.copy(self.source, self.target)
+THREAD_IDS = _RowRequest(lambda rows: rows.thread_ids())
+SIZES = _RowRequest(lambda rows: rows.sizes())
+ORPHAN_COUNTS = _RowRequest(lambda rows: rows.orphans(time.time()))
+UNANALYZED = _RowRequest(lambda rows: rows.unanalyzed())
 
 
 @dataclass(frozen=True)
@@ -307,9 +260,8 @@ class Pause(Request[Target, None]):
 
 @contextmanager
 def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
-    """The maintenance span of ``operation`` (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``),
-    with fixed attribute sets only (no thread or run ids); the operation counted."""
+    """The maintenance span of ``operation`` (fixed attributes only, no thread or
+    run ids); the operation counted."""
     tier = "none"
     for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
@@ -340,18 +292,9 @@ def _finished(current: Any, result: Any) -> None:
 _TWINS = {"scan": ("scan", "verify", "inspect")}
 
 
-def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
-    """A sync function on an async-only saver is refused naming the async function
-    to call, before anything is read."""
-    _refuse_api(saver, operation, is_async=False)
-
-
-def _arefuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
-    """The async functions' ``_refuse_other_api`` (a plain function: it reads nothing)."""
-    _refuse_api(saver, operation, is_async=True)
-
-
 def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool) -> None:
+    """A sync function on an async-only saver (or the reverse) is refused naming the
+    twin to call, before anything is read."""
     raw = unwrap(saver)
     sync, async_ = supported(type(raw))
     names = _TWINS.get(operation, (operation,))
@@ -367,6 +310,10 @@ def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool)
             f"maintenance.a{operation}() is the async API and {type(raw).__name__} is a sync "
             f"saver: call {calls} (no await); nothing was changed"
         )
+
+
+_refuse_other_api = functools.partial(_refuse_api, is_async=False)
+_arefuse_other_api = functools.partial(_refuse_api, is_async=True)
 
 
 def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
@@ -396,9 +343,8 @@ StepProgress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class ThreadFilter:
-    """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``, as
-    ``scan`` reports it; the plain strings are accepted) and stored bytes within
-    ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
+    """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``) and
+    stored bytes within ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
 
     mode: ChannelMode | str | None = None
     min_bytes: int | None = None
@@ -427,10 +373,7 @@ class ThreadFilter:
 
 @dataclass(frozen=True)
 class _Knowledge:
-    """What the caller told us about the graph: the root's reducers (its
-    ``DeltaChannel``s, which also say what each channel starts from) and delta
-    channels, each subgraph path's own, and whether a graph was given (then a
-    path it does not name has no known reducer)."""
+    """What the caller told us about the graph: ``ThreadView``'s keyword arguments."""
 
     reducers: Mapping[str, Reducer | DeltaChannel[Any]]
     channels: frozenset[str]
@@ -439,9 +382,8 @@ class _Knowledge:
 
 
 def reducers_from_graph(graph: Graph) -> tuple[dict[str, Reducer], set[str]]:
-    """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
-    LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
-    reducer; other channels need none (their values are stored whole)."""
+    """``(reducers, delta channels)`` from the channel table of a compiled graph or
+    a ``StateGraph`` builder: each ``DeltaChannel``'s reducer."""
     table = _delta_table(graph)
     return {ch: channel.reducer for ch, channel in table.items()}, set(table)
 
@@ -457,9 +399,8 @@ def _delta_table(graph: object) -> dict[str, DeltaChannel[Any]]:
 
 
 def _subgraph_tables(graph: Any, prefix: str = "") -> dict[str, dict[str, DeltaChannel[Any]]]:
-    """Each subgraph's delta channels by its path (``"sub"``, ``"sub|inner"``: a
-    namespace's node names) under ``prefix``, from ``get_subgraphs(recurse=True)``
-    of the compiled graph (a ``StateGraph`` builder is compiled first)."""
+    """Each subgraph's delta channels by its path (``"sub|inner"``) under
+    ``prefix``, from ``get_subgraphs(recurse=True)`` (a builder is compiled first)."""
     compiled = graph if hasattr(graph, "get_subgraphs") else graph.compile()
     return {
         "|".join(p for p in (prefix, str(path)) if p): _delta_table(sub)
@@ -516,16 +457,7 @@ def _thread_ids(thread_ids: Sequence[ThreadId] | str, what: str = "thread_ids") 
 
 def _view(thread_id: str, known: _Knowledge | None) -> MaintenancePlan[ThreadView]:
     tuples: list[CheckpointTuple] = yield ListCheckpoints(thread_config(thread_id))
-    if known is None:
-        return ThreadView(thread_id, tuples)
-    return ThreadView(
-        thread_id,
-        tuples,
-        reducers=known.reducers,
-        channels=known.channels,
-        subgraphs=known.subgraphs,
-        complete=known.complete,
-    )
+    return ThreadView(thread_id, tuples, **(vars(known) if known is not None else {}))
 
 
 def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]) -> ThreadInfo:
@@ -545,18 +477,15 @@ def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]
 
 def _replay_problems(view: ThreadView) -> list[Problem]:
     """Rebuild every checkpoint's state of the usable delta channels: a reducer
-    that rejects the stored writes (say, a removal of an unknown message id) is
-    a problem too."""
+    that rejects the stored writes is a problem too."""
     found: list[Problem] = []
     for tup in view.tuples():
         try:
             view.materialize(tup)
         except Exception as exc:  # the reducer's own error, reported not raised
-            address = Address.from_config(tup.config)
-            reason = f"replaying the writes fails: {type(exc).__name__}: {exc}"
-            found.append(
-                Problem(view.thread_id, address.checkpoint_ns, str(address.checkpoint_id), reason)
-            )
+            at = Address.from_config(tup.config)
+            why = f"replaying the writes fails: {type(exc).__name__}: {exc}"
+            found.append(Problem(view.thread_id, at.checkpoint_ns, str(at.checkpoint_id), why))
     return found
 
 
@@ -610,12 +539,10 @@ def _apply(
     step: StepProgress | None,
     orphans: Orphans = "",
 ) -> MaintenancePlan[str | None]:
-    """The thread's change, all or nothing, in one transaction that first lists
-    the thread again (``RowStore.change``), with the thread sealed in every layer:
-    ``None`` when done, else why nothing was done (the thread changed since
-    ``view`` was read)."""
-    change = _change_sealed(view, rewrites, deletes, step, orphans)
-    return (yield from _sealed((view.thread_id,), change))
+    """The thread's change, all or nothing (``RowStore.change`` lists the thread
+    again first), with the thread sealed in every layer: ``None`` when done, else
+    why nothing was done (the thread changed since ``view`` was read)."""
+    return _sealed((view.thread_id,), _change_sealed(view, rewrites, deletes, step, orphans))
 
 
 def _change_sealed(
@@ -633,9 +560,8 @@ def _change_sealed(
     doomed = {ns: list(ids) for ns, ids in deletes.items() if ids}
     if rewrites and doomed and _live(seen):
         # First the survivors' state, in place, links unchanged: a reader (LangGraph
-        # reads a delta history in several statements, not one snapshot) that
-        # starts after this stops at the survivors and never needs what the
-        # second transaction deletes (docs/retention.md, "A read torn by a change").
+        # reads a delta history in several statements) starting after this never
+        # needs what the second transaction deletes (docs/retention.md).
         in_place = tuple(
             dataclasses.replace(
                 r, parent_id=view.parent_id(view.by_ns[r.checkpoint_ns][r.checkpoint["id"]])
@@ -654,17 +580,17 @@ def _change_sealed(
 
 
 def _change(thread_id: str, change: Change) -> MaintenancePlan[str | None]:
+    """``RowStore.change``: ``None`` when done, else why nothing was done."""
+    apply = _RowRequest(lambda rows: rows.change(thread_id, change, time.time()), exclusive=True)
     try:
-        why: str | None = yield ApplyChange(thread_id, change)
-    except Raced as raced:  # rolled back
+        why: str | None = yield apply
+    except Raced as raced:  # the thread changed under it: rolled back
         return str(raced)
     return why
 
 
-#: The pause between the two transactions of a change that deletes checkpoints of a
-#: live thread: a history read that started before the first has this long to end
-#: before the second deletes what it may still read (LangGraph reads in several
-#: statements; a read's statements are normally well under a millisecond apart).
+#: The pause between the two transactions of a change deleting checkpoints of a live
+#: thread: a history read started before the first ends before the second deletes.
 TORN_READ_MARGIN_S = 0.05
 
 
@@ -679,12 +605,10 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
 
 
 def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
-    """Bytes the plan adds to storage (negative when it frees some): the saver's
-    serde size of each rewritten value minus the value it replaces, minus each
-    deleted checkpoint with its writes. Backends that key values by version
-    store one value per (namespace, channel, version), freed only when no kept
-    checkpoint references it (not by a deleted one); SQLite stores values inline
-    in each row."""
+    """Bytes the plan adds to storage (negative: frees), by the saver's serde: each
+    rewritten value minus the one it replaces, minus each deleted checkpoint and
+    its writes. ``by_version``: one value per (namespace, channel, version), freed
+    only when no kept checkpoint references it (else values are inline)."""
     view = plan.view
     old = {t.checkpoint["id"]: t for t in view.tuples()}
     deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
@@ -763,9 +687,8 @@ class _Run:
     measure: bool = True
 
     def selected(self, thread_ids: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
-        """The threads whose stored bytes pass the filter. A thread with no row at all
-        (no checkpoint, no write) is a mistyped id: with ``refuse_missing``, refused
-        before anything changes, as migrate refuses it."""
+        """The threads whose stored bytes pass the filter; with ``refuse_missing`` a
+        thread with no row at all (a mistyped id) is refused first."""
         missing = [t for t in thread_ids if t not in sizes] if self.refuse_missing else []
         if missing:
             raise MaintenanceError.no_checkpoints(missing[0])
@@ -779,7 +702,7 @@ class _Run:
 
 
 def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[ChangeReport]]:
-    sizes: dict[str, int] = (yield Sizes()) if run.measure else {}
+    sizes: dict[str, int] = (yield SIZES) if run.measure else {}
     ids = run.selected(thread_ids, sizes)
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
@@ -801,7 +724,7 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[C
 
 def _measure(reports: Sequence[ChangeReport]) -> MaintenancePlan[None]:
     """Each report's stored bytes after the change."""
-    after: dict[str, int] = yield Sizes()
+    after: dict[str, int] = yield SIZES
     for report in reports:
         report.bytes_after = after.get(report.thread_id, 0)
 
@@ -814,8 +737,7 @@ def _change_thread(
     run: _Run, thread_id: str, sizes: Mapping[str, int]
 ) -> MaintenancePlan[ChangeReport | None]:
     """Read, plan and change one thread: its report, or ``None`` when the filter
-    leaves it out. A thread a turn changed between its read and its change (nothing
-    changed) is read again, up to ``_ATTEMPTS`` times; then the report says why."""
+    leaves it out. A thread a turn changed meanwhile is read again (``_ATTEMPTS``)."""
     attempt = 1
     while True:
         view = yield from _view(thread_id, run.known)
@@ -850,17 +772,7 @@ def _planned(
 ) -> MaintenancePlan[ChangeReport]:
     """The thread's report as planned; in a dry run, with the bytes estimated."""
     removed = sum(len(ids) for ids in deletes.values())
-    report = ChangeReport(
-        thread_id=view.thread_id,
-        action=run.action,
-        checkpoints_before=view.count(),
-        checkpoints_after=view.count() - removed,
-        rewritten=len(rewrites),
-        deleted=removed,
-        bytes_before=sizes.get(view.thread_id, 0),
-        dry_run=run.dry_run,
-        detail=detail,
-    )
+    report = _report(run, view, sizes, removed, rewritten=len(rewrites), detail=detail)
     if run.dry_run:
         growth: int = yield Estimate(view, rewrites, deletes)
         report.bytes_after = max(0, (report.bytes_before or 0) + growth)
@@ -872,24 +784,28 @@ def _planned(
 
 def _refused(run: _Run, view: ThreadView, sizes: Mapping[str, int], why: str) -> ChangeReport:
     """The report of a thread left as stored, and why."""
+    return _report(run, view, sizes, 0, bytes_after=sizes.get(view.thread_id, 0), refused=why)
+
+
+def _report(
+    run: _Run, view: ThreadView, sizes: Mapping[str, int], removed: int, **fields: Any
+) -> ChangeReport:
     return ChangeReport(
         thread_id=view.thread_id,
         action=run.action,
         checkpoints_before=view.count(),
-        checkpoints_after=view.count(),
+        checkpoints_after=view.count() - removed,
+        deleted=removed,
         bytes_before=sizes.get(view.thread_id, 0),
-        bytes_after=sizes.get(view.thread_id, 0),
         dry_run=run.dry_run,
-        refused=why,
+        **fields,
     )
 
 
 def _keep_last(n: int) -> _Planner:
-    """Each namespace keeps its head's newest ``n`` checkpoints (the head and its
-    ``n - 1`` nearest ancestors) and, for the delta channels no reducer is known
-    for, the chain on back to where all of them are stored; the oldest kept
-    checkpoint stores the state of the other delta channels and becomes a root.
-    With every reducer known that is the ``n`` checkpoints alone."""
+    """Each namespace keeps its head and ``n - 1`` nearest ancestors and, for the
+    delta channels without a known reducer, the chain on back to where they are
+    stored; the oldest kept checkpoint stores the others' state and becomes a root."""
 
     def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
         _refuse_broken(view, "prune")
@@ -970,7 +886,8 @@ def _copy_plan(source: str, target: str) -> MaintenancePlan[ChangeReport]:
         raise ConfigError("target_thread_id", target, "a thread id other than the source")
     view = yield from _view(source, None)
     # one transaction: the target checked empty, the source copied from one snapshot
-    why = yield from _sealed((target,), _ask(CopyRows(source, target)))
+    copy = _RowRequest(lambda rows: rows.copy(source, target), exclusive=True)
+    why = yield from _sealed((target,), _ask(copy))
     if why is not None:
         raise MaintenanceError(
             f"refusing to copy thread {source!r} onto {target!r}: {why}; delete it first or "
@@ -1085,10 +1002,10 @@ def _scan_plan(
     known: _Knowledge | None = None,
     where: ThreadFilter | None = None,
 ) -> MaintenancePlan[list[ThreadInfo]]:
-    sizes: dict[str, int] = yield Sizes()
-    orphans: dict[str, int] = yield OrphanCounts()
+    sizes: dict[str, int] = yield SIZES
+    orphans: dict[str, int] = yield ORPHAN_COUNTS
     if thread_ids is None:
-        thread_ids = yield ThreadIds()
+        thread_ids = yield THREAD_IDS
     infos: list[ThreadInfo] = []
     for thread_id in thread_ids:
         if where is not None and not where.size_ok(sizes.get(thread_id, 0)):
@@ -1137,19 +1054,14 @@ def _check(view: ThreadView, info: ThreadInfo) -> None:
 # -- public functions ---------------------------------------------------------------------
 
 _GRAPH_DOC = """
-    ``graph`` (a compiled graph or a ``StateGraph`` builder) gives every delta
-    channel's reducer from its channel table, and its subgraphs' from theirs
-    (``get_subgraphs``); ``reducers`` names more (and wins). ``subgraphs`` maps a
-    namespace prefix (node names joined by ``|``, without task ids) to the graph
-    that runs there when ``get_subgraphs`` cannot see it: a subagent invoked
-    from a tool, e.g. ``{"tools": subagent}`` for deepagents' ``task`` tool,
-    whose subagents are stored in ``tools:<id>`` namespaces. Without a graph,
-    only ``messages`` has a default (``merge_message_writes``), and a reducer is
-    used only where it reproduces the stored snapshots of its namespaces. A
-    channel without one is unknown in that namespace alone: it is kept as
-    stored (keep-latest keeps the chain back to where it is stored), or a plan
-    that must rebuild it refuses the thread (``MaintenanceError`` naming the
-    channel and namespace) with storage unchanged."""
+    ``graph`` (compiled, or a ``StateGraph`` builder) gives each delta channel's
+    reducer from its channel table, and its subgraphs' (``get_subgraphs``);
+    ``reducers`` names more (and wins); ``subgraphs`` maps a namespace prefix (node
+    names joined by ``|``) to the graph run there that ``get_subgraphs`` cannot see
+    (deepagents' subagents: ``{"tools": subagent}``). Without a graph only
+    ``messages`` has a default; a reducer is used only where it reproduces the
+    stored snapshots. A channel without one is kept as stored, or a plan that must
+    rebuild it refuses the thread (``MaintenanceError``), storage unchanged."""
 
 
 def prune(
@@ -1166,24 +1078,16 @@ def prune(
     keep_going: bool = False,
     where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
-    """Prune threads without losing state.
+    """Prune threads without losing state: every kept checkpoint reads exactly what
+    it read before and keeps its pending writes.
 
-    ``"keep_latest"`` keeps the latest checkpoint of every namespace and, for
-    each delta channel whose reducer is not known, the head's chain back to the
-    nearest checkpoint where all of those are stored (exact without a reducer);
-    the oldest kept checkpoint is made self-contained (each known delta
-    channel's state stored there as a ``_DeltaSnapshot``), marked as a root and
-    unlinked, then every other checkpoint goes with its writes (and, where
-    values are stored by version, the values no kept checkpoint references),
-    and so do stored writes whose checkpoint does not exist (orphans). Every
-    kept checkpoint reads exactly what it read before and keeps its pending
-    writes. ``"delete"`` removes the threads. A thread whose chain is already
-    broken, or an id with no checkpoint and no write (a typo), is refused
-    (``MaintenanceError``) before anything is changed.
-    ``keep_going`` reports a refused thread (``ChangeReport.refused``) and goes
-    on; otherwise every thread is planned before the first is changed.
-    ``where`` filters threads by mode and size. Works on memory, SQLite and
-    PostgreSQL savers, wrapped or raw; cached state of the threads is dropped.
+    ``"keep_latest"`` keeps each namespace's head (and, for delta channels with no
+    known reducer, its chain back to where they are stored), makes the oldest kept
+    checkpoint a self-contained root, and deletes the rest, orphan writes included.
+    ``"delete"`` removes the threads. A broken chain, or an id with nothing stored
+    (a typo), is refused (``MaintenanceError``) before anything changes;
+    ``keep_going`` reports it (``ChangeReport.refused``) and goes on. ``where``
+    filters threads by mode and size. Cached state of the threads is dropped.
     """
     plan = _prune_plan(
         _thread_ids(thread_ids),
@@ -1234,10 +1138,8 @@ prune.__doc__ = (prune.__doc__ or "") + _GRAPH_DOC
 def prune_present(
     saver: BaseCheckpointSaver[Any], thread_ids: Sequence[ThreadId], strategy: str
 ) -> None:
-    """``prune`` as a saver's own ``prune`` (``BaseCheckpointSaver.prune``, which
-    langgraph-api's thread TTL calls): a thread without checkpoints is nothing to
-    do there, as for LangGraph's savers, not a mistyped id; nothing is reported,
-    so no stored bytes are read."""
+    """``prune`` as a saver's own ``prune`` (langgraph-api's thread TTL): a thread
+    without checkpoints is nothing to do, not a typo; no bytes are read or reported."""
     plan = _prune_plan(_thread_ids(thread_ids), strategy, _knowledge(None, None), measure=False)
     _drive(saver, "prune", plan)
 
@@ -1253,11 +1155,9 @@ async def aprune_present(
 def copy_thread(
     saver: BaseCheckpointSaver[Any], source_thread_id: ThreadId, target_thread_id: ThreadId
 ) -> ChangeReport:
-    """Copy every checkpoint, write and stored value of a thread (every
-    namespace, same checkpoint ids) to a new thread id. The copy reads exactly
-    like the source and shares nothing with it: deleting or changing either
-    leaves the other intact. A target that already has checkpoints is refused.
-    Needs no reducer: nothing is rebuilt."""
+    """Copy every checkpoint, write and value of a thread (every namespace, same
+    ids) to a new thread id, sharing nothing with the source. A target that already
+    has checkpoints is refused. Needs no reducer."""
     plan = _copy_plan(str(source_thread_id), str(target_thread_id))
     return _drive(saver, "copy_thread", plan)
 
@@ -1281,13 +1181,11 @@ def delete_for_runs(
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
-    """Delete the checkpoints (and their writes) whose metadata ``run_id`` is one
-    of ``run_ids``, in every thread. A surviving checkpoint whose parent goes is
-    first made self-contained (the state of each delta channel it replays stored
-    in it) and re-linked to its nearest surviving ancestor, or marked as a root
-    when none survives, so every survivor reads what it read before and lineage
-    never leaves its branch. A survivor that replays a delta channel whose
-    reducer is not known refuses the thread."""
+    """Delete the checkpoints (and their writes) whose metadata ``run_id`` is in
+    ``run_ids``, in every thread. A survivor whose parent goes is first made
+    self-contained and re-linked to its nearest surviving ancestor (or made a
+    root), so it reads what it read before; one that replays a delta channel with
+    no known reducer refuses the thread."""
     known = _knowledge(graph, reducers, subgraphs)
     plan = _runs_plan(run_ids, known, dry_run=dry_run, keep_going=keep_going, step=step)
     return _drive(saver, "delete_for_runs", plan)
@@ -1329,17 +1227,11 @@ def migrate(
 ) -> list[ChangeReport]:
     """Move threads between channel modes, keeping every checkpoint's state.
 
-    ``to="full"`` rewrites every checkpoint that carries delta state as a
-    full-mode saver would have written it (each delta channel's value stored,
-    snapshots unwrapped, markers and delta counters removed): a full-mode
-    process, or an older LangGraph, then reads and continues the thread, and
-    ``get_state``/``get_state_history`` return what they returned before. It
-    needs the reducer of every delta channel a checkpoint replays.
-    ``to="delta"`` checks the thread and stamps our marker on every checkpoint,
-    so full-mode processes refuse it from then on (no reducer needed). A thread
-    that ``verify`` finds broken is refused before anything changes.
+    ``to="full"`` rewrites each checkpoint with delta state as a full-mode saver
+    would have written it (needs every replayed channel's reducer); ``to="delta"``
+    stamps our marker on every checkpoint, so full-mode processes refuse the thread.
+    A thread ``verify`` finds broken is refused before anything changes.
     Idempotent: a re-run after an interruption rewrites only what is left.
-    Reports carry the stored bytes before and after (a dry run estimates them).
     """
     mode = parse_mode(to, key="to")
     ids = _thread_ids(thread_ids)
@@ -1395,8 +1287,7 @@ def scan(
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Every thread (or those named) with its mode, checkpoint count, stored bytes,
-    orphan writes and distance from the head to its last snapshot. Reads only;
-    needs no reducer. ``progress`` is called with each thread id when it is done."""
+    orphan writes and snapshot distance. Reads only; needs no reducer."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     return _drive(saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where))
 
@@ -1418,13 +1309,13 @@ async def ascan(
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every thread id that has a checkpoint or a stored write, sorted."""
     _refuse_other_api(saver, "list_threads")
-    return ThreadIds().run(Target(saver))
+    return THREAD_IDS.run(Target(saver))
 
 
 async def alist_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Async ``list_threads``."""
     _arefuse_other_api(saver, "list_threads")
-    return await ThreadIds().arun(Target(saver))
+    return await THREAD_IDS.arun(Target(saver))
 
 
 def verify(
@@ -1437,14 +1328,11 @@ def verify(
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
-    """Check that every checkpoint's state can be rebuilt: for each delta channel
-    it replays, an intact parent chain back to a stored value or the root, and
-    writes the channel's reducer accepts; no stored write without its checkpoint.
-    ``problems`` on each result says what is broken and why (empty: sound). A
-    delta channel without a confirmed reducer is checked for structure only and
-    listed in ``unchecked`` (with the reason in ``notes``); a reducer from
-    ``graph``/``reducers`` that does not reproduce a stored snapshot is a
-    problem. ``None`` checks every thread. Reads only."""
+    """Check that every checkpoint's state can be rebuilt (an intact chain to a
+    stored value or the root, writes the reducer accepts) and no write lacks its
+    checkpoint: ``problems`` on each result (empty: sound). A channel without a
+    confirmed reducer is checked for structure only (``unchecked``, ``notes``); a
+    given reducer that does not reproduce a stored snapshot is a problem. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
     return _drive(

@@ -82,18 +82,12 @@ class Problem:
 class ThreadView:
     """The checkpoints of one thread, grouped by namespace, with parent links.
 
-    ``reducers`` maps a delta channel of the root graph to its reducer (a
-    function, or the graph's ``DeltaChannel`` itself, which also says what the
-    channel starts from); ``DEFAULT_REDUCERS`` (only ``messages``) are assumed
-    for channels not given. ``subgraphs`` maps a subgraph path
-    (a namespace's node names joined by ``|``) to that graph's own table; with
-    ``complete`` (a graph was given) a path it does not name has no known
-    reducer, else such a namespace uses the root's table. Either kind of reducer
-    is used only once the snapshots stored under that path confirm it
-    (``usable``). ``channels`` adds channels known to be delta channels (a
-    graph's ``DeltaChannel`` fields) to those with delta evidence in the thread
-    (a ``_DeltaSnapshot`` value or an entry in ``counters_since_delta_snapshot``).
-    """
+    ``reducers``: the root graph's delta channels' reducers (a function, or the
+    graph's ``DeltaChannel``); ``DEFAULT_REDUCERS`` fill in. ``subgraphs``: each
+    subgraph path's own table; with ``complete`` a path it does not name has no
+    known reducer, else it uses the root's. A reducer is used only once the stored
+    snapshots confirm it (``usable``). ``channels``: known delta channels, added to
+    those with delta evidence in the thread."""
 
     def __init__(
         self,
@@ -217,11 +211,9 @@ class ThreadView:
         return next((ns for ns in sorted(self.by_ns) if subgraph_path(ns) == path), path)
 
     def refutation(self, ch: str, ns: str = "") -> str | None:
-        """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may). The
-        graph at ``ns``'s subgraph path needs a reducer for ``ch`` that was given or
-        defaulted there, and that reducer must reproduce each ``_DeltaSnapshot``
-        stored under that path where the snapshot replays its parent's writes. A
-        channel refused in one path (a dynamic subagent's) stays usable in others."""
+        """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may): its
+        subgraph path needs a given or default reducer that reproduces each
+        ``_DeltaSnapshot`` stored under that path from its parent's writes."""
         path = subgraph_path(ns)
         if (path, ch) in self._verdicts:
             return self._verdicts[(path, ch)]
@@ -241,9 +233,7 @@ class ThreadView:
 
     def verdicts(self) -> Iterable[tuple[str, str, str]]:
         """``(namespace, channel, why)`` for each subgraph path (one example
-        namespace) that stores a delta channel as deltas (replayed or
-        snapshotted) and may not rebuild it. A channel stored whole at every
-        checkpoint of a path (a subagent's plain ``messages``) needs no reducer."""
+        namespace) that stores a delta channel as deltas and may not rebuild it."""
         as_deltas: dict[str, set[str]] = {}
         for ns, checkpoints in self.by_ns.items():
             found = as_deltas.setdefault(subgraph_path(ns), set())
@@ -308,10 +298,8 @@ class ThreadView:
         self, ch: str, ns: str, base: Any, writes: list[tuple[str, str, Any]], expected: Any
     ) -> bool:
         """Whether replaying the writes of some of the parent's tasks gives the
-        snapshot: all of them for an ordinary step; fewer where LangGraph left a
-        task's writes out and snapshotted the channel instead (``update_state``
-        on an interrupted step whose other branch finished, a resume that drops
-        or reruns a task): those writes belong to a later step."""
+        snapshot: all of them, or fewer where LangGraph left a task's writes for a
+        later step (``update_state`` on an interrupted step, a resume)."""
         if self._replay(ch, base, writes, ns) == expected:
             return True
         tasks = list(dict.fromkeys(w[0] for w in writes))
@@ -328,10 +316,9 @@ class ThreadView:
         return False
 
     def _plain_child(self, parent: CheckpointTuple, child: CheckpointTuple) -> bool:
-        """Whether ``child``'s state is ``parent``'s plus (some of) ``parent``'s
-        pending writes: the parent's only child, one step later. A fork (a second
-        child) or a checkpoint re-linked past deleted ones by maintenance (a step
-        gap) holds state no replay of its parent gives."""
+        """Whether ``child``'s state is ``parent``'s plus (some of) its pending
+        writes: the parent's only child, one step later (not a fork, nor re-linked
+        past deleted checkpoints)."""
         ns = Address.from_config(parent.config).checkpoint_ns
         if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
             return False
@@ -342,15 +329,10 @@ class ThreadView:
     # -- verification ------------------------------------------------------------
 
     def problems(self) -> list[Problem]:
-        """Every checkpoint whose state cannot be rebuilt, and why.
-
-        A checkpoint is sound when, for each delta channel it must replay, the
-        parent chain reaches a stored value (a seed) or a root. A parent id that
-        is not stored in the same namespace (deleted, or another namespace's) or a
-        cycle in the links makes every checkpoint that replays through it broken.
-        A cycle is reported on every checkpoint in it, delta or not, since
-        ``get_state_history`` would never end.
-        """
+        """Every checkpoint whose state cannot be rebuilt, and why: a delta channel
+        it replays whose parent chain reaches neither a stored value nor a root (a
+        missing parent, a cycle). A cycle is reported on every checkpoint in it,
+        delta or not: ``get_state_history`` would never end."""
         found: list[Problem] = []
         for ns, checkpoints in sorted(self.by_ns.items()):
             memo: dict[tuple[str, str], str | None] = {}
@@ -378,8 +360,7 @@ class ThreadView:
         checkpoints: Mapping[str, CheckpointTuple],
         memo: dict[str, str | None],
     ) -> str | None:
-        """Why walking up from ``cid`` never ends (``None``: it does). Memoized per
-        namespace, so checking every checkpoint is linear, not quadratic."""
+        """Why walking up from ``cid`` never ends (``None``: it does); memoized."""
         path: list[str] = []
         on_path: set[str] = set()
         cursor: str | None = cid
@@ -405,8 +386,8 @@ class ThreadView:
         checkpoints: Mapping[str, CheckpointTuple],
         memo: dict[tuple[str, str], str | None],
     ) -> str | None:
-        """Why no seed or root is reachable for ``ch`` from ``start`` upward
-        (``None``: one is). Memoized per (checkpoint, channel): linear per thread."""
+        """Why no stored value or root is reachable for ``ch`` from ``start`` up
+        (``None``: one is); memoized."""
         path: list[str] = []
         cursor = start
         verdict: str | None
@@ -530,13 +511,11 @@ class ThreadView:
         plain: bool = False,
         channels: Iterable[str] | None = None,
     ) -> Rewrite:
-        """``tup`` with the state of ``channels`` (default: every delta channel it
-        replays) stored in it (a ``_DeltaSnapshot``, or the plain value when
-        ``plain``), so those no longer depend on any ancestor; re-parented to
-        ``parent_id``. A checkpoint that loses its parent this way is marked as a
-        root (``ROOT_METADATA_KEY``), so lineage never takes it for a legacy
-        checkpoint with a missing link. Raises ``LookupError`` for a channel with
-        no usable reducer: callers decide before asking."""
+        """``tup`` with the state of ``channels`` (default: those it replays) stored
+        in it (a ``_DeltaSnapshot``, or plain), re-parented to ``parent_id``; one that
+        loses its parent is marked a root (``ROOT_METADATA_KEY``), so lineage never
+        takes it for a missing link. ``LookupError`` for a channel without a usable
+        reducer."""
         ns = Address.from_config(tup.config).checkpoint_ns
         wanted = set(channels) if channels is not None else self.replay_needs(tup)
         for ch in sorted(wanted):
