@@ -662,9 +662,10 @@ def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
 
 # -- plans -------------------------------------------------------------------------------
 
-#: A per-thread planner: the rewrites, the deletes per namespace, and a detail
-#: line; raises ``MaintenanceError`` to refuse the thread.
-_Planner = Callable[[ThreadView], tuple[list[Rewrite], dict[str, list[str]], str]]
+#: A thread's plan: the rewrites, the deletes per namespace, and a detail line.
+_Plan = tuple[list[Rewrite], dict[str, list[str]], str]
+#: A per-thread planner; raises ``MaintenanceError`` to refuse the thread.
+_Planner = Callable[[ThreadView], _Plan]
 
 
 @dataclass
@@ -744,33 +745,27 @@ def _change_thread(
         if not run.wants(view):
             return None
         try:
-            rewrites, deletes, detail = run.planner(view)
+            planned = run.planner(view)
         except MaintenanceError as exc:
             if not run.keep_going:
                 raise
             return _refused(run, view, sizes, str(exc))
-        report = yield from _planned(run, view, sizes, rewrites, deletes, detail)
-        if not run.dry_run and (rewrites or report.deleted or run.orphans):
-            why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
-            if why is not None:
-                # A live thread: a turn landed since it was read. Nothing was changed.
-                if attempt < _ATTEMPTS:
-                    attempt += 1
-                    continue
-                why += "; the thread was left as stored (a later run changes it)"
-                return _refused(run, view, sizes, why)
-        return report
+        report, why = yield from _planned(run, view, sizes, planned, orphans_alone=True)
+        if why is None:
+            return report
+        if attempt == _ATTEMPTS:  # a turn landed since each read: nothing was changed
+            why += "; the thread was left as stored (a later run changes it)"
+            return _refused(run, view, sizes, why)
+        attempt += 1
 
 
 def _planned(
-    run: _Run,
-    view: ThreadView,
-    sizes: Mapping[str, int],
-    rewrites: Sequence[Rewrite],
-    deletes: Mapping[str, Sequence[str]],
-    detail: str,
-) -> MaintenancePlan[ChangeReport]:
-    """The thread's report as planned; in a dry run, with the bytes estimated."""
+    run: _Run, view: ThreadView, sizes: Mapping[str, int], planned: _Plan, orphans_alone: bool
+) -> MaintenancePlan[tuple[ChangeReport, str | None]]:
+    """The thread's report as planned (a dry run estimates the bytes) and, unless
+    dry, the change applied: why nothing was changed (a turn raced it), else
+    ``None``. ``orphans_alone``: a change that only drops orphan writes is applied."""
+    rewrites, deletes, detail = planned
     removed = sum(len(ids) for ids in deletes.values())
     report = _report(run, view, sizes, removed, rewritten=len(rewrites), detail=detail)
     if run.dry_run:
@@ -779,7 +774,9 @@ def _planned(
         if removed == view.count() and not rewrites:
             report.bytes_after = 0  # the whole thread goes, writes and values too
         report.estimated = True
-    return report
+    elif rewrites or removed or (orphans_alone and run.orphans):
+        return report, (yield from _apply(view, rewrites, deletes, run.step, run.orphans))
+    return report, None
 
 
 def _refused(run: _Run, view: ThreadView, sizes: Mapping[str, int], why: str) -> ChangeReport:
@@ -802,35 +799,31 @@ def _report(
     )
 
 
-def _keep_last(n: int) -> _Planner:
+def _keep_last(n: int, view: ThreadView) -> _Plan:
     """Each namespace keeps its head and ``n - 1`` nearest ancestors and, for the
     delta channels without a known reducer, the chain on back to where they are
     stored; the oldest kept checkpoint stores the others' state and becomes a root."""
-
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        _refuse_broken(view, "prune")
-        rewrites: list[Rewrite] = []
-        deletes: dict[str, list[str]] = {}
-        kept = wanted = 0
-        reasons: dict[str, str] = {}
-        for ns, checkpoints in view.by_ns.items():
-            chain = _kept_chain(view, ns, n)
-            keep = {t.checkpoint["id"] for t in chain}
-            kept += len(keep)
-            wanted += min(n, len(checkpoints))
-            if len(keep) > min(n, len(checkpoints)):
-                for ch in sorted(view.unknown(ns)):
-                    if any(view.needs_replay(t, ch) for t in chain):
-                        reasons.setdefault(ch, view.refutation(ch, ns) or ch)
-            deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
-            cut = chain[-1]
-            if view.parent_id(cut) is not None:
-                rewrites.append(
-                    view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
-                )
-        return rewrites, deletes, _kept_detail(kept, wanted, reasons)
-
-    return plan
+    _refuse_broken(view, "prune")
+    rewrites: list[Rewrite] = []
+    deletes: dict[str, list[str]] = {}
+    kept = wanted = 0
+    reasons: dict[str, str] = {}
+    for ns, checkpoints in view.by_ns.items():
+        chain = _kept_chain(view, ns, n)
+        keep = {t.checkpoint["id"] for t in chain}
+        kept += len(keep)
+        wanted += min(n, len(checkpoints))
+        if len(keep) > min(n, len(checkpoints)):
+            for ch in sorted(view.unknown(ns)):
+                if any(view.needs_replay(t, ch) for t in chain):
+                    reasons.setdefault(ch, view.refutation(ch, ns) or ch)
+        deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
+        cut = chain[-1]
+        if view.parent_id(cut) is not None:
+            rewrites.append(
+                view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
+            )
+    return rewrites, deletes, _kept_detail(kept, wanted, reasons)
 
 
 def _kept_chain(view: ThreadView, ns: str, n: int) -> list[CheckpointTuple]:
@@ -864,7 +857,7 @@ def _kept_detail(kept: int, wanted: int, reasons: Mapping[str, str]) -> str:
     return detail
 
 
-def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
+def _delete_all(view: ThreadView) -> _Plan:
     return [], {ns: sorted(c) for ns, c in view.by_ns.items()}, ""
 
 
@@ -875,7 +868,7 @@ def _prune_plan(
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
     keep = strategy == "keep_latest"
-    planner = _keep_last(1) if keep else _delete_all
+    planner = functools.partial(_keep_last, 1) if keep else _delete_all
     orphans: Orphans = "garbage" if keep else "all"
     run = _Run(f"prune:{strategy}", planner, known, orphans=orphans, **options)
     return (yield from _change_plan(run, thread_ids))
@@ -908,36 +901,33 @@ def _ask(request: Request[Target, R]) -> MaintenancePlan[R]:
     return answer
 
 
-def _without_runs(run_set: set[str]) -> _Planner:
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        _refuse_broken(view, "delete runs of")
-        rewrites: list[Rewrite] = []
-        deletes: dict[str, list[str]] = {}
-        for ns, checkpoints in view.by_ns.items():
-            doomed = {
-                cid
-                for cid, tup in checkpoints.items()
-                if str((tup.metadata or {}).get("run_id")) in run_set
-            }
-            deletes[ns] = sorted(doomed)
-            for cid in sorted(checkpoints):
-                tup = checkpoints[cid]
-                if cid in doomed or view.parent_id(tup) not in doomed:
-                    continue
-                # Its parent goes: store the state it replays here, and link it to
-                # the nearest surviving ancestor so the lineage stays walkable (a
-                # root, marked as such, when none survives).
-                need = view.replay_needs(tup)
-                _refuse_unknown(view, "delete runs of", [tup])
-                parent = view.parent_id(tup)
-                while parent in doomed:
-                    parent = view.parent_id(checkpoints[parent])
-                if parent is not None and parent not in checkpoints:
-                    parent = None
-                rewrites.append(view.snapshot_rewrite(tup, parent_id=parent, channels=need))
-        return rewrites, deletes, ""
-
-    return plan
+def _without_runs(run_set: set[str], view: ThreadView) -> _Plan:
+    _refuse_broken(view, "delete runs of")
+    rewrites: list[Rewrite] = []
+    deletes: dict[str, list[str]] = {}
+    for ns, checkpoints in view.by_ns.items():
+        doomed = {
+            cid
+            for cid, tup in checkpoints.items()
+            if str((tup.metadata or {}).get("run_id")) in run_set
+        }
+        deletes[ns] = sorted(doomed)
+        for cid in sorted(checkpoints):
+            tup = checkpoints[cid]
+            if cid in doomed or view.parent_id(tup) not in doomed:
+                continue
+            # Its parent goes: store the state it replays here, and link it to
+            # the nearest surviving ancestor so the lineage stays walkable (a
+            # root, marked as such, when none survives).
+            need = view.replay_needs(tup)
+            _refuse_unknown(view, "delete runs of", [tup])
+            parent = view.parent_id(tup)
+            while parent in doomed:
+                parent = view.parent_id(checkpoints[parent])
+            if parent is not None and parent not in checkpoints:
+                parent = None
+            rewrites.append(view.snapshot_rewrite(tup, parent_id=parent, channels=need))
+    return rewrites, deletes, ""
 
 
 def _runs_plan(
@@ -948,41 +938,37 @@ def _runs_plan(
     for run_id in sorted(run_set):
         hits: list[CheckpointTuple] = yield ListCheckpoints(None, filter={"run_id": run_id})
         threads.update(Address.from_config(t.config).thread_id for t in hits)
-    run = _Run("delete_for_runs", _without_runs(run_set), known, **options)
+    planner = functools.partial(_without_runs, run_set)
+    run = _Run("delete_for_runs", planner, known, **options)
     return (yield from _change_plan(run, sorted(threads)))
 
 
-def _to_mode(to: ChannelMode) -> _Planner:
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        if not view.count():
-            raise MaintenanceError.no_checkpoints(view.thread_id)
-        problems = _verified(view)
-        if problems:
-            raise MaintenanceError(
-                f"refusing to migrate thread {view.thread_id!r} to {to.value}: "
-                f"{len(problems)} checkpoint(s) cannot be rebuilt, e.g. {problems[0]}"
-            )
-        rewrites: list[Rewrite] = []
-        if to is ChannelMode.FULL:
-            _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
-        for tup in view.tuples():
-            if to is ChannelMode.FULL:
-                if _has_delta_state(view, tup):
-                    rewrites.append(view.to_full(tup))
-            elif (
-                not metadata_uses_delta(tup.metadata)
-                or (tup.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
-            ):
-                rewrites.append(view.marked(tup))
-        return rewrites, {}, ""
-
-    return plan
+def _to_mode(to: ChannelMode, view: ThreadView) -> _Plan:
+    if not view.count():
+        raise MaintenanceError.no_checkpoints(view.thread_id)
+    problems = _verified(view)
+    if problems:
+        raise MaintenanceError(
+            f"refusing to migrate thread {view.thread_id!r} to {to.value}: "
+            f"{len(problems)} checkpoint(s) cannot be rebuilt, e.g. {problems[0]}"
+        )
+    if to is ChannelMode.FULL:
+        _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
+        return [view.to_full(t) for t in view.tuples() if _has_delta_state(view, t)], {}, ""
+    unmarked = [
+        t
+        for t in view.tuples()
+        if not metadata_uses_delta(t.metadata)
+        or (t.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
+    ]
+    return [view.marked(t) for t in unmarked], {}, ""
 
 
 def _migrate_run(to: ChannelMode, known: _Knowledge, **options: Any) -> _Run:
     # A fleet run has nothing to migrate in a thread that holds only orphan writes.
     skip_empty = bool(options.get("keep_going"))
-    return _Run(f"migrate:{to.value}", _to_mode(to), known, skip_empty=skip_empty, **options)
+    planner = functools.partial(_to_mode, to)
+    return _Run(f"migrate:{to.value}", planner, known, skip_empty=skip_empty, **options)
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:

@@ -6,6 +6,7 @@ stores", and docs/retention.md, "Live threads".
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,6 @@ from ._ops import (
     Progress,
     StepProgress,
     _adrive,
-    _apply,
     _delete_all,
     _drive,
     _keep_last,
@@ -140,7 +140,7 @@ def _sweep_run(
     if not keep_latest:
         return "delete", _Run("sweep:delete", _delete_all, known, orphans="all", **options)
     action = "keep_latest" if keep_last in (None, 1) else f"keep_last:{keep_last}"
-    planner = _keep_last(keep_last or 1)
+    planner = functools.partial(_keep_last, keep_last or 1)
     return action, _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
 
 
@@ -221,17 +221,11 @@ def _sweep_thread(
     if newest >= cutoff:
         return None
     try:
-        rewrites, deletes, detail = run.planner(view)
+        planned = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
-    change = yield from _planned(run, view, sizes, rewrites, deletes, detail)
-    if run.dry_run or not (rewrites or change.deleted):
-        return change
-    # all or nothing, in one transaction that lists the thread again first
-    why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
-    if why is not None:
-        return SkippedThread(thread_id, f"{why}; left for a later sweep")
-    return change
+    change, why = yield from _planned(run, view, sizes, planned, orphans_alone=False)
+    return change if why is None else SkippedThread(thread_id, f"{why}; left for a later sweep")
 
 
 def sweep(

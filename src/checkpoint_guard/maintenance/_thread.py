@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,13 +112,12 @@ class ThreadView:
         self._complete = subgraphs is not None if complete is None else complete
         self.delta_channels = self._detect_delta_channels() | set(channels or ())
         self._values: dict[tuple[str, str, str], Any] = {}
-        self._children: dict[tuple[str, str], int] = {}
-        for ns, checkpoints in self.by_ns.items():
-            for tup in checkpoints.values():
-                parent = self.parent_id(tup)
-                if parent is not None:
-                    key = (ns, parent)
-                    self._children[key] = self._children.get(key, 0) + 1
+        self._children = Counter(
+            (ns, parent)
+            for ns, checkpoints in self.by_ns.items()
+            for tup in checkpoints.values()
+            if (parent := self.parent_id(tup)) is not None
+        )
         self._verdicts: dict[tuple[str, str], str | None] = {}
 
     # -- facts -----------------------------------------------------------------
@@ -320,7 +320,7 @@ class ThreadView:
         writes: the parent's only child, one step later (not a fork, nor re-linked
         past deleted checkpoints)."""
         ns = Address.from_config(parent.config).checkpoint_ns
-        if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
+        if self._children[(ns, parent.checkpoint["id"])] != 1:
             return False
         p_step = (parent.metadata or {}).get("step")
         c_step = (child.metadata or {}).get("step")
