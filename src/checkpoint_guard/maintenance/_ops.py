@@ -139,12 +139,12 @@ class ListCheckpoints(Request[Target, list[CheckpointTuple]]):
     limit: int | None = None
 
     def run(self, target: Target) -> list[CheckpointTuple]:
-        listed = target.raw.list(self.config, filter=self.filter, limit=self.limit)
-        return list(listed)
+        return list(target.raw.list(self.config, filter=self.filter, limit=self.limit))
 
     async def arun(self, target: Target) -> list[CheckpointTuple]:
-        listed = target.raw.alist(self.config, filter=self.filter, limit=self.limit)
-        return [t async for t in listed]
+        return [
+            t async for t in target.raw.alist(self.config, filter=self.filter, limit=self.limit)
+        ]
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,47 @@ class Estimate(Request[Target, int]):
     deletes: Mapping[str, Sequence[str]]
 
     def run(self, target: Target) -> int:
-        return _estimate(target.raw, target.rows.values_by_version, self)
+        """Each rewritten value's size minus the one it replaces, minus each deleted
+        checkpoint and its writes. ``by_version``: one value per (namespace, channel,
+        version), freed only when no kept checkpoint references it (else inline)."""
+        raw, by_version, view = target.raw, target.rows.values_by_version, self.view
+        old = {t.checkpoint["id"]: t for t in view.tuples()}
+        deleted = [view.by_ns[ns][cid] for ns, cids in self.deletes.items() for cid in cids]
+        gone = {id(t) for t in deleted}
+        kept = {  # (namespace, channel, version) of every value a kept checkpoint references
+            (Address.from_config(t.config).checkpoint_ns, ch, v)
+            for t in view.tuples()
+            if id(t) not in gone
+            for ch, v in t.checkpoint["channel_versions"].items()
+        }
+        seen: set[tuple[str, str, Any]] = set()
+        total = 0
+        for rewrite in self.rewrites:
+            old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
+            for ch, version in rewrite.versions.items():
+                key = (rewrite.checkpoint_ns, ch, version)
+                if by_version:
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
+                if ch in old_values:
+                    total -= _size(raw, old_values[ch])
+        for tup in deleted:
+            total -= _size(raw, tup.metadata)
+            total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
+            if not by_version:
+                total -= _size(raw, tup.checkpoint)
+                continue
+            ns = Address.from_config(tup.config).checkpoint_ns
+            total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
+            versions = tup.checkpoint["channel_versions"]
+            for ch, value in tup.checkpoint["channel_values"].items():
+                key = (ns, ch, versions.get(ch))
+                if key not in kept and key not in seen:
+                    seen.add(key)
+                    total -= _size(raw, value)
+        return total
 
     async def arun(self, target: Target) -> int:
         return self.run(target)
@@ -417,8 +457,6 @@ def _knowledge(
         raise ConfigError(
             "subgraphs", subgraphs, "a mapping of namespace prefix (e.g. 'tools') to a graph"
         )
-    if graph is None and not subgraphs:
-        return _Knowledge(dict(reducers or {}), frozenset())
     root: dict[str, Reducer | DeltaChannel[Any]] = {}
     tables: dict[str, dict[str, DeltaChannel[Any]]] = {}
     if graph is not None:
@@ -496,8 +534,7 @@ def _verified(view: ThreadView) -> list[Problem]:
     found = _replay_problems(view)
     for ns, ch, why in view.verdicts():
         if view.is_given(ch, ns):
-            # A reducer the caller gave us contradicts storage: the graph is not
-            # the one that wrote the thread, or the stored data is damaged.
+            # a given reducer contradicts storage: another graph, or damaged data
             found.append(Problem(view.thread_id, "", "-", why))
     return found
 
@@ -537,21 +574,11 @@ def _apply(
     rewrites: Sequence[Rewrite],
     deletes: Mapping[str, Sequence[str]],
     step: StepProgress | None,
-    orphans: Orphans = "",
-) -> MaintenancePlan[str | None]:
-    """The thread's change, all or nothing (``RowStore.change`` lists the thread
-    again first), with the thread sealed in every layer: ``None`` when done, else
-    why nothing was done (the thread changed since ``view`` was read)."""
-    return _sealed((view.thread_id,), _change_sealed(view, rewrites, deletes, step, orphans))
-
-
-def _change_sealed(
-    view: ThreadView,
-    rewrites: Sequence[Rewrite],
-    deletes: Mapping[str, Sequence[str]],
-    step: StepProgress | None,
     orphans: Orphans,
 ) -> MaintenancePlan[str | None]:
+    """The thread's change, all or nothing (``RowStore.change`` lists the thread
+    again first; run it sealed): ``None`` when done, else why nothing was done (the
+    thread changed since ``view`` was read)."""
     thread_id = view.thread_id
     seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
     if step is not None:
@@ -602,56 +629,6 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
         return True
     newest = max((t for t in times if t is not None), default=0.0)
     return time.time() - newest < ORPHAN_GRACE.total_seconds()
-
-
-def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
-    """Bytes the plan adds to storage (negative: frees), by the saver's serde: each
-    rewritten value minus the one it replaces, minus each deleted checkpoint and
-    its writes. ``by_version``: one value per (namespace, channel, version), freed
-    only when no kept checkpoint references it (else values are inline)."""
-    view = plan.view
-    old = {t.checkpoint["id"]: t for t in view.tuples()}
-    deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
-    kept = _kept_values(view, deleted)
-    seen: set[tuple[str, str, Any]] = set()
-    total = 0
-    for rewrite in plan.rewrites:
-        old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
-        for ch, version in rewrite.versions.items():
-            key = (rewrite.checkpoint_ns, ch, version)
-            if by_version:
-                if key in seen:
-                    continue
-                seen.add(key)
-            total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
-            if ch in old_values:
-                total -= _size(raw, old_values[ch])
-    for tup in deleted:
-        total -= _size(raw, tup.metadata)
-        total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
-        if not by_version:
-            total -= _size(raw, tup.checkpoint)
-            continue
-        ns = Address.from_config(tup.config).checkpoint_ns
-        total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
-        versions = tup.checkpoint["channel_versions"]
-        for ch, value in tup.checkpoint["channel_values"].items():
-            key = (ns, ch, versions.get(ch))
-            if key not in kept and key not in seen:
-                seen.add(key)
-                total -= _size(raw, value)
-    return total
-
-
-def _kept_values(view: ThreadView, deleted: Sequence[CheckpointTuple]) -> set[tuple[str, str, Any]]:
-    """(namespace, channel, version) of every value a kept checkpoint references."""
-    gone = {id(t) for t in deleted}
-    return {
-        (Address.from_config(t.config).checkpoint_ns, ch, v)
-        for t in view.tuples()
-        if id(t) not in gone
-        for ch, v in t.checkpoint["channel_versions"].items()
-    }
 
 
 def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
@@ -775,7 +752,8 @@ def _planned(
             report.bytes_after = 0  # the whole thread goes, writes and values too
         report.estimated = True
     elif rewrites or removed or (orphans_alone and run.orphans):
-        return report, (yield from _apply(view, rewrites, deletes, run.step, run.orphans))
+        change = _apply(view, rewrites, deletes, run.step, run.orphans)
+        return report, (yield from _sealed((view.thread_id,), change))
     return report, None
 
 
@@ -886,13 +864,7 @@ def _copy_plan(source: str, target: str) -> MaintenancePlan[ChangeReport]:
             f"refusing to copy thread {source!r} onto {target!r}: {why}; delete it first or "
             "pick a new thread id"
         )
-    return ChangeReport(
-        thread_id=target,
-        action="copy",
-        checkpoints_before=0,
-        checkpoints_after=view.count(),
-        detail=f"from {source!r}",
-    )
+    return ChangeReport(target, "copy", 0, view.count(), detail=f"from {source!r}")
 
 
 def _ask(request: Request[Target, R]) -> MaintenancePlan[R]:
@@ -1017,17 +989,12 @@ def _check(view: ThreadView, info: ThreadInfo) -> None:
         else [Problem(thread_id, "", "-", "thread has no checkpoints")]
     )
     if info.orphan_writes:
-        problems.append(
-            Problem(
-                thread_id,
-                "",
-                "-",
-                f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
-                "not exist, older than a stored checkpoint and than an hour (left by "
-                "a refused or interrupted write); "
-                "`checkpoint-guard prune --keep-latest` removes them",
-            )
+        why = (
+            f"{info.orphan_writes} stored write(s) belong to checkpoints that do not exist, "
+            "older than a stored checkpoint and than an hour (left by a refused or "
+            "interrupted write); `checkpoint-guard prune --keep-latest` removes them"
         )
+        problems.append(Problem(thread_id, "", "-", why))
     info.problems = problems
     for ns, ch, why in view.verdicts():
         if not view.is_given(ch, ns):

@@ -184,14 +184,11 @@ def _sweep_plan(
             run.progress(thread_id)
     if swept and not run.dry_run:
         yield from _measure(swept)
-    for change in swept:
-        report.threads.append(change)
-        report.bytes_before += change.bytes_before or 0
-        report.bytes_after += change.bytes_after or 0
-        if action == "delete":
-            report.deleted += 1
-        else:
-            report.pruned += 1
+    report.threads = swept
+    report.deleted = len(swept) if action == "delete" else 0
+    report.pruned = len(swept) - report.deleted
+    report.bytes_before += sum(change.bytes_before or 0 for change in swept)
+    report.bytes_after += sum(change.bytes_after or 0 for change in swept)
     report.estimated = run.dry_run and bool(swept)
     logger.info(report.summary())
     return report

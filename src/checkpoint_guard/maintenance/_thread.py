@@ -162,9 +162,7 @@ class ThreadView:
 
     def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
         value = tup.checkpoint["channel_values"].get(ch, _MISSING)
-        if isinstance(value, DeltaSnapshot):
-            return value.value
-        return value
+        return value.value if isinstance(value, DeltaSnapshot) else value
 
     def needs_replay(self, tup: CheckpointTuple, ch: str) -> bool:
         """Whether ``ch``'s state at ``tup`` comes from the ancestors' writes."""
@@ -175,8 +173,7 @@ class ThreadView:
     # -- reducers ------------------------------------------------------------------
 
     def _given_of(self, path: str) -> Mapping[str, DeltaChannel[Any]] | None:
-        # The reducers given for a subgraph path: its own table; the root's when
-        # no graph was given (every namespace was assumed to be the root's graph).
+        # A subgraph path's given reducers: its own table, or without a graph the root's.
         table = self._tables.get(path)
         if table is None and not self._complete:
             return self._tables[""]
@@ -244,12 +241,10 @@ class ThreadView:
                     for ch in self.delta_channels
                     if self.needs_replay(t, ch) or isinstance(values.get(ch), DeltaSnapshot)
                 )
-        seen: set[str] = set()
+        examples: dict[str, str] = {}  # path -> its first namespace
         for ns in sorted(self.by_ns):
-            path = subgraph_path(ns)
-            if path in seen:
-                continue
-            seen.add(path)
+            examples.setdefault(subgraph_path(ns), ns)
+        for path, ns in examples.items():
             for ch in sorted(as_deltas[path]):
                 why = self.refutation(ch, ns)
                 if why is not None:
