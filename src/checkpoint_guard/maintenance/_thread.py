@@ -356,22 +356,19 @@ class ThreadView:
         memo: dict[str, str | None],
     ) -> str | None:
         """Why walking up from ``cid`` never ends (``None``: it does); memoized."""
-        path: list[str] = []
-        on_path: set[str] = set()
+        path: dict[str, None] = {}  # ordered, with fast membership
         cursor: str | None = cid
         verdict: str | None = None
         while cursor is not None and cursor in checkpoints:
             if cursor in memo:
                 verdict = memo[cursor]
                 break
-            if cursor in on_path:
+            if cursor in path:
                 verdict = f"parent links form a cycle through {cursor}"
                 break
-            on_path.add(cursor)
-            path.append(cursor)
+            path[cursor] = None
             cursor = self.parent_id(checkpoints[cursor])
-        for node in path:
-            memo[node] = verdict
+        memo.update(dict.fromkeys(path, verdict))
         return verdict
 
     def _seed_reason(
@@ -382,26 +379,21 @@ class ThreadView:
         memo: dict[tuple[str, str], str | None],
     ) -> str | None:
         """Why no stored value or root is reachable for ``ch`` from ``start`` up
-        (``None``: one is); memoized."""
+        (``None``: one is); memoized. The chain is acyclic: ``problems`` checks first."""
         path: list[str] = []
         cursor = start
-        verdict: str | None
-        while True:
-            if cursor is None:
-                verdict = None
-                break
-            if (cursor, ch) in memo:
-                verdict = memo[(cursor, ch)]
-                break
-            tup = checkpoints.get(cursor)
-            if tup is None:
-                verdict = f"parent {cursor} is missing"
-                break
-            if ch in tup.checkpoint["channel_values"] or cursor in path:
-                verdict = None if cursor not in path else f"cycle through {cursor}"
+        while cursor is not None and cursor in checkpoints and (cursor, ch) not in memo:
+            tup = checkpoints[cursor]
+            if ch in tup.checkpoint["channel_values"]:
                 break
             path.append(cursor)
             cursor = self.parent_id(tup)
+        if cursor is None:
+            verdict: str | None = None
+        elif cursor not in checkpoints:
+            verdict = f"parent {cursor} is missing"
+        else:
+            verdict = memo.get((cursor, ch))  # None: a stored value
         for node in path:
             memo[(node, ch)] = verdict
         return verdict
@@ -459,18 +451,12 @@ class ThreadView:
     ) -> dict[str, Any]:
         """The state at ``tup`` of ``channels`` (default: every delta channel
         usable in ``tup``'s namespace), channels without a version omitted."""
-        ns = Address.from_config(tup.config).checkpoint_ns
-        cid = str(Address.from_config(tup.config).checkpoint_id)
-        wanted = (
-            sorted(channels)
-            if channels is not None
-            else sorted(ch for ch in self.delta_channels if self.usable(ch, ns))
-        )
-        out: dict[str, Any] = {}
-        for ch in wanted:
-            if ch in tup.checkpoint["channel_versions"]:
-                out[ch] = self.value(ns, cid, ch)
-        return out
+        address = Address.from_config(tup.config)
+        ns, cid = address.checkpoint_ns, str(address.checkpoint_id)
+        if channels is None:
+            channels = [ch for ch in self.delta_channels if self.usable(ch, ns)]
+        versions = tup.checkpoint["channel_versions"]
+        return {ch: self.value(ns, cid, ch) for ch in sorted(channels) if ch in versions}
 
     def replay_needs(self, tup: CheckpointTuple) -> set[str]:
         """The delta channels whose state at ``tup`` comes from its ancestors."""
