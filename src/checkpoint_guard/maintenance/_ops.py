@@ -405,7 +405,6 @@ class ThreadFilter:
         )
 
     def mode_ok(self, view: ThreadView) -> bool:
-        """Whether the thread's mode passes."""
         if self.mode is None:
             return True
         return (ChannelMode.DELTA if view.is_delta() else ChannelMode.FULL) is self.mode
@@ -868,7 +867,6 @@ def _copy_plan(source: str, target: str) -> MaintenancePlan[ChangeReport]:
 
 
 def _ask(request: Request[Target, R]) -> MaintenancePlan[R]:
-    """The plan of one request."""
     answer: R = yield request
     return answer
 
@@ -996,12 +994,9 @@ def _check(view: ThreadView, info: ThreadInfo) -> None:
         )
         problems.append(Problem(thread_id, "", "-", why))
     info.problems = problems
-    for ns, ch, why in view.verdicts():
-        if not view.is_given(ch, ns):
-            if ch not in info.unchecked:
-                info.unchecked.append(ch)
-            info.notes.append(f"{why}: structure checked, writes not replayed")
-    info.unchecked.sort()
+    unchecked = [(ch, why) for ns, ch, why in view.verdicts() if not view.is_given(ch, ns)]
+    info.unchecked = sorted({ch for ch, _ in unchecked})
+    info.notes += [f"{why}: structure checked, writes not replayed" for _, why in unchecked]
 
 
 # -- public functions ---------------------------------------------------------------------
@@ -1242,7 +1237,8 @@ def scan(
     """Every thread (or those named) with its mode, checkpoint count, stored bytes,
     orphan writes and snapshot distance. Reads only; needs no reducer."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return _drive(saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where))
+    plan = _scan_plan(ids, check=False, progress=progress, where=where)
+    return _drive(saver, "scan", plan)
 
 
 async def ascan(
@@ -1254,9 +1250,8 @@ async def ascan(
 ) -> list[ThreadInfo]:
     """Async ``scan``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return await _adrive(
-        saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where)
-    )
+    plan = _scan_plan(ids, check=False, progress=progress, where=where)
+    return await _adrive(saver, "scan", plan)
 
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
@@ -1288,9 +1283,8 @@ def verify(
     given reducer that does not reproduce a stored snapshot is a problem. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return _drive(
-        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
-    )
+    plan = _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    return _drive(saver, "scan", plan)
 
 
 async def averify(
@@ -1306,9 +1300,8 @@ async def averify(
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return await _adrive(
-        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
-    )
+    plan = _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    return await _adrive(saver, "scan", plan)
 
 
 def inspect(

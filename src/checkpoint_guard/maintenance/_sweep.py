@@ -133,24 +133,22 @@ def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) ->
             )
 
 
-def _sweep_run(
-    keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any
-) -> tuple[str, _Run]:
-    """The sweep's action (``SweepReport.action``) and each swept thread's change."""
+def _sweep_run(keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any) -> _Run:
+    """Each swept thread's change (its action after ``sweep:`` is the sweep's)."""
     if not keep_latest:
-        return "delete", _Run("sweep:delete", _delete_all, known, orphans="all", **options)
+        return _Run("sweep:delete", _delete_all, known, orphans="all", **options)
     action = "keep_latest" if keep_last in (None, 1) else f"keep_last:{keep_last}"
     planner = functools.partial(_keep_last, keep_last or 1)
-    return action, _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
+    return _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
 
 
 def _sweep_plan(
     thread_ids: Sequence[str] | None,
     older_than: timedelta,
     now: datetime | None,
-    action: str,
     run: _Run,
 ) -> MaintenancePlan[SweepReport]:
+    action = run.action.removeprefix("sweep:")
     cutoff = (now or datetime.now(UTC)) - older_than
     report = SweepReport(
         action, older_than.total_seconds(), cutoff.isoformat(), dry_run=run.dry_run
@@ -252,10 +250,8 @@ def sweep(
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    action, run = _sweep_run(
-        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
-    )
-    return _drive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
+    run = _sweep_run(keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step)
+    return _drive(saver, "sweep", _sweep_plan(ids, older_than, now, run))
 
 
 async def asweep(
@@ -277,7 +273,5 @@ async def asweep(
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    action, run = _sweep_run(
-        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
-    )
-    return await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
+    run = _sweep_run(keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step)
+    return await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, run))

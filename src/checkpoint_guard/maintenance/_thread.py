@@ -141,7 +141,6 @@ class ThreadView:
                 yield checkpoints[cid]
 
     def count(self) -> int:
-        """Number of checkpoints (every namespace)."""
         return sum(len(c) for c in self.by_ns.values())
 
     def is_delta(self) -> bool:
@@ -403,9 +402,6 @@ class ThreadView:
     def value(self, ns: str, cid: str, ch: str) -> Any:
         """The state of delta channel ``ch`` at checkpoint ``cid`` (``_MISSING`` when
         the channel has no version there). Raises ``KeyError`` on a broken chain."""
-        key = (ns, cid, ch)
-        if key in self._values:
-            return self._values[key]
         checkpoints = self.by_ns[ns]
         # Iterative: a 1,000-checkpoint chain must not hit the recursion limit.
         chain: list[str] = []
@@ -430,7 +426,7 @@ class ThreadView:
                 writes = [] if parent is None else self._writes(checkpoints[parent], ch)
                 result = self._replay(ch, base, writes, ns)
             self._values[(ns, node, ch)] = result
-        return self._values[key]
+        return self._values[(ns, cid, ch)]
 
     @staticmethod
     def _writes(tup: CheckpointTuple, ch: str) -> list[tuple[str, str, Any]]:
@@ -470,7 +466,7 @@ class ThreadView:
         if head is None:
             return 0
         checkpoints = self.by_ns[ns]
-        pending = {ch for ch in self.delta_channels if self.needs_replay(head, ch)}
+        pending = self.replay_needs(head)
         hops = 0
         tup: CheckpointTuple | None = head
         while pending and tup is not None:
