@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -111,11 +110,11 @@ class Target:
         self.saver = saver
         self.raw = unwrap(saver)
 
-    @cached_property
+    @functools.cached_property
     def rows(self) -> RowStore:
         return row_store_for(self.raw)
 
-    @cached_property
+    @functools.cached_property
     def layers(self) -> list[SaverLayer]:
         found: list[SaverLayer] = []
         layer: Any = self.saver
