@@ -796,9 +796,7 @@ def _keep_last(n: int, view: ThreadView) -> _Plan:
         deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
         cut = chain[-1]
         if view.parent_id(cut) is not None:
-            rewrites.append(
-                view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
-            )
+            rewrites.append(view.snapshot_rewrite(cut, parent_id=None))
     return rewrites, deletes, _kept_detail(kept, wanted, reasons)
 
 
@@ -888,14 +886,13 @@ def _without_runs(run_set: set[str], view: ThreadView) -> _Plan:
             # Its parent goes: store the state it replays here, and link it to
             # the nearest surviving ancestor so the lineage stays walkable (a
             # root, marked as such, when none survives).
-            need = view.replay_needs(tup)
             _refuse_unknown(view, "delete runs of", [tup])
             parent = view.parent_id(tup)
             while parent in doomed:
                 parent = view.parent_id(checkpoints[parent])
             if parent is not None and parent not in checkpoints:
                 parent = None
-            rewrites.append(view.snapshot_rewrite(tup, parent_id=parent, channels=need))
+            rewrites.append(view.snapshot_rewrite(tup, parent_id=parent))
     return rewrites, deletes, ""
 
 

@@ -480,29 +480,21 @@ class ThreadView:
 
     # -- plans ---------------------------------------------------------------------
 
-    def snapshot_rewrite(
-        self,
-        tup: CheckpointTuple,
-        *,
-        parent_id: str | None,
-        plain: bool = False,
-        channels: Iterable[str] | None = None,
-    ) -> Rewrite:
-        """``tup`` with the state of ``channels`` (default: those it replays) stored
-        in it (a ``_DeltaSnapshot``, or plain), re-parented to ``parent_id``; one that
-        loses its parent is marked a root (``ROOT_METADATA_KEY``), so lineage never
-        takes it for a missing link. ``LookupError`` for a channel without a usable
-        reducer."""
+    def snapshot_rewrite(self, tup: CheckpointTuple, *, parent_id: str | None) -> Rewrite:
+        """``tup`` with the state of the delta channels it replays stored in it (as
+        ``_DeltaSnapshot``s), re-parented to ``parent_id``; one that loses its parent
+        is marked a root (``ROOT_METADATA_KEY``), so lineage never takes it for a
+        missing link. ``LookupError`` for a channel without a usable reducer."""
         ns = Address.from_config(tup.config).checkpoint_ns
-        wanted = set(channels) if channels is not None else self.replay_needs(tup)
+        wanted = self.replay_needs(tup)
         for ch in sorted(wanted):
-            if self.needs_replay(tup, ch) and (why := self.refutation(ch, ns)) is not None:
+            if (why := self.refutation(ch, ns)) is not None:
                 raise LookupError(why)
         checkpoint: Checkpoint = {**tup.checkpoint}
         values = dict(checkpoint["channel_values"])
         versions: dict[str, Any] = {}
         for ch, value in self.materialize(tup, wanted).items():
-            values[ch] = value if plain else DeltaSnapshot(value)
+            values[ch] = DeltaSnapshot(value)
             versions[ch] = checkpoint["channel_versions"][ch]
         checkpoint["channel_values"] = values
         metadata: dict[str, Any] = dict(tup.metadata or {})
@@ -520,15 +512,13 @@ class ThreadView:
     def to_full(self, tup: CheckpointTuple) -> Rewrite:
         """``tup`` as a full-mode saver would have written it: plain values for every
         delta channel and no delta evidence in its metadata."""
-        rewrite = self.snapshot_rewrite(
-            tup, parent_id=self.parent_id(tup), plain=True, channels=self.replay_needs(tup)
-        )
+        rewrite = self.snapshot_rewrite(tup, parent_id=self.parent_id(tup))
         metadata: dict[str, Any] = dict(rewrite.metadata)
         for key in (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY, _UPSTREAM_COUNTERS_KEY):
             metadata.pop(key, None)
         rewrite.metadata = metadata  # type: ignore[assignment]
-        # A plain value under a DeltaSnapshot's key still counts as delta for
-        # LangGraph.js readers; every snapshot becomes plain.
+        # Every snapshot becomes plain (LangGraph.js reads a plain value under a
+        # DeltaSnapshot's key as delta), the ones just stored too.
         values = dict(rewrite.checkpoint["channel_values"])
         for ch, value in list(values.items()):
             if isinstance(value, DeltaSnapshot):
