@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -53,17 +53,12 @@ STRATEGY_ALIASES = {"delete_all": "delete"}
 class ThreadInfo:
     """What ``scan``, ``verify`` and ``inspect`` report for one thread.
 
-    ``snapshot_distance``: parent hops from the root namespace's head back to
-    where every delta channel it replays has a stored value (``None`` when the
-    chain reaches the root without one: the whole thread is replayed).
-    ``problems`` is filled by ``verify`` and ``inspect`` (``None`` from ``scan``).
-    ``orphan_writes``: stored writes whose checkpoint does not exist and never
-    will (left by a refused or interrupted write: older than a stored
-    checkpoint of their namespace and than ``ORPHAN_GRACE``; ``prune`` removes
-    them). A turn's writes stored before their checkpoint are not counted. ``unchecked``: delta
-    channels ``verify`` checked for structure only, because no reducer is known
-    or confirmed for them (``notes`` says why; pass ``graph=``).
-    """
+    ``snapshot_distance``: parent hops from the root head back to where every delta
+    channel it replays is stored (``None``: the whole thread is replayed).
+    ``problems``: from ``verify``/``inspect`` (``None`` from ``scan``). ``orphan_writes``:
+    stored writes whose checkpoint never will exist (``prune`` removes them).
+    ``unchecked``: delta channels checked for structure only, no reducer confirmed
+    (``notes`` says why; pass ``graph=``)."""
 
     thread_id: str
     mode: str
@@ -87,9 +82,8 @@ class ThreadInfo:
 @dataclass
 class ChangeReport:
     """What a prune, migration, copy or run deletion did (or, dry, would do) to a
-    thread. ``bytes_*`` are the backend's stored bytes for the thread; in a dry
-    run ``bytes_after`` is an estimate (``estimated``). ``refused`` (with
-    ``keep_going``) says why the thread was left as stored."""
+    thread: ``bytes_*`` stored (estimated in a dry run); ``refused`` (with
+    ``keep_going``): why the thread was left as stored."""
 
     thread_id: str
     action: str
@@ -116,11 +110,11 @@ class Target:
         self.saver = saver
         self.raw = unwrap(saver)
 
-    @cached_property
+    @functools.cached_property
     def rows(self) -> RowStore:
         return row_store_for(self.raw)
 
-    @cached_property
+    @functools.cached_property
     def layers(self) -> list[SaverLayer]:
         found: list[SaverLayer] = []
         layer: Any = self.saver
@@ -144,75 +138,33 @@ class ListCheckpoints(Request[Target, list[CheckpointTuple]]):
     limit: int | None = None
 
     def run(self, target: Target) -> list[CheckpointTuple]:
-        listed = target.raw.list(self.config, filter=self.filter, limit=self.limit)
-        return list(listed)
+        return list(target.raw.list(self.config, filter=self.filter, limit=self.limit))
 
     async def arun(self, target: Target) -> list[CheckpointTuple]:
-        listed = target.raw.alist(self.config, filter=self.filter, limit=self.limit)
-        return [t async for t in listed]
+        return [
+            t async for t in target.raw.alist(self.config, filter=self.filter, limit=self.limit)
+        ]
 
 
+@dataclass(frozen=True)
 class _RowRequest(Request[Target, R]):
-    """A row store operation (``plan``), in one transaction of its own."""
+    """A row store operation (``op``), in one transaction of its own; ``exclusive``:
+    no other writer of the thread interleaves with it, where the store can say so."""
 
-    #: no other writer of the thread interleaves with it, where the store can say so
-    exclusive: ClassVar[bool] = False
-
-    def plan(self, rows: RowStore) -> Plan[Any, R]:
-        raise NotImplementedError
+    op: Callable[[RowStore], Plan[Any, R]]
+    exclusive: bool = False
 
     def run(self, target: Target) -> R:
-        return target.rows.transact(self.plan(target.rows), self.exclusive)
+        return target.rows.transact(self.op(target.rows), self.exclusive)
 
     async def arun(self, target: Target) -> R:
-        return await target.rows.atransact(self.plan(target.rows), self.exclusive)
+        return await target.rows.atransact(self.op(target.rows), self.exclusive)
 
 
-@dataclass(frozen=True)
-class ThreadIds(_RowRequest[list[str]]):
-    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
-        return rows.thread_ids()
-
-
-@dataclass(frozen=True)
-class Sizes(_RowRequest[dict[str, int]]):
-    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
-        return rows.sizes()
-
-
-@dataclass(frozen=True)
-class OrphanCounts(_RowRequest[dict[str, int]]):
-    def plan(self, rows: RowStore) -> Plan[Any, dict[str, int]]:
-        return rows.orphans(time.time())
-
-
-@dataclass(frozen=True)
-class Unanalyzed(_RowRequest[list[str]]):
-    def plan(self, rows: RowStore) -> Plan[Any, list[str]]:
-        return rows.unanalyzed()
-
-
-@dataclass(frozen=True)
-class ApplyChange(_RowRequest[str | None]):
-    """``RowStore.change``: ``None`` when done, else why nothing was done; raises
-    ``Raced`` (rolled back) when the thread changed under it."""
-
-    exclusive = True
-    thread_id: str
-    change: Change
-
-    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
-        return rows.change(self.thread_id, self.change, time.time())
-
-
-@dataclass(frozen=True)
-class CopyRows(_RowRequest[str | None]):
-    exclusive = True
-    source: str
-    target: str
-
-    def plan(self, rows: RowStore) -> Plan[Any, str | None]:
-        return rows.copy(self.source, self.target)
+THREAD_IDS = _RowRequest(lambda rows: rows.thread_ids())
+SIZES = _RowRequest(lambda rows: rows.sizes())
+ORPHAN_COUNTS = _RowRequest(lambda rows: rows.orphans(time.time()))
+UNANALYZED = _RowRequest(lambda rows: rows.unanalyzed())
 
 
 @dataclass(frozen=True)
@@ -282,7 +234,47 @@ class Estimate(Request[Target, int]):
     deletes: Mapping[str, Sequence[str]]
 
     def run(self, target: Target) -> int:
-        return _estimate(target.raw, target.rows.values_by_version, self)
+        """Each rewritten value's size minus the one it replaces, minus each deleted
+        checkpoint and its writes. ``by_version``: one value per (namespace, channel,
+        version), freed only when no kept checkpoint references it (else inline)."""
+        raw, by_version, view = target.raw, target.rows.values_by_version, self.view
+        old = {t.checkpoint["id"]: t for t in view.tuples()}
+        deleted = [view.by_ns[ns][cid] for ns, cids in self.deletes.items() for cid in cids]
+        gone = {id(t) for t in deleted}
+        kept = {  # (namespace, channel, version) of every value a kept checkpoint references
+            (Address.from_config(t.config).checkpoint_ns, ch, v)
+            for t in view.tuples()
+            if id(t) not in gone
+            for ch, v in t.checkpoint["channel_versions"].items()
+        }
+        seen: set[tuple[str, str, Any]] = set()
+        total = 0
+        for rewrite in self.rewrites:
+            old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
+            for ch, version in rewrite.versions.items():
+                key = (rewrite.checkpoint_ns, ch, version)
+                if by_version:
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
+                if ch in old_values:
+                    total -= _size(raw, old_values[ch])
+        for tup in deleted:
+            total -= _size(raw, tup.metadata)
+            total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
+            if not by_version:
+                total -= _size(raw, tup.checkpoint)
+                continue
+            ns = Address.from_config(tup.config).checkpoint_ns
+            total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
+            versions = tup.checkpoint["channel_versions"]
+            for ch, value in tup.checkpoint["channel_values"].items():
+                key = (ns, ch, versions.get(ch))
+                if key not in kept and key not in seen:
+                    seen.add(key)
+                    total -= _size(raw, value)
+        return total
 
     async def arun(self, target: Target) -> int:
         return self.run(target)
@@ -307,9 +299,8 @@ class Pause(Request[Target, None]):
 
 @contextmanager
 def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
-    """The maintenance span of ``operation`` (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``migrate``, ``scan`` for verify and inspect too, ``sweep``),
-    with fixed attribute sets only (no thread or run ids); the operation counted."""
+    """The maintenance span of ``operation`` (fixed attributes only, no thread or
+    run ids); the operation counted."""
     tier = "none"
     for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
@@ -340,18 +331,9 @@ def _finished(current: Any, result: Any) -> None:
 _TWINS = {"scan": ("scan", "verify", "inspect")}
 
 
-def _refuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
-    """A sync function on an async-only saver is refused naming the async function
-    to call, before anything is read."""
-    _refuse_api(saver, operation, is_async=False)
-
-
-def _arefuse_other_api(saver: BaseCheckpointSaver[Any], operation: str) -> None:
-    """The async functions' ``_refuse_other_api`` (a plain function: it reads nothing)."""
-    _refuse_api(saver, operation, is_async=True)
-
-
 def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool) -> None:
+    """A sync function on an async-only saver (or the reverse) is refused naming the
+    twin to call, before anything is read."""
     raw = unwrap(saver)
     sync, async_ = supported(type(raw))
     names = _TWINS.get(operation, (operation,))
@@ -367,6 +349,10 @@ def _refuse_api(saver: BaseCheckpointSaver[Any], operation: str, is_async: bool)
             f"maintenance.a{operation}() is the async API and {type(raw).__name__} is a sync "
             f"saver: call {calls} (no await); nothing was changed"
         )
+
+
+_refuse_other_api = functools.partial(_refuse_api, is_async=False)
+_arefuse_other_api = functools.partial(_refuse_api, is_async=True)
 
 
 def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
@@ -396,9 +382,8 @@ StepProgress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class ThreadFilter:
-    """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``, as
-    ``scan`` reports it; the plain strings are accepted) and stored bytes within
-    ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
+    """Which threads a fleet run touches: ``mode`` (``"full"``/``"delta"``) and
+    stored bytes within ``[min_bytes, max_bytes]``. Bad values raise ``ConfigError``."""
 
     mode: ChannelMode | str | None = None
     min_bytes: int | None = None
@@ -419,7 +404,6 @@ class ThreadFilter:
         )
 
     def mode_ok(self, view: ThreadView) -> bool:
-        """Whether the thread's mode passes."""
         if self.mode is None:
             return True
         return (ChannelMode.DELTA if view.is_delta() else ChannelMode.FULL) is self.mode
@@ -427,10 +411,7 @@ class ThreadFilter:
 
 @dataclass(frozen=True)
 class _Knowledge:
-    """What the caller told us about the graph: the root's reducers (its
-    ``DeltaChannel``s, which also say what each channel starts from) and delta
-    channels, each subgraph path's own, and whether a graph was given (then a
-    path it does not name has no known reducer)."""
+    """What the caller told us about the graph: ``ThreadView``'s keyword arguments."""
 
     reducers: Mapping[str, Reducer | DeltaChannel[Any]]
     channels: frozenset[str]
@@ -439,9 +420,8 @@ class _Knowledge:
 
 
 def reducers_from_graph(graph: Graph) -> tuple[dict[str, Reducer], set[str]]:
-    """``(reducers, delta channels)`` from ``graph``'s channel table: a compiled
-    LangGraph graph or a ``StateGraph`` builder. Every ``DeltaChannel`` gives its
-    reducer; other channels need none (their values are stored whole)."""
+    """``(reducers, delta channels)`` from the channel table of a compiled graph or
+    a ``StateGraph`` builder: each ``DeltaChannel``'s reducer."""
     table = _delta_table(graph)
     return {ch: channel.reducer for ch, channel in table.items()}, set(table)
 
@@ -457,9 +437,8 @@ def _delta_table(graph: object) -> dict[str, DeltaChannel[Any]]:
 
 
 def _subgraph_tables(graph: Any, prefix: str = "") -> dict[str, dict[str, DeltaChannel[Any]]]:
-    """Each subgraph's delta channels by its path (``"sub"``, ``"sub|inner"``: a
-    namespace's node names) under ``prefix``, from ``get_subgraphs(recurse=True)``
-    of the compiled graph (a ``StateGraph`` builder is compiled first)."""
+    """Each subgraph's delta channels by its path (``"sub|inner"``) under
+    ``prefix``, from ``get_subgraphs(recurse=True)`` (a builder is compiled first)."""
     compiled = graph if hasattr(graph, "get_subgraphs") else graph.compile()
     return {
         "|".join(p for p in (prefix, str(path)) if p): _delta_table(sub)
@@ -476,8 +455,6 @@ def _knowledge(
         raise ConfigError(
             "subgraphs", subgraphs, "a mapping of namespace prefix (e.g. 'tools') to a graph"
         )
-    if graph is None and not subgraphs:
-        return _Knowledge(dict(reducers or {}), frozenset())
     root: dict[str, Reducer | DeltaChannel[Any]] = {}
     tables: dict[str, dict[str, DeltaChannel[Any]]] = {}
     if graph is not None:
@@ -516,16 +493,7 @@ def _thread_ids(thread_ids: Sequence[ThreadId] | str, what: str = "thread_ids") 
 
 def _view(thread_id: str, known: _Knowledge | None) -> MaintenancePlan[ThreadView]:
     tuples: list[CheckpointTuple] = yield ListCheckpoints(thread_config(thread_id))
-    if known is None:
-        return ThreadView(thread_id, tuples)
-    return ThreadView(
-        thread_id,
-        tuples,
-        reducers=known.reducers,
-        channels=known.channels,
-        subgraphs=known.subgraphs,
-        complete=known.complete,
-    )
+    return ThreadView(thread_id, tuples, **(vars(known) if known is not None else {}))
 
 
 def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]) -> ThreadInfo:
@@ -545,18 +513,15 @@ def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]
 
 def _replay_problems(view: ThreadView) -> list[Problem]:
     """Rebuild every checkpoint's state of the usable delta channels: a reducer
-    that rejects the stored writes (say, a removal of an unknown message id) is
-    a problem too."""
+    that rejects the stored writes is a problem too."""
     found: list[Problem] = []
     for tup in view.tuples():
         try:
             view.materialize(tup)
         except Exception as exc:  # the reducer's own error, reported not raised
-            address = Address.from_config(tup.config)
-            reason = f"replaying the writes fails: {type(exc).__name__}: {exc}"
-            found.append(
-                Problem(view.thread_id, address.checkpoint_ns, str(address.checkpoint_id), reason)
-            )
+            at = Address.from_config(tup.config)
+            why = f"replaying the writes fails: {type(exc).__name__}: {exc}"
+            found.append(Problem(view.thread_id, at.checkpoint_ns, str(at.checkpoint_id), why))
     return found
 
 
@@ -567,8 +532,7 @@ def _verified(view: ThreadView) -> list[Problem]:
     found = _replay_problems(view)
     for ns, ch, why in view.verdicts():
         if view.is_given(ch, ns):
-            # A reducer the caller gave us contradicts storage: the graph is not
-            # the one that wrote the thread, or the stored data is damaged.
+            # a given reducer contradicts storage: another graph, or damaged data
             found.append(Problem(view.thread_id, "", "-", why))
     return found
 
@@ -608,23 +572,11 @@ def _apply(
     rewrites: Sequence[Rewrite],
     deletes: Mapping[str, Sequence[str]],
     step: StepProgress | None,
-    orphans: Orphans = "",
-) -> MaintenancePlan[str | None]:
-    """The thread's change, all or nothing, in one transaction that first lists
-    the thread again (``RowStore.change``), with the thread sealed in every layer:
-    ``None`` when done, else why nothing was done (the thread changed since
-    ``view`` was read)."""
-    change = _change_sealed(view, rewrites, deletes, step, orphans)
-    return (yield from _sealed((view.thread_id,), change))
-
-
-def _change_sealed(
-    view: ThreadView,
-    rewrites: Sequence[Rewrite],
-    deletes: Mapping[str, Sequence[str]],
-    step: StepProgress | None,
     orphans: Orphans,
 ) -> MaintenancePlan[str | None]:
+    """The thread's change, all or nothing (``RowStore.change`` lists the thread
+    again first; run it sealed): ``None`` when done, else why nothing was done (the
+    thread changed since ``view`` was read)."""
     thread_id = view.thread_id
     seen = {ns: sorted(checkpoints) for ns, checkpoints in view.by_ns.items()}
     if step is not None:
@@ -633,9 +585,8 @@ def _change_sealed(
     doomed = {ns: list(ids) for ns, ids in deletes.items() if ids}
     if rewrites and doomed and _live(seen):
         # First the survivors' state, in place, links unchanged: a reader (LangGraph
-        # reads a delta history in several statements, not one snapshot) that
-        # starts after this stops at the survivors and never needs what the
-        # second transaction deletes (docs/retention.md, "A read torn by a change").
+        # reads a delta history in several statements) starting after this never
+        # needs what the second transaction deletes (docs/retention.md).
         in_place = tuple(
             dataclasses.replace(
                 r, parent_id=view.parent_id(view.by_ns[r.checkpoint_ns][r.checkpoint["id"]])
@@ -654,17 +605,17 @@ def _change_sealed(
 
 
 def _change(thread_id: str, change: Change) -> MaintenancePlan[str | None]:
+    """``RowStore.change``: ``None`` when done, else why nothing was done."""
+    apply = _RowRequest(lambda rows: rows.change(thread_id, change, time.time()), exclusive=True)
     try:
-        why: str | None = yield ApplyChange(thread_id, change)
-    except Raced as raced:  # rolled back
+        why: str | None = yield apply
+    except Raced as raced:  # the thread changed under it: rolled back
         return str(raced)
     return why
 
 
-#: The pause between the two transactions of a change that deletes checkpoints of a
-#: live thread: a history read that started before the first has this long to end
-#: before the second deletes what it may still read (LangGraph reads in several
-#: statements; a read's statements are normally well under a millisecond apart).
+#: The pause between the two transactions of a change deleting checkpoints of a live
+#: thread: a history read started before the first ends before the second deletes.
 TORN_READ_MARGIN_S = 0.05
 
 
@@ -678,58 +629,6 @@ def _live(seen: Mapping[str, Sequence[str]]) -> bool:
     return time.time() - newest < ORPHAN_GRACE.total_seconds()
 
 
-def _estimate(raw: BaseCheckpointSaver[Any], by_version: bool, plan: Estimate) -> int:
-    """Bytes the plan adds to storage (negative when it frees some): the saver's
-    serde size of each rewritten value minus the value it replaces, minus each
-    deleted checkpoint with its writes. Backends that key values by version
-    store one value per (namespace, channel, version), freed only when no kept
-    checkpoint references it (not by a deleted one); SQLite stores values inline
-    in each row."""
-    view = plan.view
-    old = {t.checkpoint["id"]: t for t in view.tuples()}
-    deleted = [view.by_ns[ns][cid] for ns, cids in plan.deletes.items() for cid in cids]
-    kept = _kept_values(view, deleted)
-    seen: set[tuple[str, str, Any]] = set()
-    total = 0
-    for rewrite in plan.rewrites:
-        old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
-        for ch, version in rewrite.versions.items():
-            key = (rewrite.checkpoint_ns, ch, version)
-            if by_version:
-                if key in seen:
-                    continue
-                seen.add(key)
-            total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
-            if ch in old_values:
-                total -= _size(raw, old_values[ch])
-    for tup in deleted:
-        total -= _size(raw, tup.metadata)
-        total -= sum(_size(raw, write[2]) for write in tup.pending_writes or ())
-        if not by_version:
-            total -= _size(raw, tup.checkpoint)
-            continue
-        ns = Address.from_config(tup.config).checkpoint_ns
-        total -= _size(raw, {**tup.checkpoint, "channel_values": {}})
-        versions = tup.checkpoint["channel_versions"]
-        for ch, value in tup.checkpoint["channel_values"].items():
-            key = (ns, ch, versions.get(ch))
-            if key not in kept and key not in seen:
-                seen.add(key)
-                total -= _size(raw, value)
-    return total
-
-
-def _kept_values(view: ThreadView, deleted: Sequence[CheckpointTuple]) -> set[tuple[str, str, Any]]:
-    """(namespace, channel, version) of every value a kept checkpoint references."""
-    gone = {id(t) for t in deleted}
-    return {
-        (Address.from_config(t.config).checkpoint_ns, ch, v)
-        for t in view.tuples()
-        if id(t) not in gone
-        for ch, v in t.checkpoint["channel_versions"].items()
-    }
-
-
 def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
     if value is None:
         return 0
@@ -738,9 +637,10 @@ def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
 
 # -- plans -------------------------------------------------------------------------------
 
-#: A per-thread planner: the rewrites, the deletes per namespace, and a detail
-#: line; raises ``MaintenanceError`` to refuse the thread.
-_Planner = Callable[[ThreadView], tuple[list[Rewrite], dict[str, list[str]], str]]
+#: A thread's plan: the rewrites, the deletes per namespace, and a detail line.
+_Plan = tuple[list[Rewrite], dict[str, list[str]], str]
+#: A per-thread planner; raises ``MaintenanceError`` to refuse the thread.
+_Planner = Callable[[ThreadView], _Plan]
 
 
 @dataclass
@@ -763,9 +663,8 @@ class _Run:
     measure: bool = True
 
     def selected(self, thread_ids: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
-        """The threads whose stored bytes pass the filter. A thread with no row at all
-        (no checkpoint, no write) is a mistyped id: with ``refuse_missing``, refused
-        before anything changes, as migrate refuses it."""
+        """The threads whose stored bytes pass the filter; with ``refuse_missing`` a
+        thread with no row at all (a mistyped id) is refused first."""
         missing = [t for t in thread_ids if t not in sizes] if self.refuse_missing else []
         if missing:
             raise MaintenanceError.no_checkpoints(missing[0])
@@ -779,7 +678,7 @@ class _Run:
 
 
 def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[ChangeReport]]:
-    sizes: dict[str, int] = (yield Sizes()) if run.measure else {}
+    sizes: dict[str, int] = (yield SIZES) if run.measure else {}
     ids = run.selected(thread_ids, sizes)
     if len(ids) > 1 and not run.keep_going and not run.dry_run:
         # Refuse before the first change: plan every thread once, then again to apply.
@@ -801,7 +700,7 @@ def _change_plan(run: _Run, thread_ids: Sequence[str]) -> MaintenancePlan[list[C
 
 def _measure(reports: Sequence[ChangeReport]) -> MaintenancePlan[None]:
     """Each report's stored bytes after the change."""
-    after: dict[str, int] = yield Sizes()
+    after: dict[str, int] = yield SIZES
     for report in reports:
         report.bytes_after = after.get(report.thread_id, 0)
 
@@ -814,107 +713,91 @@ def _change_thread(
     run: _Run, thread_id: str, sizes: Mapping[str, int]
 ) -> MaintenancePlan[ChangeReport | None]:
     """Read, plan and change one thread: its report, or ``None`` when the filter
-    leaves it out. A thread a turn changed between its read and its change (nothing
-    changed) is read again, up to ``_ATTEMPTS`` times; then the report says why."""
+    leaves it out. A thread a turn changed meanwhile is read again (``_ATTEMPTS``)."""
     attempt = 1
     while True:
         view = yield from _view(thread_id, run.known)
         if not run.wants(view):
             return None
         try:
-            rewrites, deletes, detail = run.planner(view)
+            planned = run.planner(view)
         except MaintenanceError as exc:
             if not run.keep_going:
                 raise
             return _refused(run, view, sizes, str(exc))
-        report = yield from _planned(run, view, sizes, rewrites, deletes, detail)
-        if not run.dry_run and (rewrites or report.deleted or run.orphans):
-            why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
-            if why is not None:
-                # A live thread: a turn landed since it was read. Nothing was changed.
-                if attempt < _ATTEMPTS:
-                    attempt += 1
-                    continue
-                why += "; the thread was left as stored (a later run changes it)"
-                return _refused(run, view, sizes, why)
-        return report
+        report, why = yield from _planned(run, view, sizes, planned, orphans_alone=True)
+        if why is None:
+            return report
+        if attempt == _ATTEMPTS:  # a turn landed since each read: nothing was changed
+            why += "; the thread was left as stored (a later run changes it)"
+            return _refused(run, view, sizes, why)
+        attempt += 1
 
 
 def _planned(
-    run: _Run,
-    view: ThreadView,
-    sizes: Mapping[str, int],
-    rewrites: Sequence[Rewrite],
-    deletes: Mapping[str, Sequence[str]],
-    detail: str,
-) -> MaintenancePlan[ChangeReport]:
-    """The thread's report as planned; in a dry run, with the bytes estimated."""
+    run: _Run, view: ThreadView, sizes: Mapping[str, int], planned: _Plan, orphans_alone: bool
+) -> MaintenancePlan[tuple[ChangeReport, str | None]]:
+    """The thread's report as planned (a dry run estimates the bytes) and, unless
+    dry, the change applied: why nothing was changed (a turn raced it), else
+    ``None``. ``orphans_alone``: a change that only drops orphan writes is applied."""
+    rewrites, deletes, detail = planned
     removed = sum(len(ids) for ids in deletes.values())
-    report = ChangeReport(
-        thread_id=view.thread_id,
-        action=run.action,
-        checkpoints_before=view.count(),
-        checkpoints_after=view.count() - removed,
-        rewritten=len(rewrites),
-        deleted=removed,
-        bytes_before=sizes.get(view.thread_id, 0),
-        dry_run=run.dry_run,
-        detail=detail,
-    )
+    report = _report(run, view, sizes, removed, rewritten=len(rewrites), detail=detail)
     if run.dry_run:
         growth: int = yield Estimate(view, rewrites, deletes)
         report.bytes_after = max(0, (report.bytes_before or 0) + growth)
         if removed == view.count() and not rewrites:
             report.bytes_after = 0  # the whole thread goes, writes and values too
         report.estimated = True
-    return report
+    elif rewrites or removed or (orphans_alone and run.orphans):
+        change = _apply(view, rewrites, deletes, run.step, run.orphans)
+        return report, (yield from _sealed((view.thread_id,), change))
+    return report, None
 
 
 def _refused(run: _Run, view: ThreadView, sizes: Mapping[str, int], why: str) -> ChangeReport:
     """The report of a thread left as stored, and why."""
+    return _report(run, view, sizes, 0, bytes_after=sizes.get(view.thread_id, 0), refused=why)
+
+
+def _report(
+    run: _Run, view: ThreadView, sizes: Mapping[str, int], removed: int, **fields: Any
+) -> ChangeReport:
     return ChangeReport(
         thread_id=view.thread_id,
         action=run.action,
         checkpoints_before=view.count(),
-        checkpoints_after=view.count(),
+        checkpoints_after=view.count() - removed,
+        deleted=removed,
         bytes_before=sizes.get(view.thread_id, 0),
-        bytes_after=sizes.get(view.thread_id, 0),
         dry_run=run.dry_run,
-        refused=why,
+        **fields,
     )
 
 
-def _keep_last(n: int) -> _Planner:
-    """Each namespace keeps its head's newest ``n`` checkpoints (the head and its
-    ``n - 1`` nearest ancestors) and, for the delta channels no reducer is known
-    for, the chain on back to where all of them are stored; the oldest kept
-    checkpoint stores the state of the other delta channels and becomes a root.
-    With every reducer known that is the ``n`` checkpoints alone."""
-
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        _refuse_broken(view, "prune")
-        rewrites: list[Rewrite] = []
-        deletes: dict[str, list[str]] = {}
-        kept = wanted = 0
-        reasons: dict[str, str] = {}
-        for ns, checkpoints in view.by_ns.items():
-            chain = _kept_chain(view, ns, n)
-            keep = {t.checkpoint["id"] for t in chain}
-            kept += len(keep)
-            wanted += min(n, len(checkpoints))
-            if len(keep) > min(n, len(checkpoints)):
-                for ch in sorted(view.unknown(ns)):
-                    if any(view.needs_replay(t, ch) for t in chain):
-                        reasons.setdefault(ch, view.refutation(ch, ns) or ch)
-            deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
-            cut = chain[-1]
-            if view.parent_id(cut) is not None:
-                rewrites.append(
-                    view.snapshot_rewrite(cut, parent_id=None, channels=view.replay_needs(cut))
-                )
-        return rewrites, deletes, _kept_detail(kept, wanted, reasons)
-
-    return plan
+def _keep_last(n: int, view: ThreadView) -> _Plan:
+    """Each namespace keeps its head and ``n - 1`` nearest ancestors and, for the
+    delta channels without a known reducer, the chain on back to where they are
+    stored; the oldest kept checkpoint stores the others' state and becomes a root."""
+    _refuse_broken(view, "prune")
+    rewrites: list[Rewrite] = []
+    deletes: dict[str, list[str]] = {}
+    kept = wanted = 0
+    reasons: dict[str, str] = {}
+    for ns, checkpoints in view.by_ns.items():
+        chain = _kept_chain(view, ns, n)
+        keep = {t.checkpoint["id"] for t in chain}
+        kept += len(keep)
+        wanted += min(n, len(checkpoints))
+        if len(keep) > min(n, len(checkpoints)):
+            for ch in sorted(view.unknown(ns)):
+                if any(view.needs_replay(t, ch) for t in chain):
+                    reasons.setdefault(ch, view.refutation(ch, ns) or ch)
+        deletes[ns] = [cid for cid in sorted(checkpoints) if cid not in keep]
+        cut = chain[-1]
+        if view.parent_id(cut) is not None:
+            rewrites.append(view.snapshot_rewrite(cut, parent_id=None))
+    return rewrites, deletes, _kept_detail(kept, wanted, reasons)
 
 
 def _kept_chain(view: ThreadView, ns: str, n: int) -> list[CheckpointTuple]:
@@ -948,7 +831,7 @@ def _kept_detail(kept: int, wanted: int, reasons: Mapping[str, str]) -> str:
     return detail
 
 
-def _delete_all(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
+def _delete_all(view: ThreadView) -> _Plan:
     return [], {ns: sorted(c) for ns, c in view.by_ns.items()}, ""
 
 
@@ -959,7 +842,7 @@ def _prune_plan(
     if strategy not in PRUNE_STRATEGIES:
         raise ConfigError("strategy", strategy, "keep_latest, delete")
     keep = strategy == "keep_latest"
-    planner = _keep_last(1) if keep else _delete_all
+    planner = functools.partial(_keep_last, 1) if keep else _delete_all
     orphans: Orphans = "garbage" if keep else "all"
     run = _Run(f"prune:{strategy}", planner, known, orphans=orphans, **options)
     return (yield from _change_plan(run, thread_ids))
@@ -970,57 +853,47 @@ def _copy_plan(source: str, target: str) -> MaintenancePlan[ChangeReport]:
         raise ConfigError("target_thread_id", target, "a thread id other than the source")
     view = yield from _view(source, None)
     # one transaction: the target checked empty, the source copied from one snapshot
-    why = yield from _sealed((target,), _ask(CopyRows(source, target)))
+    copy = _RowRequest(lambda rows: rows.copy(source, target), exclusive=True)
+    why = yield from _sealed((target,), _ask(copy))
     if why is not None:
         raise MaintenanceError(
             f"refusing to copy thread {source!r} onto {target!r}: {why}; delete it first or "
             "pick a new thread id"
         )
-    return ChangeReport(
-        thread_id=target,
-        action="copy",
-        checkpoints_before=0,
-        checkpoints_after=view.count(),
-        detail=f"from {source!r}",
-    )
+    return ChangeReport(target, "copy", 0, view.count(), detail=f"from {source!r}")
 
 
 def _ask(request: Request[Target, R]) -> MaintenancePlan[R]:
-    """The plan of one request."""
     answer: R = yield request
     return answer
 
 
-def _without_runs(run_set: set[str]) -> _Planner:
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        _refuse_broken(view, "delete runs of")
-        rewrites: list[Rewrite] = []
-        deletes: dict[str, list[str]] = {}
-        for ns, checkpoints in view.by_ns.items():
-            doomed = {
-                cid
-                for cid, tup in checkpoints.items()
-                if str((tup.metadata or {}).get("run_id")) in run_set
-            }
-            deletes[ns] = sorted(doomed)
-            for cid in sorted(checkpoints):
-                tup = checkpoints[cid]
-                if cid in doomed or view.parent_id(tup) not in doomed:
-                    continue
-                # Its parent goes: store the state it replays here, and link it to
-                # the nearest surviving ancestor so the lineage stays walkable (a
-                # root, marked as such, when none survives).
-                need = view.replay_needs(tup)
-                _refuse_unknown(view, "delete runs of", [tup])
-                parent = view.parent_id(tup)
-                while parent in doomed:
-                    parent = view.parent_id(checkpoints[parent])
-                if parent is not None and parent not in checkpoints:
-                    parent = None
-                rewrites.append(view.snapshot_rewrite(tup, parent_id=parent, channels=need))
-        return rewrites, deletes, ""
-
-    return plan
+def _without_runs(run_set: set[str], view: ThreadView) -> _Plan:
+    _refuse_broken(view, "delete runs of")
+    rewrites: list[Rewrite] = []
+    deletes: dict[str, list[str]] = {}
+    for ns, checkpoints in view.by_ns.items():
+        doomed = {
+            cid
+            for cid, tup in checkpoints.items()
+            if str((tup.metadata or {}).get("run_id")) in run_set
+        }
+        deletes[ns] = sorted(doomed)
+        for cid in sorted(checkpoints):
+            tup = checkpoints[cid]
+            if cid in doomed or view.parent_id(tup) not in doomed:
+                continue
+            # Its parent goes: store the state it replays here, and link it to
+            # the nearest surviving ancestor so the lineage stays walkable (a
+            # root, marked as such, when none survives).
+            _refuse_unknown(view, "delete runs of", [tup])
+            parent = view.parent_id(tup)
+            while parent in doomed:
+                parent = view.parent_id(checkpoints[parent])
+            if parent is not None and parent not in checkpoints:
+                parent = None
+            rewrites.append(view.snapshot_rewrite(tup, parent_id=parent))
+    return rewrites, deletes, ""
 
 
 def _runs_plan(
@@ -1031,41 +904,37 @@ def _runs_plan(
     for run_id in sorted(run_set):
         hits: list[CheckpointTuple] = yield ListCheckpoints(None, filter={"run_id": run_id})
         threads.update(Address.from_config(t.config).thread_id for t in hits)
-    run = _Run("delete_for_runs", _without_runs(run_set), known, **options)
+    planner = functools.partial(_without_runs, run_set)
+    run = _Run("delete_for_runs", planner, known, **options)
     return (yield from _change_plan(run, sorted(threads)))
 
 
-def _to_mode(to: ChannelMode) -> _Planner:
-    def plan(view: ThreadView) -> tuple[list[Rewrite], dict[str, list[str]], str]:
-        if not view.count():
-            raise MaintenanceError.no_checkpoints(view.thread_id)
-        problems = _verified(view)
-        if problems:
-            raise MaintenanceError(
-                f"refusing to migrate thread {view.thread_id!r} to {to.value}: "
-                f"{len(problems)} checkpoint(s) cannot be rebuilt, e.g. {problems[0]}"
-            )
-        rewrites: list[Rewrite] = []
-        if to is ChannelMode.FULL:
-            _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
-        for tup in view.tuples():
-            if to is ChannelMode.FULL:
-                if _has_delta_state(view, tup):
-                    rewrites.append(view.to_full(tup))
-            elif (
-                not metadata_uses_delta(tup.metadata)
-                or (tup.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
-            ):
-                rewrites.append(view.marked(tup))
-        return rewrites, {}, ""
-
-    return plan
+def _to_mode(to: ChannelMode, view: ThreadView) -> _Plan:
+    if not view.count():
+        raise MaintenanceError.no_checkpoints(view.thread_id)
+    problems = _verified(view)
+    if problems:
+        raise MaintenanceError(
+            f"refusing to migrate thread {view.thread_id!r} to {to.value}: "
+            f"{len(problems)} checkpoint(s) cannot be rebuilt, e.g. {problems[0]}"
+        )
+    if to is ChannelMode.FULL:
+        _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
+        return [view.to_full(t) for t in view.tuples() if _has_delta_state(view, t)], {}, ""
+    unmarked = [
+        t
+        for t in view.tuples()
+        if not metadata_uses_delta(t.metadata)
+        or (t.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
+    ]
+    return [view.marked(t) for t in unmarked], {}, ""
 
 
 def _migrate_run(to: ChannelMode, known: _Knowledge, **options: Any) -> _Run:
     # A fleet run has nothing to migrate in a thread that holds only orphan writes.
     skip_empty = bool(options.get("keep_going"))
-    return _Run(f"migrate:{to.value}", _to_mode(to), known, skip_empty=skip_empty, **options)
+    planner = functools.partial(_to_mode, to)
+    return _Run(f"migrate:{to.value}", planner, known, skip_empty=skip_empty, **options)
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
@@ -1085,10 +954,10 @@ def _scan_plan(
     known: _Knowledge | None = None,
     where: ThreadFilter | None = None,
 ) -> MaintenancePlan[list[ThreadInfo]]:
-    sizes: dict[str, int] = yield Sizes()
-    orphans: dict[str, int] = yield OrphanCounts()
+    sizes: dict[str, int] = yield SIZES
+    orphans: dict[str, int] = yield ORPHAN_COUNTS
     if thread_ids is None:
-        thread_ids = yield ThreadIds()
+        thread_ids = yield THREAD_IDS
     infos: list[ThreadInfo] = []
     for thread_id in thread_ids:
         if where is not None and not where.size_ok(sizes.get(thread_id, 0)):
@@ -1114,42 +983,29 @@ def _check(view: ThreadView, info: ThreadInfo) -> None:
         else [Problem(thread_id, "", "-", "thread has no checkpoints")]
     )
     if info.orphan_writes:
-        problems.append(
-            Problem(
-                thread_id,
-                "",
-                "-",
-                f"{info.orphan_writes} stored write(s) belong to checkpoints that do "
-                "not exist, older than a stored checkpoint and than an hour (left by "
-                "a refused or interrupted write); "
-                "`checkpoint-guard prune --keep-latest` removes them",
-            )
+        why = (
+            f"{info.orphan_writes} stored write(s) belong to checkpoints that do not exist, "
+            "older than a stored checkpoint and than an hour (left by a refused or "
+            "interrupted write); `checkpoint-guard prune --keep-latest` removes them"
         )
+        problems.append(Problem(thread_id, "", "-", why))
     info.problems = problems
-    for ns, ch, why in view.verdicts():
-        if not view.is_given(ch, ns):
-            if ch not in info.unchecked:
-                info.unchecked.append(ch)
-            info.notes.append(f"{why}: structure checked, writes not replayed")
-    info.unchecked.sort()
+    unchecked = [(ch, why) for ns, ch, why in view.verdicts() if not view.is_given(ch, ns)]
+    info.unchecked = sorted({ch for ch, _ in unchecked})
+    info.notes += [f"{why}: structure checked, writes not replayed" for _, why in unchecked]
 
 
 # -- public functions ---------------------------------------------------------------------
 
 _GRAPH_DOC = """
-    ``graph`` (a compiled graph or a ``StateGraph`` builder) gives every delta
-    channel's reducer from its channel table, and its subgraphs' from theirs
-    (``get_subgraphs``); ``reducers`` names more (and wins). ``subgraphs`` maps a
-    namespace prefix (node names joined by ``|``, without task ids) to the graph
-    that runs there when ``get_subgraphs`` cannot see it: a subagent invoked
-    from a tool, e.g. ``{"tools": subagent}`` for deepagents' ``task`` tool,
-    whose subagents are stored in ``tools:<id>`` namespaces. Without a graph,
-    only ``messages`` has a default (``merge_message_writes``), and a reducer is
-    used only where it reproduces the stored snapshots of its namespaces. A
-    channel without one is unknown in that namespace alone: it is kept as
-    stored (keep-latest keeps the chain back to where it is stored), or a plan
-    that must rebuild it refuses the thread (``MaintenanceError`` naming the
-    channel and namespace) with storage unchanged."""
+    ``graph`` (compiled, or a ``StateGraph`` builder) gives each delta channel's
+    reducer from its channel table, and its subgraphs' (``get_subgraphs``);
+    ``reducers`` names more (and wins); ``subgraphs`` maps a namespace prefix (node
+    names joined by ``|``) to the graph run there that ``get_subgraphs`` cannot see
+    (deepagents' subagents: ``{"tools": subagent}``). Without a graph only
+    ``messages`` has a default; a reducer is used only where it reproduces the
+    stored snapshots. A channel without one is kept as stored, or a plan that must
+    rebuild it refuses the thread (``MaintenanceError``), storage unchanged."""
 
 
 def prune(
@@ -1166,24 +1022,16 @@ def prune(
     keep_going: bool = False,
     where: ThreadFilter | None = None,
 ) -> list[ChangeReport]:
-    """Prune threads without losing state.
+    """Prune threads without losing state: every kept checkpoint reads exactly what
+    it read before and keeps its pending writes.
 
-    ``"keep_latest"`` keeps the latest checkpoint of every namespace and, for
-    each delta channel whose reducer is not known, the head's chain back to the
-    nearest checkpoint where all of those are stored (exact without a reducer);
-    the oldest kept checkpoint is made self-contained (each known delta
-    channel's state stored there as a ``_DeltaSnapshot``), marked as a root and
-    unlinked, then every other checkpoint goes with its writes (and, where
-    values are stored by version, the values no kept checkpoint references),
-    and so do stored writes whose checkpoint does not exist (orphans). Every
-    kept checkpoint reads exactly what it read before and keeps its pending
-    writes. ``"delete"`` removes the threads. A thread whose chain is already
-    broken, or an id with no checkpoint and no write (a typo), is refused
-    (``MaintenanceError``) before anything is changed.
-    ``keep_going`` reports a refused thread (``ChangeReport.refused``) and goes
-    on; otherwise every thread is planned before the first is changed.
-    ``where`` filters threads by mode and size. Works on memory, SQLite and
-    PostgreSQL savers, wrapped or raw; cached state of the threads is dropped.
+    ``"keep_latest"`` keeps each namespace's head (and, for delta channels with no
+    known reducer, its chain back to where they are stored), makes the oldest kept
+    checkpoint a self-contained root, and deletes the rest, orphan writes included.
+    ``"delete"`` removes the threads. A broken chain, or an id with nothing stored
+    (a typo), is refused (``MaintenanceError``) before anything changes;
+    ``keep_going`` reports it (``ChangeReport.refused``) and goes on. ``where``
+    filters threads by mode and size. Cached state of the threads is dropped.
     """
     plan = _prune_plan(
         _thread_ids(thread_ids),
@@ -1234,10 +1082,8 @@ prune.__doc__ = (prune.__doc__ or "") + _GRAPH_DOC
 def prune_present(
     saver: BaseCheckpointSaver[Any], thread_ids: Sequence[ThreadId], strategy: str
 ) -> None:
-    """``prune`` as a saver's own ``prune`` (``BaseCheckpointSaver.prune``, which
-    langgraph-api's thread TTL calls): a thread without checkpoints is nothing to
-    do there, as for LangGraph's savers, not a mistyped id; nothing is reported,
-    so no stored bytes are read."""
+    """``prune`` as a saver's own ``prune`` (langgraph-api's thread TTL): a thread
+    without checkpoints is nothing to do, not a typo; no bytes are read or reported."""
     plan = _prune_plan(_thread_ids(thread_ids), strategy, _knowledge(None, None), measure=False)
     _drive(saver, "prune", plan)
 
@@ -1253,11 +1099,9 @@ async def aprune_present(
 def copy_thread(
     saver: BaseCheckpointSaver[Any], source_thread_id: ThreadId, target_thread_id: ThreadId
 ) -> ChangeReport:
-    """Copy every checkpoint, write and stored value of a thread (every
-    namespace, same checkpoint ids) to a new thread id. The copy reads exactly
-    like the source and shares nothing with it: deleting or changing either
-    leaves the other intact. A target that already has checkpoints is refused.
-    Needs no reducer: nothing is rebuilt."""
+    """Copy every checkpoint, write and value of a thread (every namespace, same
+    ids) to a new thread id, sharing nothing with the source. A target that already
+    has checkpoints is refused. Needs no reducer."""
     plan = _copy_plan(str(source_thread_id), str(target_thread_id))
     return _drive(saver, "copy_thread", plan)
 
@@ -1281,13 +1125,11 @@ def delete_for_runs(
     step: StepProgress | None = None,
     keep_going: bool = False,
 ) -> list[ChangeReport]:
-    """Delete the checkpoints (and their writes) whose metadata ``run_id`` is one
-    of ``run_ids``, in every thread. A surviving checkpoint whose parent goes is
-    first made self-contained (the state of each delta channel it replays stored
-    in it) and re-linked to its nearest surviving ancestor, or marked as a root
-    when none survives, so every survivor reads what it read before and lineage
-    never leaves its branch. A survivor that replays a delta channel whose
-    reducer is not known refuses the thread."""
+    """Delete the checkpoints (and their writes) whose metadata ``run_id`` is in
+    ``run_ids``, in every thread. A survivor whose parent goes is first made
+    self-contained and re-linked to its nearest surviving ancestor (or made a
+    root), so it reads what it read before; one that replays a delta channel with
+    no known reducer refuses the thread."""
     known = _knowledge(graph, reducers, subgraphs)
     plan = _runs_plan(run_ids, known, dry_run=dry_run, keep_going=keep_going, step=step)
     return _drive(saver, "delete_for_runs", plan)
@@ -1329,17 +1171,11 @@ def migrate(
 ) -> list[ChangeReport]:
     """Move threads between channel modes, keeping every checkpoint's state.
 
-    ``to="full"`` rewrites every checkpoint that carries delta state as a
-    full-mode saver would have written it (each delta channel's value stored,
-    snapshots unwrapped, markers and delta counters removed): a full-mode
-    process, or an older LangGraph, then reads and continues the thread, and
-    ``get_state``/``get_state_history`` return what they returned before. It
-    needs the reducer of every delta channel a checkpoint replays.
-    ``to="delta"`` checks the thread and stamps our marker on every checkpoint,
-    so full-mode processes refuse it from then on (no reducer needed). A thread
-    that ``verify`` finds broken is refused before anything changes.
+    ``to="full"`` rewrites each checkpoint with delta state as a full-mode saver
+    would have written it (needs every replayed channel's reducer); ``to="delta"``
+    stamps our marker on every checkpoint, so full-mode processes refuse the thread.
+    A thread ``verify`` finds broken is refused before anything changes.
     Idempotent: a re-run after an interruption rewrites only what is left.
-    Reports carry the stored bytes before and after (a dry run estimates them).
     """
     mode = parse_mode(to, key="to")
     ids = _thread_ids(thread_ids)
@@ -1395,10 +1231,10 @@ def scan(
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
     """Every thread (or those named) with its mode, checkpoint count, stored bytes,
-    orphan writes and distance from the head to its last snapshot. Reads only;
-    needs no reducer. ``progress`` is called with each thread id when it is done."""
+    orphan writes and snapshot distance. Reads only; needs no reducer."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return _drive(saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where))
+    plan = _scan_plan(ids, check=False, progress=progress, where=where)
+    return _drive(saver, "scan", plan)
 
 
 async def ascan(
@@ -1410,21 +1246,20 @@ async def ascan(
 ) -> list[ThreadInfo]:
     """Async ``scan``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
-    return await _adrive(
-        saver, "scan", _scan_plan(ids, check=False, progress=progress, where=where)
-    )
+    plan = _scan_plan(ids, check=False, progress=progress, where=where)
+    return await _adrive(saver, "scan", plan)
 
 
 def list_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Every thread id that has a checkpoint or a stored write, sorted."""
     _refuse_other_api(saver, "list_threads")
-    return ThreadIds().run(Target(saver))
+    return THREAD_IDS.run(Target(saver))
 
 
 async def alist_threads(saver: BaseCheckpointSaver[Any]) -> list[str]:
     """Async ``list_threads``."""
     _arefuse_other_api(saver, "list_threads")
-    return await ThreadIds().arun(Target(saver))
+    return await THREAD_IDS.arun(Target(saver))
 
 
 def verify(
@@ -1437,19 +1272,15 @@ def verify(
     progress: Progress | None = None,
     where: ThreadFilter | None = None,
 ) -> list[ThreadInfo]:
-    """Check that every checkpoint's state can be rebuilt: for each delta channel
-    it replays, an intact parent chain back to a stored value or the root, and
-    writes the channel's reducer accepts; no stored write without its checkpoint.
-    ``problems`` on each result says what is broken and why (empty: sound). A
-    delta channel without a confirmed reducer is checked for structure only and
-    listed in ``unchecked`` (with the reason in ``notes``); a reducer from
-    ``graph``/``reducers`` that does not reproduce a stored snapshot is a
-    problem. ``None`` checks every thread. Reads only."""
+    """Check that every checkpoint's state can be rebuilt (an intact chain to a
+    stored value or the root, writes the reducer accepts) and no write lacks its
+    checkpoint: ``problems`` on each result (empty: sound). A channel without a
+    confirmed reducer is checked for structure only (``unchecked``, ``notes``); a
+    given reducer that does not reproduce a stored snapshot is a problem. Reads only."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return _drive(
-        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
-    )
+    plan = _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    return _drive(saver, "scan", plan)
 
 
 async def averify(
@@ -1465,9 +1296,8 @@ async def averify(
     """Async ``verify``."""
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    return await _adrive(
-        saver, "scan", _scan_plan(ids, check=True, progress=progress, known=known, where=where)
-    )
+    plan = _scan_plan(ids, check=True, progress=progress, known=known, where=where)
+    return await _adrive(saver, "scan", plan)
 
 
 def inspect(

@@ -83,10 +83,8 @@ class RetentionWorker:
 
 @contextlib.contextmanager
 def retention(saver: BaseCheckpointSaver[Any], config: CheckpointerConfig) -> Iterator[None]:
-    """What an opened sync stack does about ``config.retention``: nothing in the
-    background (a sync stack has no event loop to run a sweep on, and the CLI's
-    maintenance commands open sync stacks over the same configuration); schedule
-    ``checkpoint-guard sweep`` instead. The twin of ``aretention``."""
+    """``aretention`` for a sync stack: nothing (no event loop to sweep on; the CLI
+    opens sync stacks over the same configuration); schedule ``checkpoint-guard sweep``."""
     yield
 
 

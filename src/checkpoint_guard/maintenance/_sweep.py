@@ -6,8 +6,9 @@ stores", and docs/retention.md, "Live threads".
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,18 +19,17 @@ from .._address import Address, ThreadId
 from .._config import MAX_DURATION
 from .._errors import ConfigError, MaintenanceError
 from ._ops import (
+    SIZES,
+    THREAD_IDS,
+    UNANALYZED,
     ChangeReport,
     Graph,
     ListCheckpoints,
     MaintenancePlan,
     Pause,
     Progress,
-    Sizes,
     StepProgress,
-    ThreadIds,
-    Unanalyzed,
     _adrive,
-    _apply,
     _delete_all,
     _drive,
     _keep_last,
@@ -60,12 +60,9 @@ class SkippedThread:
 class SweepReport:
     """What one sweep did (or, ``dry_run``, would do); also what ``--json`` prints.
 
-    ``seen``: threads looked at; ``untouched``: newer than the cutoff;
-    ``pruned`` / ``deleted``: swept threads; ``skipped``: selected but left as
-    stored, with the reason (a broken chain, a channel that cannot be kept exactly,
-    a turn written during the sweep). ``bytes_before`` / ``bytes_after``: the
-    backend's stored bytes of the swept and skipped threads (``estimated`` in a
-    dry run). ``threads``: one ``ChangeReport`` per swept thread."""
+    ``seen``: threads looked at; ``untouched``: newer than the cutoff; ``skipped``:
+    selected but left as stored, with the reason. ``bytes_*``: stored bytes of the
+    swept and skipped threads; ``threads``: one ``ChangeReport`` per swept thread."""
 
     action: str
     older_than_seconds: float
@@ -105,15 +102,10 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-def newest_ts(tuples: Sequence[CheckpointTuple]) -> datetime | None:
-    """The newest checkpoint ``ts`` among ``tuples`` (``None``: none has a readable
-    one). A ts without a zone is taken as UTC (LangGraph writes UTC)."""
-    newest: datetime | None = None
-    for tup in tuples:
-        ts = _ts(tup)
-        if ts is not None and (newest is None or ts > newest):
-            newest = ts
-    return newest
+def newest_ts(tuples: Iterable[CheckpointTuple]) -> datetime | None:
+    """The newest readable checkpoint ``ts`` among ``tuples`` (zoneless: UTC, as
+    LangGraph writes it)."""
+    return max(filter(None, map(_ts, tuples)), default=None)
 
 
 def _ts(tup: CheckpointTuple) -> datetime | None:
@@ -125,19 +117,6 @@ def _ts(tup: CheckpointTuple) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def unanalyzed_warning(tables: Sequence[str]) -> str:
-    """What the sweep logs when the database's query planner has no statistics
-    for ``tables`` (PostgreSQL tables never analyzed)."""
-    names = ", ".join(tables)
-    return (
-        f"retention: the database has no planner statistics for {names} (never analyzed: "
-        "autovacuum is off, or has not caught up with a restore or bulk load); PostgreSQL may "
-        "then plan each thread read for thousands of rows and JIT-compile it, which made a "
-        "10,000-thread sweep over ten times slower (docs/retention.md, 'PostgreSQL needs "
-        f"planner statistics'). Run `ANALYZE {names}`"
-    )
 
 
 def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) -> None:
@@ -154,34 +133,39 @@ def _checked(older_than: timedelta, keep_latest: bool, keep_last: int | None) ->
             )
 
 
-def _sweep_run(
-    keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any
-) -> tuple[str, _Run]:
-    """The sweep's action (``SweepReport.action``) and each swept thread's change."""
+def _sweep_run(keep_latest: bool, keep_last: int | None, known: _Knowledge, **options: Any) -> _Run:
+    """Each swept thread's change (its action after ``sweep:`` is the sweep's)."""
     if not keep_latest:
-        return "delete", _Run("sweep:delete", _delete_all, known, orphans="all", **options)
+        return _Run("sweep:delete", _delete_all, known, orphans="all", **options)
     action = "keep_latest" if keep_last in (None, 1) else f"keep_last:{keep_last}"
-    planner = _keep_last(keep_last or 1)
-    return action, _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
+    planner = functools.partial(_keep_last, keep_last or 1)
+    return _Run(f"sweep:{action}", planner, known, orphans="garbage", **options)
 
 
 def _sweep_plan(
     thread_ids: Sequence[str] | None,
     older_than: timedelta,
     now: datetime | None,
-    action: str,
     run: _Run,
 ) -> MaintenancePlan[SweepReport]:
+    action = run.action.removeprefix("sweep:")
     cutoff = (now or datetime.now(UTC)) - older_than
     report = SweepReport(
         action, older_than.total_seconds(), cutoff.isoformat(), dry_run=run.dry_run
     )
-    sizes: dict[str, int] = yield Sizes()
-    unanalyzed: list[str] = yield Unanalyzed()
-    if unanalyzed:
-        logger.warning(unanalyzed_warning(unanalyzed))
+    sizes: dict[str, int] = yield SIZES
+    unanalyzed: list[str] = yield UNANALYZED
+    if unanalyzed:  # PostgreSQL tables never analyzed
+        names = ", ".join(unanalyzed)
+        logger.warning(
+            f"retention: the database has no planner statistics for {names} (never analyzed: "
+            "autovacuum is off, or has not caught up with a restore or bulk load); PostgreSQL "
+            "may then plan each thread read for thousands of rows and JIT-compile it, which "
+            "made a 10,000-thread sweep over ten times slower (docs/retention.md, 'PostgreSQL "
+            f"needs planner statistics'). Run `ANALYZE {names}`"
+        )
     if thread_ids is None:
-        thread_ids = yield ThreadIds()
+        thread_ids = yield THREAD_IDS
     swept: list[ChangeReport] = []
     for thread_id in thread_ids:
         report.seen += 1
@@ -198,15 +182,13 @@ def _sweep_plan(
             run.progress(thread_id)
     if swept and not run.dry_run:
         yield from _measure(swept)
-    for change in swept:
-        report.threads.append(change)
-        report.bytes_before += change.bytes_before or 0
-        report.bytes_after += change.bytes_after or 0
-        if action == "delete":
-            report.deleted += 1
-        else:
-            report.pruned += 1
+    report.threads = swept
+    report.deleted = len(swept) if action == "delete" else 0
+    report.pruned = len(swept) - report.deleted
+    report.bytes_before += sum(change.bytes_before or 0 for change in swept)
+    report.bytes_after += sum(change.bytes_after or 0 for change in swept)
     report.estimated = run.dry_run and bool(swept)
+    logger.info(report.summary())
     return report
 
 
@@ -228,23 +210,17 @@ def _sweep_thread(
             "no checkpoints, only writes of checkpoints that do not exist (left by refused "
             "or interrupted writes); `checkpoint-guard prune --keep-latest` removes them",
         )
-    newest = newest_ts(list(view.tuples()))
+    newest = newest_ts(view.tuples())
     if newest is None:
         return SkippedThread(thread_id, "no checkpoint carries a readable ts")
     if newest >= cutoff:
         return None
     try:
-        rewrites, deletes, detail = run.planner(view)
+        planned = run.planner(view)
     except MaintenanceError as exc:
         return SkippedThread(thread_id, str(exc))
-    change = yield from _planned(run, view, sizes, rewrites, deletes, detail)
-    if run.dry_run or not (rewrites or change.deleted):
-        return change
-    # all or nothing, in one transaction that lists the thread again first
-    why = yield from _apply(view, rewrites, deletes, run.step, run.orphans)
-    if why is not None:
-        return SkippedThread(thread_id, f"{why}; left for a later sweep")
-    return change
+    change, why = yield from _planned(run, view, sizes, planned, orphans_alone=False)
+    return change if why is None else SkippedThread(thread_id, f"{why}; left for a later sweep")
 
 
 def sweep(
@@ -266,30 +242,16 @@ def sweep(
     older than ``older_than``: prune it to its head (``keep_latest=True``), to the
     head's newest ``keep_last`` checkpoints, or delete it (``keep_latest=False``).
 
-    Delta-safe: every kept checkpoint reads exactly what it read before (message
-    ids included) and keeps its pending writes, so an interrupt pending at the
-    head is resumed by ``Command(resume=...)`` with the same result; a delta
-    channel without a known reducer is kept as stored (with the chain back to
-    where it is stored) and never rebuilt. A thread that cannot be swept exactly
-    (a broken chain, a turn written while it was swept) is left as stored and
-    listed in ``SweepReport.skipped`` with the reason; threads newer than the
-    cutoff are untouched byte for byte. ``dry_run`` changes nothing and
-    estimates the bytes. Resumable: an interrupted sweep leaves every thread
-    readable and a re-run finishes it. ``progress(thread_id)`` is called as each
-    thread is done, ``step(thread_id, done, total)`` within a thread. ``now``
-    (timezone-aware) replaces the clock. ``graph``, ``subgraphs`` and ``reducers``
-    are as for ``prune``. Logs one summary line (``checkpoint_guard.retention``).
-    What a turn written during the sweep sees on each backend: docs/retention.md,
-    "Live threads"."""
+    Delta-safe as ``prune`` (``graph``, ``subgraphs``, ``reducers`` as there). A
+    thread that cannot be swept exactly (a broken chain, a turn written meanwhile)
+    is left as stored and listed in ``SweepReport.skipped``; newer threads are
+    untouched. Resumable. ``now`` (timezone-aware) replaces the clock. Logs one
+    summary line (``checkpoint_guard.retention``). Live threads: docs/retention.md."""
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    action, run = _sweep_run(
-        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
-    )
-    report = _drive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
-    logger.info(report.summary())
-    return report
+    run = _sweep_run(keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step)
+    return _drive(saver, "sweep", _sweep_plan(ids, older_than, now, run))
 
 
 async def asweep(
@@ -311,9 +273,5 @@ async def asweep(
     _checked(older_than, keep_latest, keep_last)
     ids = None if thread_ids is None else _thread_ids(thread_ids)
     known = _knowledge(graph, reducers, subgraphs)
-    action, run = _sweep_run(
-        keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step
-    )
-    report = await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, action, run))
-    logger.info(report.summary())
-    return report
+    run = _sweep_run(keep_latest, keep_last, known, dry_run=dry_run, progress=progress, step=step)
+    return await _adrive(saver, "sweep", _sweep_plan(ids, older_than, now, run))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,18 +83,12 @@ class Problem:
 class ThreadView:
     """The checkpoints of one thread, grouped by namespace, with parent links.
 
-    ``reducers`` maps a delta channel of the root graph to its reducer (a
-    function, or the graph's ``DeltaChannel`` itself, which also says what the
-    channel starts from); ``DEFAULT_REDUCERS`` (only ``messages``) are assumed
-    for channels not given. ``subgraphs`` maps a subgraph path
-    (a namespace's node names joined by ``|``) to that graph's own table; with
-    ``complete`` (a graph was given) a path it does not name has no known
-    reducer, else such a namespace uses the root's table. Either kind of reducer
-    is used only once the snapshots stored under that path confirm it
-    (``usable``). ``channels`` adds channels known to be delta channels (a
-    graph's ``DeltaChannel`` fields) to those with delta evidence in the thread
-    (a ``_DeltaSnapshot`` value or an entry in ``counters_since_delta_snapshot``).
-    """
+    ``reducers``: the root graph's delta channels' reducers (a function, or the
+    graph's ``DeltaChannel``); ``DEFAULT_REDUCERS`` fill in. ``subgraphs``: each
+    subgraph path's own table; with ``complete`` a path it does not name has no
+    known reducer, else it uses the root's. A reducer is used only once the stored
+    snapshots confirm it (``usable``). ``channels``: known delta channels, added to
+    those with delta evidence in the thread."""
 
     def __init__(
         self,
@@ -117,13 +112,12 @@ class ThreadView:
         self._complete = subgraphs is not None if complete is None else complete
         self.delta_channels = self._detect_delta_channels() | set(channels or ())
         self._values: dict[tuple[str, str, str], Any] = {}
-        self._children: dict[tuple[str, str], int] = {}
-        for ns, checkpoints in self.by_ns.items():
-            for tup in checkpoints.values():
-                parent = self.parent_id(tup)
-                if parent is not None:
-                    key = (ns, parent)
-                    self._children[key] = self._children.get(key, 0) + 1
+        self._children = Counter(
+            (ns, parent)
+            for ns, checkpoints in self.by_ns.items()
+            for tup in checkpoints.values()
+            if (parent := self.parent_id(tup)) is not None
+        )
         self._verdicts: dict[tuple[str, str], str | None] = {}
 
     # -- facts -----------------------------------------------------------------
@@ -147,7 +141,6 @@ class ThreadView:
                 yield checkpoints[cid]
 
     def count(self) -> int:
-        """Number of checkpoints (every namespace)."""
         return sum(len(c) for c in self.by_ns.values())
 
     def is_delta(self) -> bool:
@@ -168,9 +161,7 @@ class ThreadView:
 
     def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
         value = tup.checkpoint["channel_values"].get(ch, _MISSING)
-        if isinstance(value, DeltaSnapshot):
-            return value.value
-        return value
+        return value.value if isinstance(value, DeltaSnapshot) else value
 
     def needs_replay(self, tup: CheckpointTuple, ch: str) -> bool:
         """Whether ``ch``'s state at ``tup`` comes from the ancestors' writes."""
@@ -181,8 +172,7 @@ class ThreadView:
     # -- reducers ------------------------------------------------------------------
 
     def _given_of(self, path: str) -> Mapping[str, DeltaChannel[Any]] | None:
-        # The reducers given for a subgraph path: its own table; the root's when
-        # no graph was given (every namespace was assumed to be the root's graph).
+        # A subgraph path's given reducers: its own table, or without a graph the root's.
         table = self._tables.get(path)
         if table is None and not self._complete:
             return self._tables[""]
@@ -217,11 +207,9 @@ class ThreadView:
         return next((ns for ns in sorted(self.by_ns) if subgraph_path(ns) == path), path)
 
     def refutation(self, ch: str, ns: str = "") -> str | None:
-        """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may). The
-        graph at ``ns``'s subgraph path needs a reducer for ``ch`` that was given or
-        defaulted there, and that reducer must reproduce each ``_DeltaSnapshot``
-        stored under that path where the snapshot replays its parent's writes. A
-        channel refused in one path (a dynamic subagent's) stays usable in others."""
+        """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may): its
+        subgraph path needs a given or default reducer that reproduces each
+        ``_DeltaSnapshot`` stored under that path from its parent's writes."""
         path = subgraph_path(ns)
         if (path, ch) in self._verdicts:
             return self._verdicts[(path, ch)]
@@ -241,9 +229,7 @@ class ThreadView:
 
     def verdicts(self) -> Iterable[tuple[str, str, str]]:
         """``(namespace, channel, why)`` for each subgraph path (one example
-        namespace) that stores a delta channel as deltas (replayed or
-        snapshotted) and may not rebuild it. A channel stored whole at every
-        checkpoint of a path (a subagent's plain ``messages``) needs no reducer."""
+        namespace) that stores a delta channel as deltas and may not rebuild it."""
         as_deltas: dict[str, set[str]] = {}
         for ns, checkpoints in self.by_ns.items():
             found = as_deltas.setdefault(subgraph_path(ns), set())
@@ -254,12 +240,10 @@ class ThreadView:
                     for ch in self.delta_channels
                     if self.needs_replay(t, ch) or isinstance(values.get(ch), DeltaSnapshot)
                 )
-        seen: set[str] = set()
+        examples: dict[str, str] = {}  # path -> its first namespace
         for ns in sorted(self.by_ns):
-            path = subgraph_path(ns)
-            if path in seen:
-                continue
-            seen.add(path)
+            examples.setdefault(subgraph_path(ns), ns)
+        for path, ns in examples.items():
             for ch in sorted(as_deltas[path]):
                 why = self.refutation(ch, ns)
                 if why is not None:
@@ -308,10 +292,8 @@ class ThreadView:
         self, ch: str, ns: str, base: Any, writes: list[tuple[str, str, Any]], expected: Any
     ) -> bool:
         """Whether replaying the writes of some of the parent's tasks gives the
-        snapshot: all of them for an ordinary step; fewer where LangGraph left a
-        task's writes out and snapshotted the channel instead (``update_state``
-        on an interrupted step whose other branch finished, a resume that drops
-        or reruns a task): those writes belong to a later step."""
+        snapshot: all of them, or fewer where LangGraph left a task's writes for a
+        later step (``update_state`` on an interrupted step, a resume)."""
         if self._replay(ch, base, writes, ns) == expected:
             return True
         tasks = list(dict.fromkeys(w[0] for w in writes))
@@ -328,12 +310,11 @@ class ThreadView:
         return False
 
     def _plain_child(self, parent: CheckpointTuple, child: CheckpointTuple) -> bool:
-        """Whether ``child``'s state is ``parent``'s plus (some of) ``parent``'s
-        pending writes: the parent's only child, one step later. A fork (a second
-        child) or a checkpoint re-linked past deleted ones by maintenance (a step
-        gap) holds state no replay of its parent gives."""
+        """Whether ``child``'s state is ``parent``'s plus (some of) its pending
+        writes: the parent's only child, one step later (not a fork, nor re-linked
+        past deleted checkpoints)."""
         ns = Address.from_config(parent.config).checkpoint_ns
-        if self._children.get((ns, parent.checkpoint["id"]), 0) != 1:
+        if self._children[(ns, parent.checkpoint["id"])] != 1:
             return False
         p_step = (parent.metadata or {}).get("step")
         c_step = (child.metadata or {}).get("step")
@@ -342,15 +323,10 @@ class ThreadView:
     # -- verification ------------------------------------------------------------
 
     def problems(self) -> list[Problem]:
-        """Every checkpoint whose state cannot be rebuilt, and why.
-
-        A checkpoint is sound when, for each delta channel it must replay, the
-        parent chain reaches a stored value (a seed) or a root. A parent id that
-        is not stored in the same namespace (deleted, or another namespace's) or a
-        cycle in the links makes every checkpoint that replays through it broken.
-        A cycle is reported on every checkpoint in it, delta or not, since
-        ``get_state_history`` would never end.
-        """
+        """Every checkpoint whose state cannot be rebuilt, and why: a delta channel
+        it replays whose parent chain reaches neither a stored value nor a root (a
+        missing parent, a cycle). A cycle is reported on every checkpoint in it,
+        delta or not: ``get_state_history`` would never end."""
         found: list[Problem] = []
         for ns, checkpoints in sorted(self.by_ns.items()):
             memo: dict[tuple[str, str], str | None] = {}
@@ -378,24 +354,20 @@ class ThreadView:
         checkpoints: Mapping[str, CheckpointTuple],
         memo: dict[str, str | None],
     ) -> str | None:
-        """Why walking up from ``cid`` never ends (``None``: it does). Memoized per
-        namespace, so checking every checkpoint is linear, not quadratic."""
-        path: list[str] = []
-        on_path: set[str] = set()
+        """Why walking up from ``cid`` never ends (``None``: it does); memoized."""
+        path: dict[str, None] = {}  # ordered, with fast membership
         cursor: str | None = cid
         verdict: str | None = None
         while cursor is not None and cursor in checkpoints:
             if cursor in memo:
                 verdict = memo[cursor]
                 break
-            if cursor in on_path:
+            if cursor in path:
                 verdict = f"parent links form a cycle through {cursor}"
                 break
-            on_path.add(cursor)
-            path.append(cursor)
+            path[cursor] = None
             cursor = self.parent_id(checkpoints[cursor])
-        for node in path:
-            memo[node] = verdict
+        memo.update(dict.fromkeys(path, verdict))
         return verdict
 
     def _seed_reason(
@@ -405,27 +377,22 @@ class ThreadView:
         checkpoints: Mapping[str, CheckpointTuple],
         memo: dict[tuple[str, str], str | None],
     ) -> str | None:
-        """Why no seed or root is reachable for ``ch`` from ``start`` upward
-        (``None``: one is). Memoized per (checkpoint, channel): linear per thread."""
+        """Why no stored value or root is reachable for ``ch`` from ``start`` up
+        (``None``: one is); memoized. The chain is acyclic: ``problems`` checks first."""
         path: list[str] = []
         cursor = start
-        verdict: str | None
-        while True:
-            if cursor is None:
-                verdict = None
-                break
-            if (cursor, ch) in memo:
-                verdict = memo[(cursor, ch)]
-                break
-            tup = checkpoints.get(cursor)
-            if tup is None:
-                verdict = f"parent {cursor} is missing"
-                break
-            if ch in tup.checkpoint["channel_values"] or cursor in path:
-                verdict = None if cursor not in path else f"cycle through {cursor}"
+        while cursor is not None and cursor in checkpoints and (cursor, ch) not in memo:
+            tup = checkpoints[cursor]
+            if ch in tup.checkpoint["channel_values"]:
                 break
             path.append(cursor)
             cursor = self.parent_id(tup)
+        if cursor is None:
+            verdict: str | None = None
+        elif cursor not in checkpoints:
+            verdict = f"parent {cursor} is missing"
+        else:
+            verdict = memo.get((cursor, ch))  # None: a stored value
         for node in path:
             memo[(node, ch)] = verdict
         return verdict
@@ -435,9 +402,6 @@ class ThreadView:
     def value(self, ns: str, cid: str, ch: str) -> Any:
         """The state of delta channel ``ch`` at checkpoint ``cid`` (``_MISSING`` when
         the channel has no version there). Raises ``KeyError`` on a broken chain."""
-        key = (ns, cid, ch)
-        if key in self._values:
-            return self._values[key]
         checkpoints = self.by_ns[ns]
         # Iterative: a 1,000-checkpoint chain must not hit the recursion limit.
         chain: list[str] = []
@@ -462,7 +426,7 @@ class ThreadView:
                 writes = [] if parent is None else self._writes(checkpoints[parent], ch)
                 result = self._replay(ch, base, writes, ns)
             self._values[(ns, node, ch)] = result
-        return self._values[key]
+        return self._values[(ns, cid, ch)]
 
     @staticmethod
     def _writes(tup: CheckpointTuple, ch: str) -> list[tuple[str, str, Any]]:
@@ -483,18 +447,12 @@ class ThreadView:
     ) -> dict[str, Any]:
         """The state at ``tup`` of ``channels`` (default: every delta channel
         usable in ``tup``'s namespace), channels without a version omitted."""
-        ns = Address.from_config(tup.config).checkpoint_ns
-        cid = str(Address.from_config(tup.config).checkpoint_id)
-        wanted = (
-            sorted(channels)
-            if channels is not None
-            else sorted(ch for ch in self.delta_channels if self.usable(ch, ns))
-        )
-        out: dict[str, Any] = {}
-        for ch in wanted:
-            if ch in tup.checkpoint["channel_versions"]:
-                out[ch] = self.value(ns, cid, ch)
-        return out
+        address = Address.from_config(tup.config)
+        ns, cid = address.checkpoint_ns, str(address.checkpoint_id)
+        if channels is None:
+            channels = [ch for ch in self.delta_channels if self.usable(ch, ns)]
+        versions = tup.checkpoint["channel_versions"]
+        return {ch: self.value(ns, cid, ch) for ch in sorted(channels) if ch in versions}
 
     def replay_needs(self, tup: CheckpointTuple) -> set[str]:
         """The delta channels whose state at ``tup`` comes from its ancestors."""
@@ -508,7 +466,7 @@ class ThreadView:
         if head is None:
             return 0
         checkpoints = self.by_ns[ns]
-        pending = {ch for ch in self.delta_channels if self.needs_replay(head, ch)}
+        pending = self.replay_needs(head)
         hops = 0
         tup: CheckpointTuple | None = head
         while pending and tup is not None:
@@ -522,31 +480,21 @@ class ThreadView:
 
     # -- plans ---------------------------------------------------------------------
 
-    def snapshot_rewrite(
-        self,
-        tup: CheckpointTuple,
-        *,
-        parent_id: str | None,
-        plain: bool = False,
-        channels: Iterable[str] | None = None,
-    ) -> Rewrite:
-        """``tup`` with the state of ``channels`` (default: every delta channel it
-        replays) stored in it (a ``_DeltaSnapshot``, or the plain value when
-        ``plain``), so those no longer depend on any ancestor; re-parented to
-        ``parent_id``. A checkpoint that loses its parent this way is marked as a
-        root (``ROOT_METADATA_KEY``), so lineage never takes it for a legacy
-        checkpoint with a missing link. Raises ``LookupError`` for a channel with
-        no usable reducer: callers decide before asking."""
+    def snapshot_rewrite(self, tup: CheckpointTuple, *, parent_id: str | None) -> Rewrite:
+        """``tup`` with the state of the delta channels it replays stored in it (as
+        ``_DeltaSnapshot``s), re-parented to ``parent_id``; one that loses its parent
+        is marked a root (``ROOT_METADATA_KEY``), so lineage never takes it for a
+        missing link. ``LookupError`` for a channel without a usable reducer."""
         ns = Address.from_config(tup.config).checkpoint_ns
-        wanted = set(channels) if channels is not None else self.replay_needs(tup)
+        wanted = self.replay_needs(tup)
         for ch in sorted(wanted):
-            if self.needs_replay(tup, ch) and (why := self.refutation(ch, ns)) is not None:
+            if (why := self.refutation(ch, ns)) is not None:
                 raise LookupError(why)
         checkpoint: Checkpoint = {**tup.checkpoint}
         values = dict(checkpoint["channel_values"])
         versions: dict[str, Any] = {}
         for ch, value in self.materialize(tup, wanted).items():
-            values[ch] = value if plain else DeltaSnapshot(value)
+            values[ch] = DeltaSnapshot(value)
             versions[ch] = checkpoint["channel_versions"][ch]
         checkpoint["channel_values"] = values
         metadata: dict[str, Any] = dict(tup.metadata or {})
@@ -564,15 +512,13 @@ class ThreadView:
     def to_full(self, tup: CheckpointTuple) -> Rewrite:
         """``tup`` as a full-mode saver would have written it: plain values for every
         delta channel and no delta evidence in its metadata."""
-        rewrite = self.snapshot_rewrite(
-            tup, parent_id=self.parent_id(tup), plain=True, channels=self.replay_needs(tup)
-        )
+        rewrite = self.snapshot_rewrite(tup, parent_id=self.parent_id(tup))
         metadata: dict[str, Any] = dict(rewrite.metadata)
         for key in (MODE_METADATA_KEY, LEGACY_MODE_METADATA_KEY, _UPSTREAM_COUNTERS_KEY):
             metadata.pop(key, None)
         rewrite.metadata = metadata  # type: ignore[assignment]
-        # A plain value under a DeltaSnapshot's key still counts as delta for
-        # LangGraph.js readers; every snapshot becomes plain.
+        # Every snapshot becomes plain (LangGraph.js reads a plain value under a
+        # DeltaSnapshot's key as delta), the ones just stored too.
         values = dict(rewrite.checkpoint["channel_values"])
         for ch, value in list(values.items()):
             if isinstance(value, DeltaSnapshot):
