@@ -1,9 +1,6 @@
-"""``CachedHistorySaver``: answers ``get_delta_channel_history`` from a history cache.
-
-On a miss it extends the nearest cached ancestor by the ancestors it lacks instead of
-re-reading the chain, with exactly the base walk's rule, as one plan of typed requests
-(``_requests.py``) the sync and async methods drive. A cache failure on a read costs
-speed only. The invalidation protocol (generations, fences, epochs) is in
+"""The history cache layers: ``CachedHistorySaver`` (reads through the cache, one plan of
+``_requests.py`` requests for both sides), ``SharedCacheFence`` (the maintenance bracket
+alone) and ``MeasuredHistorySaver`` (no cache, requests counted). The protocol is in
 docs/concepts.md ("The history cache") and docs/design.md ("The layers").
 """
 
@@ -16,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from cachetools import LRUCache
@@ -79,21 +77,18 @@ class _Absent(Exception):
     """Raised inside the plan: a checkpoint of the walk is not stored."""
 
 
+@dataclass(slots=True)
 class _Facts:
-    """What this process learned about one thread, valid within one cache epoch."""
+    """What this process learned about one thread, valid within one cache ``epoch``."""
 
-    __slots__ = ("depth", "epoch", "links", "new")
-
-    def __init__(self) -> None:
-        self.epoch: Any = None  # the cache epoch the links were checked against
-        # (ns, checkpoint) -> parent id (None for a root), learned from every tuple
-        # and put that passes through
-        self.links: dict[tuple[str, str], str | None] = {}
-        # ns -> how many ancestors the last walk read: a turn's steps repeat, so the
-        # next walk asks for that many in one list() query
-        self.depth: dict[str, int] = {}
-        # checkpoints put by this process whose history nobody asked for yet
-        self.new: set[tuple[str, str]] = set()
+    epoch: Any = None
+    # (ns, checkpoint) -> parent id (None for a root), from every tuple and put passing by
+    links: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # ns -> ancestors the last walk read: a turn's steps repeat, so the next walk lists
+    # that many in one query
+    depth: dict[str, int] = field(default_factory=dict)
+    # checkpoints this process put whose history nobody asked for yet
+    new: set[tuple[str, str]] = field(default_factory=set)
 
 
 class _Memory:
@@ -165,8 +160,7 @@ class _Memory:
             facts = self._facts(thread)
             if facts.epoch == epoch:
                 return True
-            fresh_facts = self._threads[thread] = _Facts()
-            fresh_facts.epoch = epoch
+            self._threads[thread] = _Facts(epoch)
             return False
 
     def stuck(self, *unfences: CacheUnfence) -> None:
@@ -214,19 +208,12 @@ def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
 
 class SharedCacheFence(SaverLayer):
     """A layer holding a history cache and the maintenance bracket around it: every
-    rewrite of a thread's storage through this layer (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``delete_thread``, ``a*``, and maintenance run on the stack
-    through the ``seal_threads`` hooks) fences and drops the thread in the cache
-    before, and drops and unfences it after, refusing with storage unchanged when
-    the cache cannot be reached. Reads, ``put``, ``put_writes`` and delta history
-    pass through untouched.
-
-    ``CachedHistorySaver`` adds the reads. On its own it is a full-mode process's
-    hold on a shared (Redis) cache: such a process never reads delta history, so it
-    has no cache layer, but delta workers of the same database keep their entries
-    in that cache, and maintenance run by this process rewrites the storage those
-    entries were computed from; a full-mode turn makes the raw saver's calls and
-    no cache call.
+    rewrite of a thread's storage through it (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``delete_thread``, their twins, and maintenance on the stack
+    through the ``seal_threads`` hooks) fences and drops the thread before, and drops
+    and unfences it after, refusing with storage unchanged when the cache cannot be
+    reached. All else passes through untouched: on its own, it is a full-mode process's
+    hold on a shared cache whose entries delta workers of the same database keep.
     """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
@@ -405,20 +392,14 @@ class _Query:
 class CachedHistorySaver(SharedCacheFence):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
-    ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
-    ``RedisHistoryCache``). Results equal the ``BaseCheckpointSaver`` walk over the
-    stored data, in every process sharing the cache, under the invalidation
-    protocol (docs/concepts.md); a config without a checkpoint id is resolved to one
-    before any key is built. A ``put_writes`` that may change
-    cached histories and cannot invalidate them raises ``CacheInvalidationError``
-    with nothing written; maintenance operations likewise refuse before touching
-    storage.
-
-    Each answered request is counted once, by result, on the cache's ``stats()``
-    and the ``checkpoint_guard.history.*`` instruments (``count_request``): ``hit``
-    when the cache answered (after extending it by the ancestors it lacked),
-    ``miss`` when the saver's own history read did, ``error`` when a cache failure
-    made it; with a span per request when an SDK tracer is configured.
+    Results equal the ``BaseCheckpointSaver`` walk over the stored data, in every
+    process sharing ``cache``, under the invalidation protocol (docs/concepts.md). A
+    ``put_writes`` that may change cached histories and cannot invalidate them raises
+    ``CacheInvalidationError`` with nothing written; maintenance refuses likewise,
+    before touching storage. Each request is counted once on the cache's ``stats()``
+    and the ``checkpoint_guard.history.*`` instruments: ``hit`` (the cache answered,
+    extended by the ancestors it lacked), ``miss`` (the saver's own read) or ``error``
+    (a cache failure made it one); with a span when an SDK tracer is configured.
     """
 
     def __init__(
@@ -863,11 +844,9 @@ class CachedHistorySaver(SharedCacheFence):
 
 
 class MeasuredHistorySaver(SaverLayer):
-    """Delta mode without a history cache: ``get_delta_channel_history`` is the
-    inner saver's, unchanged, and each request is recorded on the telemetry
-    instruments as ``cache="none"``, ``result="miss"`` (the saver's own read),
-    with a span when an SDK tracer is configured. ``wrap`` puts it where the
-    cache layer would be; it holds no state."""
+    """Delta mode without a history cache: the inner saver's
+    ``get_delta_channel_history``, each request recorded as ``cache="none"``,
+    ``result="miss"`` (with a span when an SDK tracer is configured). Stateless."""
 
     @staticmethod
     def _measured(

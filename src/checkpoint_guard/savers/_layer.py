@@ -1,13 +1,9 @@
-"""``SaverLayer``: the one base class every checkpoint-guard layer builds on.
-
-A layer delegates the whole ``BaseCheckpointSaver`` contract to ``inner`` and overrides
-only what it changes; ``SaverLayer.__new__`` resets each capability method the layer
-cannot serve to the base original, so capability detection sees the truth. The rule,
-and why delegation is complete, are in docs/design.md ("The layers").
-"""
+"""``SaverLayer``: the base class every layer builds on (delegation and capabilities:
+docs/design.md, "The layers")."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -58,6 +54,8 @@ CAPABILITY_METHODS: tuple[str, ...] = (
     "adelete_thread",
     *OPTIONAL_METHODS,
 )
+# The ``maintenance._ops`` function serving each optional method, where not its namesake
+_OPS = {"prune": "prune_present", "aprune": "aprune_present"}
 
 
 def implements(saver_type: type, method: str) -> bool:
@@ -86,7 +84,6 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     over the raw saver ``inner`` (over a layer, the call goes down to that layer)."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
         return False
-    # Imported at call time: the one edge that points up (see test_architecture.py).
     from ..stores import supported
 
     sync, async_ = supported(type(inner))
@@ -319,61 +316,42 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     # -- optional maintenance: delta-safe over a raw saver ``maintenance`` supports
-    # (upstream lacks them or refuses delta threads), else the call goes down unchanged
+    # (upstream lacks them or refuses delta threads)
+
+    def _maintenance(self, method: str) -> Any:
+        """What serves the optional ``method``: this package's delta-safe maintenance
+        over the raw inner saver where it serves it (``_maintained``), else the inner
+        saver's own (over a layer, the call goes down to that layer)."""
+        if not _maintained(self.inner, method):
+            return getattr(self.inner, method)
+        # Imported at call time: the one edge that points up (see test_architecture.py).
+        from ..maintenance import _ops
+
+        return functools.partial(getattr(_ops, _OPS.get(method, method)), self.inner)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
-        if _maintained(self.inner, "prune"):
-            from ..maintenance import _ops
-
-            _ops.prune_present(self.inner, thread_ids, strategy)
-        else:
-            self.inner.prune(thread_ids, strategy=strategy)
+        self._maintenance("prune")(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
-        if _maintained(self.inner, "aprune"):
-            from ..maintenance import _ops
-
-            await _ops.aprune_present(self.inner, thread_ids, strategy)
-        else:
-            await self.inner.aprune(thread_ids, strategy=strategy)
+        await self._maintenance("aprune")(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
-        if _maintained(self.inner, "copy_thread"):
-            from ..maintenance import _ops
-
-            _ops.copy_thread(self.inner, source_thread_id, target_thread_id)
-        else:
-            self.inner.copy_thread(source_thread_id, target_thread_id)
+        self._maintenance("copy_thread")(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        if _maintained(self.inner, "acopy_thread"):
-            from ..maintenance import _ops
-
-            await _ops.acopy_thread(self.inner, source_thread_id, target_thread_id)
-        else:
-            await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        await self._maintenance("acopy_thread")(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
-        if _maintained(self.inner, "delete_for_runs"):
-            from ..maintenance import _ops
-
-            _ops.delete_for_runs(self.inner, run_ids)
-        else:
-            self.inner.delete_for_runs(run_ids)
+        self._maintenance("delete_for_runs")(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        if _maintained(self.inner, "adelete_for_runs"):
-            from ..maintenance import _ops
-
-            await _ops.adelete_for_runs(self.inner, run_ids)
-        else:
-            await self.inner.adelete_for_runs(run_ids)
+        await self._maintenance("adelete_for_runs")(run_ids)
 
     # -- state derived from storage that maintenance rewrote ---------------------------
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
 
 from .._io import Request
 from ..cache._base import Begin, Step, Token
-from ..cache._protocol import HistoryCache
 
 if TYPE_CHECKING:
     from ._history import SharedCacheFence
@@ -134,80 +133,74 @@ class PutWrites(Request["SaverLayer", None]):
 # -- the history cache -------------------------------------------------------------------
 
 
-class _FailOpen(Request["SharedCacheFence", T | Literal[Failed.FAILED]]):
-    """A cache request that fails open: the error is counted under ``where``."""
+class _CacheCall(Request["SharedCacheFence", T]):
+    """The cache's ``method`` (``amethod`` on the async side), passed the request's
+    fields in order."""
 
     __slots__ = ()
-    where: ClassVar[str]
+    method: ClassVar[str]
+    amethod: ClassVar[str]
 
-    def call(self, cache: HistoryCache) -> T:
-        raise NotImplementedError
+    def _args(self) -> list[Any]:
+        fields: tuple[str, ...] = self.__slots__  # the dataclass's, in order
+        return [getattr(self, name) for name in fields]
 
-    async def acall(self, cache: HistoryCache) -> T:
-        raise NotImplementedError
+    def run(self, target: SharedCacheFence) -> T:
+        return cast(T, getattr(target.cache, self.method)(*self._args()))
+
+    async def arun(self, target: SharedCacheFence) -> T:
+        return cast(T, await getattr(target.cache, self.amethod)(*self._args()))
+
+
+class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
+    """A cache call that fails open: the error is counted under its method's name."""
+
+    __slots__ = ()
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return self.call(target.cache)
+            return _CacheCall.run(self, target)
         except Exception as exc:
-            target.cache.count_error(self.where, exc)
+            target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return await self.acall(target.cache)
+            return await _CacheCall.arun(self, target)
         except Exception as exc:
-            target.cache.count_error(self.where, exc)
+            target.cache.count_error(self.method, exc)
             return FAILED
 
 
 @dataclass(slots=True)
 class CacheBegin(_FailOpen[Begin]):
-    where = "begin"
+    method, amethod = "begin", "abegin"
     thread: Any
     ns: str
     probes: Sequence[tuple[str, Sequence[str]]]
 
-    def call(self, cache: HistoryCache) -> Begin:
-        return cache.begin(self.thread, self.ns, self.probes)
-
-    async def acall(self, cache: HistoryCache) -> Begin:
-        return await cache.abegin(self.thread, self.ns, self.probes)
-
 
 @dataclass(slots=True)
 class CacheRead(_FailOpen[DeltaChannelHistory | None]):
-    where = "read"
+    method, amethod = "read", "aread"
     thread: Any
     ns: str
     channel: str
     checkpoint_id: str
-
-    def call(self, cache: HistoryCache) -> DeltaChannelHistory | None:
-        return cache.read(self.thread, self.ns, self.channel, self.checkpoint_id)
-
-    async def acall(self, cache: HistoryCache) -> DeltaChannelHistory | None:
-        return await cache.aread(self.thread, self.ns, self.channel, self.checkpoint_id)
 
 
 @dataclass(slots=True)
 class CacheContains(_FailOpen[bool]):
-    where = "contains"
+    method, amethod = "contains", "acontains"
     thread: Any
     ns: str
     channel: str
     checkpoint_id: str
 
-    def call(self, cache: HistoryCache) -> bool:
-        return cache.contains(self.thread, self.ns, self.channel, self.checkpoint_id)
-
-    async def acall(self, cache: HistoryCache) -> bool:
-        return await cache.acontains(self.thread, self.ns, self.channel, self.checkpoint_id)
-
 
 @dataclass(slots=True)
 class CacheStore(_FailOpen[bool]):
-    where = "store"
+    method, amethod = "store", "astore"
     thread: Any
     ns: str
     channel: str
@@ -215,18 +208,10 @@ class CacheStore(_FailOpen[bool]):
     history: DeltaChannelHistory
     token: Token  # the generation begin handed out (opaque)
 
-    def call(self, cache: HistoryCache) -> bool:
-        args = (self.thread, self.ns, self.channel, self.checkpoint_id, self.history, self.token)
-        return cache.store(*args)
-
-    async def acall(self, cache: HistoryCache) -> bool:
-        args = (self.thread, self.ns, self.channel, self.checkpoint_id, self.history, self.token)
-        return await cache.astore(*args)
-
 
 @dataclass(slots=True)
 class CacheExtendRead(_FailOpen[dict[str, DeltaChannelHistory] | None]):
-    where = "extend_read"
+    method, amethod = "extend_read", "aextend_read"
     thread: Any
     ns: str
     steps: Sequence[Step]
@@ -234,54 +219,30 @@ class CacheExtendRead(_FailOpen[dict[str, DeltaChannelHistory] | None]):
     checkpoint_id: str
     channels: Sequence[str]
 
-    def call(self, cache: HistoryCache) -> dict[str, DeltaChannelHistory] | None:
-        args = (self.thread, self.ns, self.steps, self.token, self.checkpoint_id, self.channels)
-        return cache.extend_read(*args)
-
-    async def acall(self, cache: HistoryCache) -> dict[str, DeltaChannelHistory] | None:
-        args = (self.thread, self.ns, self.steps, self.token, self.checkpoint_id, self.channels)
-        return await cache.aextend_read(*args)
-
 
 @dataclass(slots=True)
 class CacheUnfence(_FailOpen[None]):
-    where = "unfence"
+    method, amethod = "unfence", "aunfence"
     thread: Any
     ns: str
     checkpoint_id: str
     writer: str
 
-    def call(self, cache: HistoryCache) -> None:
-        cache.unfence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
-    async def acall(self, cache: HistoryCache) -> None:
-        await cache.aunfence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
 
 @dataclass(slots=True)
-class CacheFence(Request["SharedCacheFence", None]):
+class CacheFence(_CacheCall[None]):
     """Fence a write onto the thread (raises into the plan when the cache fails)."""
 
+    method, amethod = "fence", "afence"
     thread: Any
     ns: str
     checkpoint_id: str
     writer: str
 
-    def run(self, target: SharedCacheFence) -> None:
-        target.cache.fence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
-    async def arun(self, target: SharedCacheFence) -> None:
-        await target.cache.afence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
 
 @dataclass(slots=True)
-class CacheDrop(Request["SharedCacheFence", None]):
+class CacheDrop(_CacheCall[None]):
     """Drop the thread's entries (raises into the plan when the cache fails)."""
 
+    method, amethod = "drop_thread", "adrop_thread"
     thread: Any
-
-    def run(self, target: SharedCacheFence) -> None:
-        target.cache.drop_thread(self.thread)
-
-    async def arun(self, target: SharedCacheFence) -> None:
-        await target.cache.adrop_thread(self.thread)
