@@ -1,10 +1,7 @@
-"""``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
-
-Delta mode marks every root checkpoint it stores (a subgraph's by LangGraph's evidence in
-it); full mode refuses every read that would hand out a delta checkpoint and every write
-it cannot prove complete, decided in memory from the write's arguments and what this
-process read (no storage read). docs/gate.md states the rules, the argument and what is
-not guaranteed; docs/design.md ("The layers") the rest.
+"""``GuardedSaver``: the mode marker (delta mode) and the fail-closed compatibility gate
+(full mode), decided in memory from the write's arguments and what this process read.
+docs/gate.md states the rules and what is not guaranteed; docs/design.md ("The layers")
+the rest.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -161,33 +158,26 @@ def _path(checkpoint_ns: str) -> str:
     return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
 
 
-class _Heads:
-    """Which items of one listing are their namespace's head: a listing is newest
-    first, so without ``before``, ``filter`` or a checkpoint id it is the first item
-    of each namespace (full mode only: ``active``)."""
+def _heads(
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    active: bool,
+) -> Callable[[CheckpointTuple], bool]:
+    """Whether an item of one listing is its namespace's head: a listing is newest first,
+    so without ``before``, ``filter`` or a checkpoint id it is the first item of each
+    namespace (full mode only: ``active``)."""
+    seen: set[_Namespace] = set()
 
-    __slots__ = ("_seen", "active")
-
-    def __init__(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        active: bool,
-    ) -> None:
-        named = Address.from_config(config).checkpoint_id is not None
-        self.active = active and not (named or filter or before is not None)
-        self._seen: set[_Namespace] = set()
-
-    def first(self, tup: CheckpointTuple) -> bool:
-        """Whether ``tup`` is the first item of its namespace in this listing."""
-        if not self.active:
+    def first(tup: CheckpointTuple) -> bool:
+        namespace = _where(tup.config)[1]
+        if namespace in seen:
             return False
-        _, namespace = _where(tup.config)
-        if namespace in self._seen:
-            return False
-        self._seen.add(namespace)
+        seen.add(namespace)
         return True
+
+    named = Address.from_config(config).checkpoint_id is not None
+    return first if active and not (named or filter or before is not None) else lambda _: False
 
 
 def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
@@ -401,9 +391,7 @@ class GuardedSaver(SaverLayer):
                 "step's checkpoint was refused (its 'messages' channel holds a plain value, "
                 "so the graph was compiled without the delta schema); nothing was stored"
             )
-        thread_id, ns, checkpoint_id = key
-        address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-        return mode_mismatch({"configurable": address}, action=action)
+        return mode_mismatch(Address(*key).config(), action=action)
 
     def _mark(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
@@ -579,9 +567,9 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads(config, filter, before, self._full)
+        head = _heads(config, filter, before, self._full)
         for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=heads.first(tup))
+            yield self._admit(tup, head=head(tup))
 
     def put(
         self,
@@ -670,9 +658,9 @@ class GuardedSaver(SaverLayer):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        heads = _Heads(config, filter, before, self._full)
+        head = _heads(config, filter, before, self._full)
         async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=heads.first(tup))
+            yield self._admit(tup, head=head(tup))
 
     async def aput(
         self,

@@ -1,10 +1,8 @@
-"""The I/O requests the layers' plans yield (``checkpoint_guard._io``).
-
-Saver requests run against a layer's inner saver; cache requests against the history
-cache of a layer that holds one. ``CacheFence`` and ``CacheDrop`` raise the cache's
-error into the plan (a maintenance bracket or a write refuses on it); every other
-cache request fails open: its ``run`` / ``arun`` counts the error on the cache
-(``count_error``) and answers ``FAILED``, and the plan answers from the saver.
+"""The I/O requests the layers' plans yield (``checkpoint_guard._io``), against a layer's
+inner saver or its history cache. ``CacheFence`` and ``CacheDrop`` raise the cache's
+error into the plan (a maintenance bracket or a write refuses on it); every other cache
+request fails open: it counts the error on the cache (``count_error``) and answers
+``FAILED``, and the plan answers from the saver.
 """
 
 from __future__ import annotations
@@ -43,6 +41,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+L = TypeVar("L", bound="SaverLayer", contravariant=True)
 
 
 class Failed(enum.Enum):
@@ -53,18 +52,34 @@ class Failed(enum.Enum):
 
 FAILED: Literal[Failed.FAILED] = Failed.FAILED
 
+
+class _Call(Request[L, T]):
+    """``method`` (``amethod`` on the async side) of the layer's ``on`` (its ``inner``
+    saver or its ``cache``), passed the request's fields in order."""
+
+    __slots__ = ()
+    on: ClassVar[str] = "inner"
+    method: ClassVar[str]
+    amethod: ClassVar[str]
+
+    def _args(self) -> list[Any]:
+        fields: tuple[str, ...] = self.__slots__  # the dataclass's, in order
+        return [getattr(self, name) for name in fields]
+
+    def run(self, target: L) -> T:
+        return cast(T, getattr(getattr(target, self.on), self.method)(*self._args()))
+
+    async def arun(self, target: L) -> T:
+        return cast(T, await getattr(getattr(target, self.on), self.amethod)(*self._args()))
+
+
 # -- the inner saver -------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class GetTuple(Request["SaverLayer", CheckpointTuple | None]):
+class GetTuple(_Call["SaverLayer", CheckpointTuple | None]):
+    method, amethod = "get_tuple", "aget_tuple"
     config: RunnableConfig
-
-    def run(self, target: SaverLayer) -> CheckpointTuple | None:
-        return target.inner.get_tuple(self.config)
-
-    async def arun(self, target: SaverLayer) -> CheckpointTuple | None:
-        return await target.inner.aget_tuple(self.config)
 
 
 @dataclass(slots=True)
@@ -106,50 +121,26 @@ class InnerHistory(Request["SaverLayer", Mapping[str, DeltaChannelHistory]]):
 
 
 @dataclass(slots=True)
-class DeleteThread(Request["SaverLayer", None]):
+class DeleteThread(_Call["SaverLayer", None]):
+    method, amethod = "delete_thread", "adelete_thread"
     thread_id: Any
-
-    def run(self, target: SaverLayer) -> None:
-        target.inner.delete_thread(self.thread_id)
-
-    async def arun(self, target: SaverLayer) -> None:
-        await target.inner.adelete_thread(self.thread_id)
 
 
 @dataclass(slots=True)
-class PutWrites(Request["SaverLayer", None]):
+class PutWrites(_Call["SaverLayer", None]):
+    method, amethod = "put_writes", "aput_writes"
     config: RunnableConfig
     writes: Sequence[tuple[str, Any]]
     task_id: str
     task_path: str
 
-    def run(self, target: SaverLayer) -> None:
-        target.inner.put_writes(self.config, self.writes, self.task_id, self.task_path)
-
-    async def arun(self, target: SaverLayer) -> None:
-        await target.inner.aput_writes(self.config, self.writes, self.task_id, self.task_path)
-
 
 # -- the history cache -------------------------------------------------------------------
 
 
-class _CacheCall(Request["SharedCacheFence", T]):
-    """The cache's ``method`` (``amethod`` on the async side), passed the request's
-    fields in order."""
-
+class _CacheCall(_Call["SharedCacheFence", T]):
     __slots__ = ()
-    method: ClassVar[str]
-    amethod: ClassVar[str]
-
-    def _args(self) -> list[Any]:
-        fields: tuple[str, ...] = self.__slots__  # the dataclass's, in order
-        return [getattr(self, name) for name in fields]
-
-    def run(self, target: SharedCacheFence) -> T:
-        return cast(T, getattr(target.cache, self.method)(*self._args()))
-
-    async def arun(self, target: SharedCacheFence) -> T:
-        return cast(T, await getattr(target.cache, self.amethod)(*self._args()))
+    on = "cache"
 
 
 class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
@@ -159,14 +150,14 @@ class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return _CacheCall.run(self, target)
+            return _Call.run(self, target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return await _CacheCall.arun(self, target)
+            return await _Call.arun(self, target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
