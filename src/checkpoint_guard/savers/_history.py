@@ -445,14 +445,17 @@ class CachedHistorySaver(SharedCacheFence):
             self._memory.stuck(*stuck[done:])
 
     def _answered(
-        self, config: RunnableConfig, channels: Sequence[str], current: Any
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[SharedCacheFence, _History]:
-        """The plan of one history request, counted (see ``_outcome``)."""
-        started = time.perf_counter()
-        query = _Query(canonical(config))
-        result = yield from self._plan(query, list(channels))
-        self._outcome(started, result, query, current)
-        return result
+        """The plan of one history request, in its span and counted (``_outcome``)."""
+        if not channels:
+            return {}
+        with _span(self._tier, self.inner, channels) as current:
+            started = time.perf_counter()
+            query = _Query(canonical(config))
+            result = yield from self._plan(query, list(channels))
+            self._outcome(started, result, query, current)
+            return result
 
     def _plan(self, q: _Query, wanted: list[str]) -> Plan[SharedCacheFence, _History]:
         q.failed = not (yield from self._retry_stuck())
@@ -683,18 +686,12 @@ class CachedHistorySaver(SharedCacheFence):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        if not channels:
-            return {}
-        with _span(self._tier, self.inner, channels) as current:
-            return drive(self._answered(config, channels, current), self)
+        return drive(self._answered(config, channels), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        if not channels:
-            return {}
-        with _span(self._tier, self.inner, channels) as current:
-            return await adrive(self._answered(config, channels, current), self)
+        return await adrive(self._answered(config, channels), self)
 
     # -- observed reads and writes ---------------------------------------------------------
 
@@ -799,6 +796,9 @@ class CachedHistorySaver(SharedCacheFence):
         self._memory.stuck(unfence)
 
     def _fenced_write(self, write: PutWrites) -> Plan[SharedCacheFence, None]:
+        if not _touches_history(write.writes):
+            yield write
+            return
         thread, ns, cid = Address.from_config(write.config)
         writer = uuid.uuid4().hex
         unfence = CacheUnfence(thread, ns, cid or "", writer)
@@ -823,11 +823,8 @@ class CachedHistorySaver(SharedCacheFence):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        if not _touches_history(writes):
-            self.inner.put_writes(config, writes, task_id, task_path)
-            return
-        drive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
+        write = PutWrites(canonical(config), writes, task_id, task_path)
+        drive(self._fenced_write(write), self)
 
     async def aput_writes(
         self,
@@ -836,11 +833,8 @@ class CachedHistorySaver(SharedCacheFence):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        if not _touches_history(writes):
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-            return
-        await adrive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
+        write = PutWrites(canonical(config), writes, task_id, task_path)
+        await adrive(self._fenced_write(write), self)
 
 
 class MeasuredHistorySaver(SaverLayer):
@@ -848,33 +842,29 @@ class MeasuredHistorySaver(SaverLayer):
     ``get_delta_channel_history``, each request recorded as ``cache="none"``,
     ``result="miss"`` (with a span when an SDK tracer is configured). Stateless."""
 
-    @staticmethod
     def _measured(
-        config: RunnableConfig, channels: Sequence[str], current: Any
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[SaverLayer, _History]:
-        started = time.perf_counter()
-        result: _History = yield InnerHistory(config, channels)
-        writes = sum(len(entry["writes"]) for entry in result.values())
-        _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
-        if current is not None:
-            current.set_attribute("checkpoint_guard.result", "miss")
-            current.set_attribute("checkpoint_guard.writes", writes)
-        return result
+        result: _History
+        if not channels:
+            result = yield InnerHistory(config, channels)
+            return result
+        with _span("none", self.inner, channels) as current:
+            started = time.perf_counter()
+            result = yield InnerHistory(config, channels)
+            writes = sum(len(entry["writes"]) for entry in result.values())
+            _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
+            if current is not None:
+                current.set_attribute("checkpoint_guard.result", "miss")
+                current.set_attribute("checkpoint_guard.writes", writes)
+            return result
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        config = canonical(config)
-        if not channels:
-            return self.inner.get_delta_channel_history(config=config, channels=channels)
-        with _span("none", self.inner, channels) as current:
-            return drive(self._measured(config, channels, current), self)
+        return drive(self._measured(canonical(config), channels), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        config = canonical(config)
-        if not channels:
-            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        with _span("none", self.inner, channels) as current:
-            return await adrive(self._measured(config, channels, current), self)
+        return await adrive(self._measured(canonical(config), channels), self)
