@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -158,28 +158,6 @@ def _path(checkpoint_ns: str) -> str:
     return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
 
 
-def _heads(
-    config: RunnableConfig | None,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-    active: bool,
-) -> Callable[[CheckpointTuple], bool]:
-    """Whether an item of one listing is its namespace's head: a listing is newest first,
-    so without ``before``, ``filter`` or a checkpoint id it is the first item of each
-    namespace (full mode only: ``active``)."""
-    seen: set[_Namespace] = set()
-
-    def first(tup: CheckpointTuple) -> bool:
-        namespace = _where(tup.config)[1]
-        if namespace in seen:
-            return False
-        seen.add(namespace)
-        return True
-
-    named = Address.from_config(config).checkpoint_id is not None
-    return first if active and not (named or filter or before is not None) else lambda _: False
-
-
 def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
     """The checkpoint (``None`` without an id) and the namespace ``config`` names,
     as this gate remembers them (the thread id canonical: ``Address``)."""
@@ -315,6 +293,23 @@ class GuardedSaver(SaverLayer):
         if is_delta:
             raise mode_mismatch(tup.config, action="read")
         return tup
+
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        """The read gate on each listed item: a listing is newest first, so unless
+        ``narrowed`` or naming a checkpoint, the first item of each namespace is its head."""
+        if not self._full or narrowed or Address.from_config(config).checkpoint_id is not None:
+            return self._admit
+        seen: set[_Namespace] = set()
+
+        def admit(tup: CheckpointTuple) -> CheckpointTuple:
+            namespace = _where(tup.config)[1]
+            head = namespace not in seen
+            seen.add(namespace)
+            return self._admit(tup, head=head)
+
+        return admit
 
     def _graph_reads(self, config: RunnableConfig) -> bool:
         """Whether this process's graph stored delta data at the subgraph path of
@@ -558,19 +553,6 @@ class GuardedSaver(SaverLayer):
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(self.inner.get_tuple(config), head=head)
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        head = _heads(config, filter, before, self._full)
-        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=head(tup))
-
     def put(
         self,
         config: RunnableConfig,
@@ -648,19 +630,6 @@ class GuardedSaver(SaverLayer):
         config = canonical(config)
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(await self.inner.aget_tuple(config), head=head)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        head = _heads(config, filter, before, self._full)
-        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=head(tup))
 
     async def aput(
         self,

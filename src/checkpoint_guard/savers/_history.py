@@ -11,7 +11,7 @@ import builtins
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -56,6 +56,7 @@ from ._requests import (
 __all__ = ["CachedHistorySaver", "MeasuredHistorySaver", "SharedCacheFence"]
 
 T = TypeVar("T")
+_Tuple = TypeVar("_Tuple", bound=CheckpointTuple | None)
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
@@ -416,14 +417,22 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- what passes through -------------------------------------------------------------
 
-    def _learn(self, tup: CheckpointTuple | None) -> None:
+    def _learn(self, tup: _Tuple) -> _Tuple:
+        """``tup``, its parent link learned."""
         if tup is None:
-            return
+            return tup
         thread, ns, cid = Address.from_config(tup.config)
-        if cid is None:
-            return
-        parent = Address.from_config(tup.parent_config).checkpoint_id if tup.parent_config else None
-        self._memory.link(thread, ns, cid, parent)
+        if cid is not None:
+            parent = Address.from_config(tup.parent_config).checkpoint_id  # None for a root
+            self._memory.link(thread, ns, cid, parent)
+        return tup
+
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        # get_state_history materializes each listed checkpoint: knowing their parents
+        # saves a get_tuple per entry
+        return self._learn
 
     def _learn_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
         thread, ns, parent = Address.from_config(config)
@@ -696,44 +705,10 @@ class CachedHistorySaver(SharedCacheFence):
     # -- observed reads and writes ---------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        tup = self.inner.get_tuple(config)
-        self._learn(tup)
-        return tup
+        return self._learn(self.inner.get_tuple(canonical(config)))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        tup = await self.inner.aget_tuple(config)
-        self._learn(tup)
-        return tup
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        # get_state_history materializes each listed checkpoint: knowing their
-        # parents saves a get_tuple per entry
-        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
-            self._learn(tup)
-            yield tup
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            self._learn(tup)
-            yield tup
+        return self._learn(await self.inner.aget_tuple(canonical(config)))
 
     def put(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -230,6 +230,13 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.inner.get_tuple(canonical(config))
 
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        """What each item of one listing (``list``, ``alist``) becomes on its way out
+        through this layer (``narrowed``: a ``filter`` or ``before`` was given)."""
+        return lambda tup: tup
+
     def list(
         self,
         config: RunnableConfig | None,
@@ -239,7 +246,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        yield from self.inner.list(config, filter=filter, before=before, limit=limit)
+        seen = self._listed(config, bool(filter) or before is not None)
+        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
+            yield seen(tup)
 
     def put(
         self,
@@ -285,8 +294,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield item
+        seen = self._listed(config, bool(filter) or before is not None)
+        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield seen(tup)
 
     async def aput(
         self,
