@@ -50,10 +50,9 @@ _ABSENT: Any = object()
 _REMEMBERED_MAX = 10_000
 
 
-_ADDRESS_TYPES = {"thread_id": (str, int), "checkpoint_ns": (str,)}
-_ADDRESS_ACCEPTED = {
-    "thread_id": "a str or an int",
-    "checkpoint_ns": "a str ('' for the root graph, as LangGraph passes it), or no key",
+_ADDRESS_TYPES = {
+    "thread_id": ((str, int), "a str or an int"),
+    "checkpoint_ns": ((str,), "a str ('' for the root graph, as LangGraph passes it), or no key"),
 }
 
 
@@ -63,13 +62,13 @@ def _check_address(config: RunnableConfig) -> None:
     their own way (a ``None`` namespace as ``None``, NULL or ``"None"``; PostgreSQL
     a ``True`` thread id as ``'true'``), so a write onto a delta read would pass."""
     conf = config.get("configurable") or {}
-    for name, kinds in _ADDRESS_TYPES.items():
+    for name, (kinds, accepted) in _ADDRESS_TYPES.items():
         value = conf.get(name, "")
         if type(value) not in kinds:
             raise ConfigError(
                 f"configurable.{name}",
                 value,
-                _ADDRESS_ACCEPTED[name],
+                accepted,
                 detail="a full-mode write must address its target as every saver stores it",
             )
 

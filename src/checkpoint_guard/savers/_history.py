@@ -434,10 +434,6 @@ class CachedHistorySaver(SharedCacheFence):
         # saves a get_tuple per entry
         return self._learn
 
-    def _learn_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        thread, ns, parent = Address.from_config(config)
-        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
-
     # -- the plan (sans-io) ------------------------------------------------------------
 
     def _retry_stuck(self) -> Plan[SharedCacheFence, bool]:
@@ -456,14 +452,20 @@ class CachedHistorySaver(SharedCacheFence):
     def _answered(
         self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[SharedCacheFence, _History]:
-        """The plan of one history request, in its span and counted (``_outcome``)."""
+        """The plan of one history request, in its span, counted by result (see the
+        class docstring)."""
         if not channels:
             return {}
         with _span(self._tier, self.inner, channels) as current:
             started = time.perf_counter()
             query = _Query(canonical(config))
             result = yield from self._plan(query, list(channels))
-            self._outcome(started, result, query, current)
+            outcome = ("error" if query.failed else "miss") if query.whole else "hit"
+            writes = sum(len(entry["writes"]) for entry in result.values())
+            self.cache.count_request(outcome, time.perf_counter() - started, writes)
+            if current is not None:
+                current.set_attribute("checkpoint_guard.result", outcome)
+                current.set_attribute("checkpoint_guard.writes", writes)
             return result
 
     def _plan(self, q: _Query, wanted: list[str]) -> Plan[SharedCacheFence, _History]:
@@ -682,16 +684,6 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- drivers -------------------------------------------------------------------------
 
-    def _outcome(self, started: float, result: _History, query: _Query, current: Any) -> None:
-        """Count one answered request by result (see the class docstring)."""
-        seconds = time.perf_counter() - started
-        outcome = ("error" if query.failed else "miss") if query.whole else "hit"
-        writes = sum(len(entry["writes"]) for entry in result.values())
-        self.cache.count_request(outcome, seconds, writes)
-        if current is not None:
-            current.set_attribute("checkpoint_guard.result", outcome)
-            current.set_attribute("checkpoint_guard.writes", writes)
-
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
@@ -718,7 +710,8 @@ class CachedHistorySaver(SharedCacheFence):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        self._learn_put(config, checkpoint)
+        thread, ns, parent = Address.from_config(config)
+        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     async def aput(
@@ -729,7 +722,8 @@ class CachedHistorySaver(SharedCacheFence):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        self._learn_put(config, checkpoint)
+        thread, ns, parent = Address.from_config(config)
+        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
     # -- writes: fence, write, unfence --------------------------------------------------------
