@@ -85,8 +85,7 @@ class _Facts:
     epoch: Any = None
     # (ns, checkpoint) -> parent id (None for a root), from every tuple and put passing by
     links: dict[tuple[str, str], str | None] = field(default_factory=dict)
-    # ns -> ancestors the last walk read: a turn's steps repeat, so the next walk lists
-    # that many in one query
+    # ns -> ancestors the last walk read (a turn's steps repeat: the next lists as many)
     depth: dict[str, int] = field(default_factory=dict)
     # checkpoints this process put whose history nobody asked for yet
     new: set[tuple[str, str]] = field(default_factory=set)
@@ -165,9 +164,8 @@ class _Memory:
             return False
 
     def stuck(self, *unfences: CacheUnfence) -> None:
-        """Unfences that failed: retried, in order, before this process's next cache
-        call for whichever thread, until one fails (see "A failed unfence" in the
-        docs/design.md): an outage costs one more timeout per call, not one each."""
+        """Unfences that failed: retried in order before this process's next cache call,
+        for whichever thread (see "A failed unfence" in docs/design.md)."""
         with self._lock:
             self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
@@ -518,9 +516,8 @@ class CachedHistorySaver(SharedCacheFence):
         ``_Fallback`` when the inner saver must answer)."""
         began, probed = yield from self._begin(q, channels)
         if not began.known:
-            # A thread the cache has nothing of (a cold worker, after eviction or a
-            # restart): walking ancestors would find no anchor; the inner saver's
-            # own fast path answers at once, and seeds the cache.
+            # Nothing cached of the thread (a cold worker, an eviction, a restart): no
+            # anchor to walk to; the saver's own fast path answers, and seeds the cache.
             return (yield from self._whole(q, channels))
         try:
             walked = yield from self._walk(q, channels, began, probed)
@@ -567,9 +564,8 @@ class CachedHistorySaver(SharedCacheFence):
     def _walk(
         self, q: _Query, channels: list[str], began: Begin, probed: set[str]
     ) -> Plan[SharedCacheFence, tuple[_Path, dict[str, int]] | None]:
-        """Walk up to the nearest ancestors that anchor every channel: the path
-        and, per channel, the depth of its anchor (``None``: longer than
-        ``max_walk``)."""
+        """Walk up to the nearest ancestors that anchor every channel: the path and, per
+        channel, the depth of its anchor (``None``: longer than ``max_walk``)."""
         path: _Path = []
         open_channels = set(channels)
         # A channel closed nearer than the walk's end (another channel's anchor is

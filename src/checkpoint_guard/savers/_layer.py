@@ -67,10 +67,9 @@ def implements(saver_type: type, method: str) -> bool:
 
 
 def provides(saver: object, method: str) -> bool:
-    """Whether the saver *instance* ``saver`` serves ``method``: what attribute lookup
-    on it returns (through its type, an instance attribute, ``__getattribute__`` /
-    ``__getattr__`` delegation) exists and is not ``BaseCheckpointSaver``'s stub, bound
-    or not. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
+    """Whether the saver *instance* serves ``method``: what attribute lookup on it returns
+    (through its type, an instance attribute or delegation) is not ``BaseCheckpointSaver``'s
+    stub. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
     base = getattr(BaseCheckpointSaver, method, None)
     try:
         attr = getattr(saver, method)
@@ -375,11 +374,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         self.forget_threads(thread_ids)
 
     def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        """Before maintenance rewrites the storage of ``thread_ids`` under this layer:
-        state other processes share must stop taking entries from that storage (the
-        cache layer fences and drops each thread), state of this process is
-        forgotten. Raises, with nothing rewritten yet, when that cannot be done.
-        ``writer`` names the rewrite; ``unseal_threads`` gets the same one after."""
+        """Before maintenance rewrites the storage of ``thread_ids`` under this layer: shared
+        state stops taking entries from it (the cache layer fences and drops each thread),
+        this process's is forgotten; raises, nothing rewritten yet, when that cannot be
+        done. ``writer`` names the rewrite (``unseal_threads`` gets the same one)."""
         self.forget_threads(thread_ids)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:

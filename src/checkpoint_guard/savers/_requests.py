@@ -8,9 +8,10 @@ request fails open: it counts the error on the cache (``count_error``) and answe
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
@@ -61,16 +62,26 @@ class _Call(Request[L, T]):
     on: ClassVar[str] = "inner"
     method: ClassVar[str]
     amethod: ClassVar[str]
+    _args: ClassVar[Any]  # the request -> its fields, in order
 
-    def _args(self) -> list[Any]:
-        fields: tuple[str, ...] = self.__slots__  # the dataclass's, in order
-        return [getattr(self, name) for name in fields]
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # read in one call (``dataclass(slots=True)`` makes the class again, its fields
+        # as ``__slots__``; ``attrgetter`` of one name answers the bare value)
+        names: tuple[str, ...] = cls.__dict__.get("__slots__", ())
+        if len(names) == 1:
+            get = operator.attrgetter(names[0])
+            cls._args = staticmethod(lambda request: (get(request),))
+        elif names:
+            cls._args = staticmethod(operator.attrgetter(*names))
 
     def run(self, target: L) -> T:
-        return cast(T, getattr(getattr(target, self.on), self.method)(*self._args()))
+        call = getattr(getattr(target, self.on), self.method)
+        return call(*self._args(self))  # type: ignore[no-any-return]
 
     async def arun(self, target: L) -> T:
-        return cast(T, await getattr(getattr(target, self.on), self.amethod)(*self._args()))
+        call = getattr(getattr(target, self.on), self.amethod)
+        return await call(*self._args(self))  # type: ignore[no-any-return]
 
 
 # -- the inner saver -------------------------------------------------------------------
@@ -150,14 +161,16 @@ class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return _Call.run(self, target)
+            call = getattr(target.cache, self.method)
+            return call(*self._args(self))  # type: ignore[no-any-return]
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return await _Call.arun(self, target)
+            call = getattr(target.cache, self.amethod)
+            return await call(*self._args(self))  # type: ignore[no-any-return]
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
