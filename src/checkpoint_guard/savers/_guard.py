@@ -7,7 +7,6 @@ the rest.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -594,34 +593,16 @@ class GuardedSaver(SaverLayer):
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     def _gate_maintenance(
-        self, action: str, listings: builtins.list[ListTuples]
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
     ) -> Plan[SaverLayer, None]:
-        """Full mode: maintenance that would touch a delta checkpoint of the threads
-        (or runs) listed is refused, with nothing changed."""
-        for listing in listings if self._full else []:
+        """Full mode: maintenance that would touch a delta checkpoint of the threads or
+        runs listed is refused, with nothing changed."""
+        listings = [(ListTuples(thread_config(t)), "maintain") for t in thread_ids]
+        listings += [(ListTuples(None, filter={"run_id": r}), "delete runs of") for r in run_ids]
+        for listing, action in listings if self._full else []:
             for tup in (yield listing):
                 if checkpoint_uses_delta(tup):
                     raise mode_mismatch(tup.config, action=action)
-
-    def _gate_threads(self, thread_ids: Sequence[str]) -> Plan[SaverLayer, None]:
-        listings = [ListTuples(thread_config(thread_id)) for thread_id in thread_ids]
-        return self._gate_maintenance("maintain", listings)
-
-    def _gate_runs(self, run_ids: Sequence[str]) -> Plan[SaverLayer, None]:
-        listings = [ListTuples(None, filter={"run_id": run_id}) for run_id in run_ids]
-        return self._gate_maintenance("delete runs of", listings)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        drive(self._gate_threads(thread_ids), self)
-        super().prune(thread_ids, strategy=strategy)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        drive(self._gate_threads([source_thread_id, target_thread_id]), self)
-        super().copy_thread(source_thread_id, target_thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        drive(self._gate_runs(run_ids), self)
-        super().delete_for_runs(run_ids)
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
@@ -669,15 +650,3 @@ class GuardedSaver(SaverLayer):
         if self._full:
             await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await adrive(self._gate_threads(thread_ids), self)
-        await super().aprune(thread_ids, strategy=strategy)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await adrive(self._gate_threads([source_thread_id, target_thread_id]), self)
-        await super().acopy_thread(source_thread_id, target_thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await adrive(self._gate_runs(run_ids), self)
-        await super().adelete_for_runs(run_ids)

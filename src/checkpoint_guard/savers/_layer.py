@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._address import canonical, canonical_thread_id
+from .._io import Plan, adrive, drive
 
 __all__ = [
     "CAPABILITY_METHODS",
@@ -171,9 +172,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         """A copy of this layer over ``inner.with_allowlist(extra_allowlist)``
         (``self`` when the inner saver returns itself)."""
         new_inner = self.inner.with_allowlist(extra_allowlist)
-        if new_inner is self.inner:
-            return self
-        return self._rebuild(new_inner)
+        return self if new_inner is self.inner else self._rebuild(new_inner)
 
     def _rebuild(self, new_inner: BaseCheckpointSaver[Any]) -> Self:
         """A shallow copy of this layer over ``new_inner``, sharing its other state."""
@@ -338,28 +337,41 @@ class SaverLayer(BaseCheckpointSaver[Any]):
 
         return functools.partial(getattr(_ops, _OPS.get(method, method)), self.inner)
 
+    def _gate_maintenance(
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
+    ) -> Plan[SaverLayer, None]:
+        """A plan refusing maintenance of ``thread_ids`` (or ``run_ids``) before anything
+        changes (the gate's hook: nothing here)."""
+        yield from ()
+
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
+        drive(self._gate_maintenance(thread_ids), self)
         self._maintenance("prune")(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
+        await adrive(self._gate_maintenance(thread_ids), self)
         await self._maintenance("aprune")(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
+        drive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
         self._maintenance("copy_thread")(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
+        await adrive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
         await self._maintenance("acopy_thread")(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
+        drive(self._gate_maintenance(run_ids=run_ids), self)
         self._maintenance("delete_for_runs")(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
+        await adrive(self._gate_maintenance(run_ids=run_ids), self)
         await self._maintenance("adelete_for_runs")(run_ids)
 
     # -- state derived from storage that maintenance rewrote ---------------------------
