@@ -332,7 +332,8 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         saver's own (over a layer, the call goes down to that layer)."""
         if not _maintained(self.inner, method):
             return getattr(self.inner, method)
-        # Imported at call time: the one edge that points up (see test_architecture.py).
+        # Imported at call time, as ``stores`` in ``_maintained``: the edges that point up
+        # (see test_architecture.py).
         from ..maintenance import _ops
 
         return functools.partial(getattr(_ops, _OPS.get(method, method)), self.inner)
