@@ -1,13 +1,6 @@
-"""Saver layers: the stack between a graph and the inner LangGraph saver.
-
-``GuardedSaver -> [CachedHistorySaver] -> inner saver``. Every layer is a
-``SaverLayer`` (``_layer.py``) and adds one concern (``_guard.py``: marker and
-gate; ``_history.py``: the history cache, and in full mode a shared cache fenced
-around maintenance only); ``_stack.py`` assembles the layers (``wrap``); the inner
-saver a config names is opened by ``checkpoint_guard.stores``. Imports go down
-only (to ``cache`` and the package's base modules), never up to ``state`` or
-``maintenance``; ``checkpoint_guard/_open.py`` opens a configured stack.
-"""
+"""Saver layers: ``GuardedSaver -> [CachedHistorySaver] -> inner saver``, each a
+``SaverLayer`` adding one concern (docs/design.md, "The layers"); ``_stack.py``
+assembles them."""
 
 from __future__ import annotations
 

@@ -1,18 +1,14 @@
-"""``GuardedSaver``: the mode marker and the fail-closed compatibility gate.
-
-Delta mode marks every root checkpoint it stores (a subgraph's by LangGraph's evidence in
-it); full mode refuses every read that would hand out a delta checkpoint and every write
-it cannot prove complete, decided in memory from the write's arguments and what this
-process read (no storage read). docs/gate.md states the rules, the argument and what is
-not guaranteed; docs/design.md ("The layers") the rest.
+"""``GuardedSaver``: the mode marker (delta mode) and the fail-closed compatibility gate
+(full mode), decided in memory from the write's arguments and what this process read.
+docs/gate.md states the rules and what is not guaranteed; docs/design.md ("The layers")
+the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -53,10 +49,9 @@ _ABSENT: Any = object()
 _REMEMBERED_MAX = 10_000
 
 
-_ADDRESS_TYPES = {"thread_id": (str, int), "checkpoint_ns": (str,)}
-_ADDRESS_ACCEPTED = {
-    "thread_id": "a str or an int",
-    "checkpoint_ns": "a str ('' for the root graph, as LangGraph passes it), or no key",
+_ADDRESS_TYPES = {
+    "thread_id": ((str, int), "a str or an int"),
+    "checkpoint_ns": ((str,), "a str ('' for the root graph, as LangGraph passes it), or no key"),
 }
 
 
@@ -66,13 +61,13 @@ def _check_address(config: RunnableConfig) -> None:
     their own way (a ``None`` namespace as ``None``, NULL or ``"None"``; PostgreSQL
     a ``True`` thread id as ``'true'``), so a write onto a delta read would pass."""
     conf = config.get("configurable") or {}
-    for name, kinds in _ADDRESS_TYPES.items():
+    for name, (kinds, accepted) in _ADDRESS_TYPES.items():
         value = conf.get(name, "")
         if type(value) not in kinds:
             raise ConfigError(
                 f"configurable.{name}",
                 value,
-                _ADDRESS_ACCEPTED[name],
+                accepted,
                 detail="a full-mode write must address its target as every saver stores it",
             )
 
@@ -159,35 +154,6 @@ def _path(checkpoint_ns: str) -> str:
     """A namespace's place in the graph: its node names without task ids
     (``"tools:7|model:9"`` -> ``"tools|model"``)."""
     return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
-
-
-class _Heads:
-    """Which items of one listing are their namespace's head: a listing is newest
-    first, so without ``before``, ``filter`` or a checkpoint id it is the first item
-    of each namespace (full mode only: ``active``)."""
-
-    __slots__ = ("_seen", "active")
-
-    def __init__(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        active: bool,
-    ) -> None:
-        named = Address.from_config(config).checkpoint_id is not None
-        self.active = active and not (named or filter or before is not None)
-        self._seen: set[_Namespace] = set()
-
-    def first(self, tup: CheckpointTuple) -> bool:
-        """Whether ``tup`` is the first item of its namespace in this listing."""
-        if not self.active:
-            return False
-        _, namespace = _where(tup.config)
-        if namespace in self._seen:
-            return False
-        self._seen.add(namespace)
-        return True
 
 
 def _where(config: RunnableConfig | None) -> tuple[_Key | None, _Namespace]:
@@ -326,6 +292,23 @@ class GuardedSaver(SaverLayer):
             raise mode_mismatch(tup.config, action="read")
         return tup
 
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        """The read gate on each listed item: a listing is newest first, so unless
+        ``narrowed`` or naming a checkpoint, the first item of each namespace is its head."""
+        if not self._full or narrowed or Address.from_config(config).checkpoint_id is not None:
+            return self._admit
+        seen: set[_Namespace] = set()
+
+        def admit(tup: CheckpointTuple) -> CheckpointTuple:
+            namespace = _where(tup.config)[1]
+            head = namespace not in seen
+            seen.add(namespace)
+            return self._admit(tup, head=head)
+
+        return admit
+
     def _graph_reads(self, config: RunnableConfig) -> bool:
         """Whether this process's graph stored delta data at the subgraph path of
         ``config``'s namespace (so it declares DeltaChannel there and reads it)."""
@@ -401,9 +384,7 @@ class GuardedSaver(SaverLayer):
                 "step's checkpoint was refused (its 'messages' channel holds a plain value, "
                 "so the graph was compiled without the delta schema); nothing was stored"
             )
-        thread_id, ns, checkpoint_id = key
-        address = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-        return mode_mismatch({"configurable": address}, action=action)
+        return mode_mismatch(Address(*key).config(), action=action)
 
     def _mark(
         self, checkpoint: Checkpoint, metadata: CheckpointMetadata, config: RunnableConfig
@@ -570,19 +551,6 @@ class GuardedSaver(SaverLayer):
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(self.inner.get_tuple(config), head=head)
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        heads = _Heads(config, filter, before, self._full)
-        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=heads.first(tup))
-
     def put(
         self,
         config: RunnableConfig,
@@ -625,34 +593,16 @@ class GuardedSaver(SaverLayer):
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     def _gate_maintenance(
-        self, action: str, listings: builtins.list[ListTuples]
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
     ) -> Plan[SaverLayer, None]:
-        """Full mode: maintenance that would touch a delta checkpoint of the threads
-        (or runs) listed is refused, with nothing changed."""
-        for listing in listings if self._full else []:
+        """Full mode: maintenance that would touch a delta checkpoint of the threads or
+        runs listed is refused, with nothing changed."""
+        listings = [(ListTuples(thread_config(t)), "maintain") for t in thread_ids]
+        listings += [(ListTuples(None, filter={"run_id": r}), "delete runs of") for r in run_ids]
+        for listing, action in listings if self._full else []:
             for tup in (yield listing):
                 if checkpoint_uses_delta(tup):
                     raise mode_mismatch(tup.config, action=action)
-
-    def _gate_threads(self, thread_ids: Sequence[str]) -> Plan[SaverLayer, None]:
-        listings = [ListTuples(thread_config(thread_id)) for thread_id in thread_ids]
-        return self._gate_maintenance("maintain", listings)
-
-    def _gate_runs(self, run_ids: Sequence[str]) -> Plan[SaverLayer, None]:
-        listings = [ListTuples(None, filter={"run_id": run_id}) for run_id in run_ids]
-        return self._gate_maintenance("delete runs of", listings)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        drive(self._gate_threads(thread_ids), self)
-        super().prune(thread_ids, strategy=strategy)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        drive(self._gate_threads([source_thread_id, target_thread_id]), self)
-        super().copy_thread(source_thread_id, target_thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        drive(self._gate_runs(run_ids), self)
-        super().delete_for_runs(run_ids)
 
     # -- async (mirrors the sync block) -------------------------------------------------
 
@@ -660,19 +610,6 @@ class GuardedSaver(SaverLayer):
         config = canonical(config)
         head = Address.from_config(config).checkpoint_id is None
         return self._admit(await self.inner.aget_tuple(config), head=head)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        heads = _Heads(config, filter, before, self._full)
-        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield self._admit(tup, head=heads.first(tup))
 
     async def aput(
         self,
@@ -713,15 +650,3 @@ class GuardedSaver(SaverLayer):
         if self._full:
             await self.aget_tuple(config)
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await adrive(self._gate_threads(thread_ids), self)
-        await super().aprune(thread_ids, strategy=strategy)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await adrive(self._gate_threads([source_thread_id, target_thread_id]), self)
-        await super().acopy_thread(source_thread_id, target_thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await adrive(self._gate_runs(run_ids), self)
-        await super().adelete_for_runs(run_ids)

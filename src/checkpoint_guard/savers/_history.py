@@ -1,9 +1,6 @@
-"""``CachedHistorySaver``: answers ``get_delta_channel_history`` from a history cache.
-
-On a miss it extends the nearest cached ancestor by the ancestors it lacks instead of
-re-reading the chain, with exactly the base walk's rule, as one plan of typed requests
-(``_requests.py``) the sync and async methods drive. A cache failure on a read costs
-speed only. The invalidation protocol (generations, fences, epochs) is in
+"""The history cache layers: ``CachedHistorySaver`` (reads through the cache, one plan of
+``_requests.py`` requests for both sides), ``SharedCacheFence`` (the maintenance bracket
+alone) and ``MeasuredHistorySaver`` (no cache, requests counted). The protocol is in
 docs/concepts.md ("The history cache") and docs/design.md ("The layers").
 """
 
@@ -14,8 +11,9 @@ import builtins
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from cachetools import LRUCache
@@ -58,6 +56,7 @@ from ._requests import (
 __all__ = ["CachedHistorySaver", "MeasuredHistorySaver", "SharedCacheFence"]
 
 T = TypeVar("T")
+_Tuple = TypeVar("_Tuple", bound=CheckpointTuple | None)
 
 _THREADS_MAX = 10_000
 _LINKS_PER_THREAD = 4_096
@@ -79,21 +78,17 @@ class _Absent(Exception):
     """Raised inside the plan: a checkpoint of the walk is not stored."""
 
 
+@dataclass(slots=True)
 class _Facts:
-    """What this process learned about one thread, valid within one cache epoch."""
+    """What this process learned about one thread, valid within one cache ``epoch``."""
 
-    __slots__ = ("depth", "epoch", "links", "new")
-
-    def __init__(self) -> None:
-        self.epoch: Any = None  # the cache epoch the links were checked against
-        # (ns, checkpoint) -> parent id (None for a root), learned from every tuple
-        # and put that passes through
-        self.links: dict[tuple[str, str], str | None] = {}
-        # ns -> how many ancestors the last walk read: a turn's steps repeat, so the
-        # next walk asks for that many in one list() query
-        self.depth: dict[str, int] = {}
-        # checkpoints put by this process whose history nobody asked for yet
-        self.new: set[tuple[str, str]] = set()
+    epoch: Any = None
+    # (ns, checkpoint) -> parent id (None for a root), from every tuple and put passing by
+    links: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # ns -> ancestors the last walk read (a turn's steps repeat: the next lists as many)
+    depth: dict[str, int] = field(default_factory=dict)
+    # checkpoints this process put whose history nobody asked for yet
+    new: set[tuple[str, str]] = field(default_factory=set)
 
 
 class _Memory:
@@ -165,14 +160,12 @@ class _Memory:
             facts = self._facts(thread)
             if facts.epoch == epoch:
                 return True
-            fresh_facts = self._threads[thread] = _Facts()
-            fresh_facts.epoch = epoch
+            self._threads[thread] = _Facts(epoch)
             return False
 
     def stuck(self, *unfences: CacheUnfence) -> None:
-        """Unfences that failed: retried, in order, before this process's next cache
-        call for whichever thread, until one fails (see "A failed unfence" in the
-        docs/design.md): an outage costs one more timeout per call, not one each."""
+        """Unfences that failed: retried in order before this process's next cache call,
+        for whichever thread (see "A failed unfence" in docs/design.md)."""
         with self._lock:
             self._stuck.extend(unfences[: max(_THREADS_MAX - len(self._stuck), 0)])
 
@@ -214,19 +207,12 @@ def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
 
 class SharedCacheFence(SaverLayer):
     """A layer holding a history cache and the maintenance bracket around it: every
-    rewrite of a thread's storage through this layer (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``delete_thread``, ``a*``, and maintenance run on the stack
-    through the ``seal_threads`` hooks) fences and drops the thread in the cache
-    before, and drops and unfences it after, refusing with storage unchanged when
-    the cache cannot be reached. Reads, ``put``, ``put_writes`` and delta history
-    pass through untouched.
-
-    ``CachedHistorySaver`` adds the reads. On its own it is a full-mode process's
-    hold on a shared (Redis) cache: such a process never reads delta history, so it
-    has no cache layer, but delta workers of the same database keep their entries
-    in that cache, and maintenance run by this process rewrites the storage those
-    entries were computed from; a full-mode turn makes the raw saver's calls and
-    no cache call.
+    rewrite of a thread's storage through it (``prune``, ``copy_thread``,
+    ``delete_for_runs``, ``delete_thread``, their twins, and maintenance on the stack
+    through the ``seal_threads`` hooks) fences and drops the thread before, and drops
+    and unfences it after, refusing with storage unchanged when the cache cannot be
+    reached. All else passes through untouched: on its own, it is a full-mode process's
+    hold on a shared cache whose entries delta workers of the same database keep.
     """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
@@ -405,20 +391,14 @@ class _Query:
 class CachedHistorySaver(SharedCacheFence):
     """Read-through cache of ``get_delta_channel_history`` over ``inner``.
 
-    ``cache`` is a ``HistoryCache`` (``MemoryHistoryCache`` or
-    ``RedisHistoryCache``). Results equal the ``BaseCheckpointSaver`` walk over the
-    stored data, in every process sharing the cache, under the invalidation
-    protocol (docs/concepts.md); a config without a checkpoint id is resolved to one
-    before any key is built. A ``put_writes`` that may change
-    cached histories and cannot invalidate them raises ``CacheInvalidationError``
-    with nothing written; maintenance operations likewise refuse before touching
-    storage.
-
-    Each answered request is counted once, by result, on the cache's ``stats()``
-    and the ``checkpoint_guard.history.*`` instruments (``count_request``): ``hit``
-    when the cache answered (after extending it by the ancestors it lacked),
-    ``miss`` when the saver's own history read did, ``error`` when a cache failure
-    made it; with a span per request when an SDK tracer is configured.
+    Results equal the ``BaseCheckpointSaver`` walk over the stored data, in every
+    process sharing ``cache``, under the invalidation protocol (docs/concepts.md). A
+    ``put_writes`` that may change cached histories and cannot invalidate them raises
+    ``CacheInvalidationError`` with nothing written; maintenance refuses likewise,
+    before touching storage. Each request is counted once on the cache's ``stats()``
+    and the ``checkpoint_guard.history.*`` instruments: ``hit`` (the cache answered,
+    extended by the ancestors it lacked), ``miss`` (the saver's own read) or ``error``
+    (a cache failure made it one); with a span when an SDK tracer is configured.
     """
 
     def __init__(
@@ -435,18 +415,22 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- what passes through -------------------------------------------------------------
 
-    def _learn(self, tup: CheckpointTuple | None) -> None:
+    def _learn(self, tup: _Tuple) -> _Tuple:
+        """``tup``, its parent link learned."""
         if tup is None:
-            return
+            return tup
         thread, ns, cid = Address.from_config(tup.config)
-        if cid is None:
-            return
-        parent = Address.from_config(tup.parent_config).checkpoint_id if tup.parent_config else None
-        self._memory.link(thread, ns, cid, parent)
+        if cid is not None:
+            parent = Address.from_config(tup.parent_config).checkpoint_id  # None for a root
+            self._memory.link(thread, ns, cid, parent)
+        return tup
 
-    def _learn_put(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        thread, ns, parent = Address.from_config(config)
-        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        # get_state_history materializes each listed checkpoint: knowing their parents
+        # saves a get_tuple per entry
+        return self._learn
 
     # -- the plan (sans-io) ------------------------------------------------------------
 
@@ -464,14 +448,23 @@ class CachedHistorySaver(SharedCacheFence):
             self._memory.stuck(*stuck[done:])
 
     def _answered(
-        self, config: RunnableConfig, channels: Sequence[str], current: Any
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[SharedCacheFence, _History]:
-        """The plan of one history request, counted (see ``_outcome``)."""
-        started = time.perf_counter()
-        query = _Query(canonical(config))
-        result = yield from self._plan(query, list(channels))
-        self._outcome(started, result, query, current)
-        return result
+        """The plan of one history request, in its span, counted by result (see the
+        class docstring)."""
+        if not channels:
+            return {}
+        with _span(self._tier, self.inner, channels) as current:
+            started = time.perf_counter()
+            query = _Query(canonical(config))
+            result = yield from self._plan(query, list(channels))
+            outcome = ("error" if query.failed else "miss") if query.whole else "hit"
+            writes = sum(len(entry["writes"]) for entry in result.values())
+            self.cache.count_request(outcome, time.perf_counter() - started, writes)
+            if current is not None:
+                current.set_attribute("checkpoint_guard.result", outcome)
+                current.set_attribute("checkpoint_guard.writes", writes)
+            return result
 
     def _plan(self, q: _Query, wanted: list[str]) -> Plan[SharedCacheFence, _History]:
         q.failed = not (yield from self._retry_stuck())
@@ -523,9 +516,8 @@ class CachedHistorySaver(SharedCacheFence):
         ``_Fallback`` when the inner saver must answer)."""
         began, probed = yield from self._begin(q, channels)
         if not began.known:
-            # A thread the cache has nothing of (a cold worker, after eviction or a
-            # restart): walking ancestors would find no anchor; the inner saver's
-            # own fast path answers at once, and seeds the cache.
+            # Nothing cached of the thread (a cold worker, an eviction, a restart): no
+            # anchor to walk to; the saver's own fast path answers, and seeds the cache.
             return (yield from self._whole(q, channels))
         try:
             walked = yield from self._walk(q, channels, began, probed)
@@ -572,9 +564,8 @@ class CachedHistorySaver(SharedCacheFence):
     def _walk(
         self, q: _Query, channels: list[str], began: Begin, probed: set[str]
     ) -> Plan[SharedCacheFence, tuple[_Path, dict[str, int]] | None]:
-        """Walk up to the nearest ancestors that anchor every channel: the path
-        and, per channel, the depth of its anchor (``None``: longer than
-        ``max_walk``)."""
+        """Walk up to the nearest ancestors that anchor every channel: the path and, per
+        channel, the depth of its anchor (``None``: longer than ``max_walk``)."""
         path: _Path = []
         open_channels = set(channels)
         # A channel closed nearer than the walk's end (another channel's anchor is
@@ -689,73 +680,23 @@ class CachedHistorySaver(SharedCacheFence):
 
     # -- drivers -------------------------------------------------------------------------
 
-    def _outcome(self, started: float, result: _History, query: _Query, current: Any) -> None:
-        """Count one answered request by result (see the class docstring)."""
-        seconds = time.perf_counter() - started
-        outcome = ("error" if query.failed else "miss") if query.whole else "hit"
-        writes = sum(len(entry["writes"]) for entry in result.values())
-        self.cache.count_request(outcome, seconds, writes)
-        if current is not None:
-            current.set_attribute("checkpoint_guard.result", outcome)
-            current.set_attribute("checkpoint_guard.writes", writes)
-
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        if not channels:
-            return {}
-        with _span(self._tier, self.inner, channels) as current:
-            return drive(self._answered(config, channels, current), self)
+        return drive(self._answered(config, channels), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        if not channels:
-            return {}
-        with _span(self._tier, self.inner, channels) as current:
-            return await adrive(self._answered(config, channels, current), self)
+        return await adrive(self._answered(config, channels), self)
 
     # -- observed reads and writes ---------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        tup = self.inner.get_tuple(config)
-        self._learn(tup)
-        return tup
+        return self._learn(self.inner.get_tuple(canonical(config)))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        config = canonical(config)
-        tup = await self.inner.aget_tuple(config)
-        self._learn(tup)
-        return tup
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        # get_state_history materializes each listed checkpoint: knowing their
-        # parents saves a get_tuple per entry
-        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
-            self._learn(tup)
-            yield tup
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        config, before = canonical(config), canonical(before)
-        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            self._learn(tup)
-            yield tup
+        return self._learn(await self.inner.aget_tuple(canonical(config)))
 
     def put(
         self,
@@ -765,7 +706,8 @@ class CachedHistorySaver(SharedCacheFence):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        self._learn_put(config, checkpoint)
+        thread, ns, parent = Address.from_config(config)
+        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     async def aput(
@@ -776,7 +718,8 @@ class CachedHistorySaver(SharedCacheFence):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         config = canonical(config)
-        self._learn_put(config, checkpoint)
+        thread, ns, parent = Address.from_config(config)
+        self._memory.link(thread, ns, checkpoint["id"], parent, new=True)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
     # -- writes: fence, write, unfence --------------------------------------------------------
@@ -818,6 +761,9 @@ class CachedHistorySaver(SharedCacheFence):
         self._memory.stuck(unfence)
 
     def _fenced_write(self, write: PutWrites) -> Plan[SharedCacheFence, None]:
+        if not _touches_history(write.writes):
+            yield write
+            return
         thread, ns, cid = Address.from_config(write.config)
         writer = uuid.uuid4().hex
         unfence = CacheUnfence(thread, ns, cid or "", writer)
@@ -842,11 +788,8 @@ class CachedHistorySaver(SharedCacheFence):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        if not _touches_history(writes):
-            self.inner.put_writes(config, writes, task_id, task_path)
-            return
-        drive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
+        write = PutWrites(canonical(config), writes, task_id, task_path)
+        drive(self._fenced_write(write), self)
 
     async def aput_writes(
         self,
@@ -855,47 +798,38 @@ class CachedHistorySaver(SharedCacheFence):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        config = canonical(config)
-        if not _touches_history(writes):
-            await self.inner.aput_writes(config, writes, task_id, task_path)
-            return
-        await adrive(self._fenced_write(PutWrites(config, writes, task_id, task_path)), self)
+        write = PutWrites(canonical(config), writes, task_id, task_path)
+        await adrive(self._fenced_write(write), self)
 
 
 class MeasuredHistorySaver(SaverLayer):
-    """Delta mode without a history cache: ``get_delta_channel_history`` is the
-    inner saver's, unchanged, and each request is recorded on the telemetry
-    instruments as ``cache="none"``, ``result="miss"`` (the saver's own read),
-    with a span when an SDK tracer is configured. ``wrap`` puts it where the
-    cache layer would be; it holds no state."""
+    """Delta mode without a history cache: the inner saver's
+    ``get_delta_channel_history``, each request recorded as ``cache="none"``,
+    ``result="miss"`` (with a span when an SDK tracer is configured). Stateless."""
 
-    @staticmethod
     def _measured(
-        config: RunnableConfig, channels: Sequence[str], current: Any
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Plan[SaverLayer, _History]:
-        started = time.perf_counter()
-        result: _History = yield InnerHistory(config, channels)
-        writes = sum(len(entry["writes"]) for entry in result.values())
-        _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
-        if current is not None:
-            current.set_attribute("checkpoint_guard.result", "miss")
-            current.set_attribute("checkpoint_guard.writes", writes)
-        return result
+        result: _History
+        if not channels:
+            result = yield InnerHistory(config, channels)
+            return result
+        with _span("none", self.inner, channels) as current:
+            started = time.perf_counter()
+            result = yield InnerHistory(config, channels)
+            writes = sum(len(entry["writes"]) for entry in result.values())
+            _telemetry.history_request("none", "miss", time.perf_counter() - started, writes)
+            if current is not None:
+                current.set_attribute("checkpoint_guard.result", "miss")
+                current.set_attribute("checkpoint_guard.writes", writes)
+            return result
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        config = canonical(config)
-        if not channels:
-            return self.inner.get_delta_channel_history(config=config, channels=channels)
-        with _span("none", self.inner, channels) as current:
-            return drive(self._measured(config, channels, current), self)
+        return drive(self._measured(canonical(config), channels), self)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> _History:
-        config = canonical(config)
-        if not channels:
-            return await self.inner.aget_delta_channel_history(config=config, channels=channels)
-        with _span("none", self.inner, channels) as current:
-            return await adrive(self._measured(config, channels, current), self)
+        return await adrive(self._measured(canonical(config), channels), self)

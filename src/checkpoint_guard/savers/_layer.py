@@ -1,15 +1,11 @@
-"""``SaverLayer``: the one base class every checkpoint-guard layer builds on.
-
-A layer delegates the whole ``BaseCheckpointSaver`` contract to ``inner`` and overrides
-only what it changes; ``SaverLayer.__new__`` resets each capability method the layer
-cannot serve to the base original, so capability detection sees the truth. The rule,
-and why delegation is complete, are in docs/design.md ("The layers").
-"""
+"""``SaverLayer``: the base class every layer builds on (delegation and capabilities:
+docs/design.md, "The layers")."""
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -25,6 +21,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._address import canonical, canonical_thread_id
+from .._io import Plan, adrive, drive
 
 __all__ = [
     "CAPABILITY_METHODS",
@@ -58,6 +55,8 @@ CAPABILITY_METHODS: tuple[str, ...] = (
     "adelete_thread",
     *OPTIONAL_METHODS,
 )
+# The ``maintenance._ops`` function serving each optional method, where not its namesake
+_OPS = {"prune": "prune_present", "aprune": "aprune_present"}
 
 
 def implements(saver_type: type, method: str) -> bool:
@@ -69,10 +68,9 @@ def implements(saver_type: type, method: str) -> bool:
 
 
 def provides(saver: object, method: str) -> bool:
-    """Whether the saver *instance* ``saver`` serves ``method``: what attribute lookup
-    on it returns (through its type, an instance attribute, ``__getattribute__`` /
-    ``__getattr__`` delegation) exists and is not ``BaseCheckpointSaver``'s stub, bound
-    or not. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
+    """Whether the saver *instance* serves ``method``: what attribute lookup on it returns
+    (through its type, an instance attribute or delegation) is not ``BaseCheckpointSaver``'s
+    stub. Unlike ``implements(type(saver), method)``, it sees per-instance forwarding."""
     base = getattr(BaseCheckpointSaver, method, None)
     try:
         attr = getattr(saver, method)
@@ -86,7 +84,6 @@ def _maintained(inner: BaseCheckpointSaver[Any], method: str) -> bool:
     over the raw saver ``inner`` (over a layer, the call goes down to that layer)."""
     if method not in OPTIONAL_METHODS or isinstance(inner, SaverLayer):
         return False
-    # Imported at call time: the one edge that points up (see test_architecture.py).
     from ..stores import supported
 
     sync, async_ = supported(type(inner))
@@ -175,9 +172,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         """A copy of this layer over ``inner.with_allowlist(extra_allowlist)``
         (``self`` when the inner saver returns itself)."""
         new_inner = self.inner.with_allowlist(extra_allowlist)
-        if new_inner is self.inner:
-            return self
-        return self._rebuild(new_inner)
+        return self if new_inner is self.inner else self._rebuild(new_inner)
 
     def _rebuild(self, new_inner: BaseCheckpointSaver[Any]) -> Self:
         """A shallow copy of this layer over ``new_inner``, sharing its other state."""
@@ -233,6 +228,13 @@ class SaverLayer(BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.inner.get_tuple(canonical(config))
 
+    def _listed(
+        self, config: RunnableConfig | None, narrowed: bool
+    ) -> Callable[[CheckpointTuple], CheckpointTuple]:
+        """What each item of one listing (``list``, ``alist``) becomes on its way out
+        through this layer (``narrowed``: a ``filter`` or ``before`` was given)."""
+        return lambda tup: tup
+
     def list(
         self,
         config: RunnableConfig | None,
@@ -242,7 +244,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        yield from self.inner.list(config, filter=filter, before=before, limit=limit)
+        seen = self._listed(config, bool(filter) or before is not None)
+        for tup in self.inner.list(config, filter=filter, before=before, limit=limit):
+            yield seen(tup)
 
     def put(
         self,
@@ -288,8 +292,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         config, before = canonical(config), canonical(before)
-        async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
-            yield item
+        seen = self._listed(config, bool(filter) or before is not None)
+        async for tup in self.inner.alist(config, filter=filter, before=before, limit=limit):
+            yield seen(tup)
 
     async def aput(
         self,
@@ -319,61 +324,56 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
 
     # -- optional maintenance: delta-safe over a raw saver ``maintenance`` supports
-    # (upstream lacks them or refuses delta threads), else the call goes down unchanged
+    # (upstream lacks them or refuses delta threads)
+
+    def _maintenance(self, method: str) -> Any:
+        """What serves the optional ``method``: this package's delta-safe maintenance
+        over the raw inner saver where it serves it (``_maintained``), else the inner
+        saver's own (over a layer, the call goes down to that layer)."""
+        if not _maintained(self.inner, method):
+            return getattr(self.inner, method)
+        # Imported at call time, as ``stores`` in ``_maintained``: the edges that point up
+        # (see test_architecture.py).
+        from ..maintenance import _ops
+
+        return functools.partial(getattr(_ops, _OPS.get(method, method)), self.inner)
+
+    def _gate_maintenance(
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
+    ) -> Plan[SaverLayer, None]:
+        """A plan refusing maintenance of ``thread_ids`` (or ``run_ids``) before anything
+        changes (the gate's hook: nothing here)."""
+        yield from ()
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
-        if _maintained(self.inner, "prune"):
-            from ..maintenance import _ops
-
-            _ops.prune_present(self.inner, thread_ids, strategy)
-        else:
-            self.inner.prune(thread_ids, strategy=strategy)
+        drive(self._gate_maintenance(thread_ids), self)
+        self._maintenance("prune")(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
-        if _maintained(self.inner, "aprune"):
-            from ..maintenance import _ops
-
-            await _ops.aprune_present(self.inner, thread_ids, strategy)
-        else:
-            await self.inner.aprune(thread_ids, strategy=strategy)
+        await adrive(self._gate_maintenance(thread_ids), self)
+        await self._maintenance("aprune")(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
-        if _maintained(self.inner, "copy_thread"):
-            from ..maintenance import _ops
-
-            _ops.copy_thread(self.inner, source_thread_id, target_thread_id)
-        else:
-            self.inner.copy_thread(source_thread_id, target_thread_id)
+        drive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
+        self._maintenance("copy_thread")(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        if _maintained(self.inner, "acopy_thread"):
-            from ..maintenance import _ops
-
-            await _ops.acopy_thread(self.inner, source_thread_id, target_thread_id)
-        else:
-            await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        await adrive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
+        await self._maintenance("acopy_thread")(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
-        if _maintained(self.inner, "delete_for_runs"):
-            from ..maintenance import _ops
-
-            _ops.delete_for_runs(self.inner, run_ids)
-        else:
-            self.inner.delete_for_runs(run_ids)
+        drive(self._gate_maintenance(run_ids=run_ids), self)
+        self._maintenance("delete_for_runs")(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        if _maintained(self.inner, "adelete_for_runs"):
-            from ..maintenance import _ops
-
-            await _ops.adelete_for_runs(self.inner, run_ids)
-        else:
-            await self.inner.adelete_for_runs(run_ids)
+        await adrive(self._gate_maintenance(run_ids=run_ids), self)
+        await self._maintenance("adelete_for_runs")(run_ids)
 
     # -- state derived from storage that maintenance rewrote ---------------------------
 
@@ -387,11 +387,10 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         self.forget_threads(thread_ids)
 
     def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        """Before maintenance rewrites the storage of ``thread_ids`` under this layer:
-        state other processes share must stop taking entries from that storage (the
-        cache layer fences and drops each thread), state of this process is
-        forgotten. Raises, with nothing rewritten yet, when that cannot be done.
-        ``writer`` names the rewrite; ``unseal_threads`` gets the same one after."""
+        """Before maintenance rewrites the storage of ``thread_ids`` under this layer: shared
+        state stops taking entries from it (the cache layer fences and drops each thread),
+        this process's is forgotten; raises, nothing rewritten yet, when that cannot be
+        done. ``writer`` names the rewrite (``unseal_threads`` gets the same one)."""
         self.forget_threads(thread_ids)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:

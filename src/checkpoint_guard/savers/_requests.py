@@ -1,15 +1,14 @@
-"""The I/O requests the layers' plans yield (``checkpoint_guard._io``).
-
-Saver requests run against a layer's inner saver; cache requests against the history
-cache of a layer that holds one. ``CacheFence`` and ``CacheDrop`` raise the cache's
-error into the plan (a maintenance bracket or a write refuses on it); every other
-cache request fails open: its ``run`` / ``arun`` counts the error on the cache
-(``count_error``) and answers ``FAILED``, and the plan answers from the saver.
+"""The I/O requests the layers' plans yield (``checkpoint_guard._io``), against a layer's
+inner saver or its history cache. ``CacheFence`` and ``CacheDrop`` raise the cache's
+error into the plan (a maintenance bracket or a write refuses on it); every other cache
+request fails open: it counts the error on the cache (``count_error``) and answers
+``FAILED``, and the plan answers from the saver.
 """
 
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -19,7 +18,6 @@ from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
 
 from .._io import Request
 from ..cache._base import Begin, Step, Token
-from ..cache._protocol import HistoryCache
 
 if TYPE_CHECKING:
     from ._history import SharedCacheFence
@@ -44,6 +42,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+L = TypeVar("L", bound="SaverLayer", contravariant=True)
 
 
 class Failed(enum.Enum):
@@ -54,18 +53,44 @@ class Failed(enum.Enum):
 
 FAILED: Literal[Failed.FAILED] = Failed.FAILED
 
+
+class _Call(Request[L, T]):
+    """``method`` (``amethod`` on the async side) of the layer's ``on`` (its ``inner``
+    saver or its ``cache``), passed the request's fields in order."""
+
+    __slots__ = ()
+    on: ClassVar[str] = "inner"
+    method: ClassVar[str]
+    amethod: ClassVar[str]
+    _args: ClassVar[Any]  # the request -> its fields, in order
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # read in one call (``dataclass(slots=True)`` makes the class again, its fields
+        # as ``__slots__``; ``attrgetter`` of one name answers the bare value)
+        names: tuple[str, ...] = cls.__dict__.get("__slots__", ())
+        if len(names) == 1:
+            get = operator.attrgetter(names[0])
+            cls._args = staticmethod(lambda request: (get(request),))
+        elif names:
+            cls._args = staticmethod(operator.attrgetter(*names))
+
+    def run(self, target: L) -> T:
+        call = getattr(getattr(target, self.on), self.method)
+        return call(*self._args(self))  # type: ignore[no-any-return]
+
+    async def arun(self, target: L) -> T:
+        call = getattr(getattr(target, self.on), self.amethod)
+        return await call(*self._args(self))  # type: ignore[no-any-return]
+
+
 # -- the inner saver -------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class GetTuple(Request["SaverLayer", CheckpointTuple | None]):
+class GetTuple(_Call["SaverLayer", CheckpointTuple | None]):
+    method, amethod = "get_tuple", "aget_tuple"
     config: RunnableConfig
-
-    def run(self, target: SaverLayer) -> CheckpointTuple | None:
-        return target.inner.get_tuple(self.config)
-
-    async def arun(self, target: SaverLayer) -> CheckpointTuple | None:
-        return await target.inner.aget_tuple(self.config)
 
 
 @dataclass(slots=True)
@@ -107,107 +132,79 @@ class InnerHistory(Request["SaverLayer", Mapping[str, DeltaChannelHistory]]):
 
 
 @dataclass(slots=True)
-class DeleteThread(Request["SaverLayer", None]):
+class DeleteThread(_Call["SaverLayer", None]):
+    method, amethod = "delete_thread", "adelete_thread"
     thread_id: Any
-
-    def run(self, target: SaverLayer) -> None:
-        target.inner.delete_thread(self.thread_id)
-
-    async def arun(self, target: SaverLayer) -> None:
-        await target.inner.adelete_thread(self.thread_id)
 
 
 @dataclass(slots=True)
-class PutWrites(Request["SaverLayer", None]):
+class PutWrites(_Call["SaverLayer", None]):
+    method, amethod = "put_writes", "aput_writes"
     config: RunnableConfig
     writes: Sequence[tuple[str, Any]]
     task_id: str
     task_path: str
 
-    def run(self, target: SaverLayer) -> None:
-        target.inner.put_writes(self.config, self.writes, self.task_id, self.task_path)
-
-    async def arun(self, target: SaverLayer) -> None:
-        await target.inner.aput_writes(self.config, self.writes, self.task_id, self.task_path)
-
 
 # -- the history cache -------------------------------------------------------------------
 
 
-class _FailOpen(Request["SharedCacheFence", T | Literal[Failed.FAILED]]):
-    """A cache request that fails open: the error is counted under ``where``."""
+class _CacheCall(_Call["SharedCacheFence", T]):
+    __slots__ = ()
+    on = "cache"
+
+
+class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
+    """A cache call that fails open: the error is counted under its method's name."""
 
     __slots__ = ()
-    where: ClassVar[str]
-
-    def call(self, cache: HistoryCache) -> T:
-        raise NotImplementedError
-
-    async def acall(self, cache: HistoryCache) -> T:
-        raise NotImplementedError
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return self.call(target.cache)
+            call = getattr(target.cache, self.method)
+            return call(*self._args(self))  # type: ignore[no-any-return]
         except Exception as exc:
-            target.cache.count_error(self.where, exc)
+            target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            return await self.acall(target.cache)
+            call = getattr(target.cache, self.amethod)
+            return await call(*self._args(self))  # type: ignore[no-any-return]
         except Exception as exc:
-            target.cache.count_error(self.where, exc)
+            target.cache.count_error(self.method, exc)
             return FAILED
 
 
 @dataclass(slots=True)
 class CacheBegin(_FailOpen[Begin]):
-    where = "begin"
+    method, amethod = "begin", "abegin"
     thread: Any
     ns: str
     probes: Sequence[tuple[str, Sequence[str]]]
 
-    def call(self, cache: HistoryCache) -> Begin:
-        return cache.begin(self.thread, self.ns, self.probes)
-
-    async def acall(self, cache: HistoryCache) -> Begin:
-        return await cache.abegin(self.thread, self.ns, self.probes)
-
 
 @dataclass(slots=True)
 class CacheRead(_FailOpen[DeltaChannelHistory | None]):
-    where = "read"
+    method, amethod = "read", "aread"
     thread: Any
     ns: str
     channel: str
     checkpoint_id: str
-
-    def call(self, cache: HistoryCache) -> DeltaChannelHistory | None:
-        return cache.read(self.thread, self.ns, self.channel, self.checkpoint_id)
-
-    async def acall(self, cache: HistoryCache) -> DeltaChannelHistory | None:
-        return await cache.aread(self.thread, self.ns, self.channel, self.checkpoint_id)
 
 
 @dataclass(slots=True)
 class CacheContains(_FailOpen[bool]):
-    where = "contains"
+    method, amethod = "contains", "acontains"
     thread: Any
     ns: str
     channel: str
     checkpoint_id: str
 
-    def call(self, cache: HistoryCache) -> bool:
-        return cache.contains(self.thread, self.ns, self.channel, self.checkpoint_id)
-
-    async def acall(self, cache: HistoryCache) -> bool:
-        return await cache.acontains(self.thread, self.ns, self.channel, self.checkpoint_id)
-
 
 @dataclass(slots=True)
 class CacheStore(_FailOpen[bool]):
-    where = "store"
+    method, amethod = "store", "astore"
     thread: Any
     ns: str
     channel: str
@@ -215,18 +212,10 @@ class CacheStore(_FailOpen[bool]):
     history: DeltaChannelHistory
     token: Token  # the generation begin handed out (opaque)
 
-    def call(self, cache: HistoryCache) -> bool:
-        args = (self.thread, self.ns, self.channel, self.checkpoint_id, self.history, self.token)
-        return cache.store(*args)
-
-    async def acall(self, cache: HistoryCache) -> bool:
-        args = (self.thread, self.ns, self.channel, self.checkpoint_id, self.history, self.token)
-        return await cache.astore(*args)
-
 
 @dataclass(slots=True)
 class CacheExtendRead(_FailOpen[dict[str, DeltaChannelHistory] | None]):
-    where = "extend_read"
+    method, amethod = "extend_read", "aextend_read"
     thread: Any
     ns: str
     steps: Sequence[Step]
@@ -234,54 +223,30 @@ class CacheExtendRead(_FailOpen[dict[str, DeltaChannelHistory] | None]):
     checkpoint_id: str
     channels: Sequence[str]
 
-    def call(self, cache: HistoryCache) -> dict[str, DeltaChannelHistory] | None:
-        args = (self.thread, self.ns, self.steps, self.token, self.checkpoint_id, self.channels)
-        return cache.extend_read(*args)
-
-    async def acall(self, cache: HistoryCache) -> dict[str, DeltaChannelHistory] | None:
-        args = (self.thread, self.ns, self.steps, self.token, self.checkpoint_id, self.channels)
-        return await cache.aextend_read(*args)
-
 
 @dataclass(slots=True)
 class CacheUnfence(_FailOpen[None]):
-    where = "unfence"
+    method, amethod = "unfence", "aunfence"
     thread: Any
     ns: str
     checkpoint_id: str
     writer: str
 
-    def call(self, cache: HistoryCache) -> None:
-        cache.unfence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
-    async def acall(self, cache: HistoryCache) -> None:
-        await cache.aunfence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
 
 @dataclass(slots=True)
-class CacheFence(Request["SharedCacheFence", None]):
+class CacheFence(_CacheCall[None]):
     """Fence a write onto the thread (raises into the plan when the cache fails)."""
 
+    method, amethod = "fence", "afence"
     thread: Any
     ns: str
     checkpoint_id: str
     writer: str
 
-    def run(self, target: SharedCacheFence) -> None:
-        target.cache.fence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
-    async def arun(self, target: SharedCacheFence) -> None:
-        await target.cache.afence(self.thread, self.ns, self.checkpoint_id, self.writer)
-
 
 @dataclass(slots=True)
-class CacheDrop(Request["SharedCacheFence", None]):
+class CacheDrop(_CacheCall[None]):
     """Drop the thread's entries (raises into the plan when the cache fails)."""
 
+    method, amethod = "drop_thread", "adrop_thread"
     thread: Any
-
-    def run(self, target: SharedCacheFence) -> None:
-        target.cache.drop_thread(self.thread)
-
-    async def arun(self, target: SharedCacheFence) -> None:
-        await target.cache.adrop_thread(self.thread)

@@ -1,7 +1,5 @@
-"""``wrap``: the standard stack of layers over an inner saver; ``make_cache``: the
-history cache a config asks for; ``configured_stack``: the stack a config asks for.
-Opening a configured stack (``open_checkpointer``) lives above every part, in
-``checkpoint_guard/_open.py``."""
+"""``wrap``: the standard stack over an inner saver; ``make_cache`` and ``configured_stack``:
+the cache and stack a config asks for (``checkpoint_guard/_open.py`` opens them)."""
 
 from __future__ import annotations
 
@@ -25,13 +23,10 @@ def wrap(
     mode: ChannelMode | str,
     cache: HistoryCache | None = None,
 ) -> GuardedSaver:
-    """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner,
-    cache), mode=mode)``; when ``cache`` is ``None``, in delta mode a
-    ``MeasuredHistorySaver`` (history requests counted as ``cache="none"``) takes
-    the cache layer's place, in full mode nothing does. ``mode`` is a
-    ``ChannelMode`` or ``"full"`` / ``"delta"`` (anything else raises
-    ``ConfigError``); ``cache`` is a ``MemoryHistoryCache``, a ``RedisHistoryCache``
-    or any ``HistoryCache``."""
+    """The standard stack over ``inner``: ``GuardedSaver(CachedHistorySaver(inner, cache),
+    mode=mode)``; without ``cache``, a ``MeasuredHistorySaver`` (requests counted as
+    ``cache="none"``) in delta mode, nothing in full mode. ``mode`` is a ``ChannelMode``
+    or ``"full"`` / ``"delta"`` (anything else raises ``ConfigError``)."""
     if cache is not None:
         inner = CachedHistorySaver(inner, cache)
     elif parse_mode(mode) is ChannelMode.DELTA:
