@@ -22,35 +22,6 @@ from pydantic import BaseModel
 from .. import _telemetry
 from .._upstream import DeltaSnapshot
 
-__all__ = [
-    "Begin",
-    "CacheStats",
-    "Counted",
-    "Chunk",
-    "DEFAULT_ISOLATE",
-    "DEFAULT_LOCAL_MAX_BYTES",
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_TIMEOUT_SECONDS",
-    "DEFAULT_TTL_SECONDS",
-    "MAX_BYTES_RANGE",
-    "TIMEOUT_SECONDS_RANGE",
-    "TTL_SECONDS_RANGE",
-    "Seed",
-    "Step",
-    "approx_size",
-    "assemble",
-    "fresh",
-    "fresh_seed",
-    "fresh_writes",
-    "generated",
-    "identical",
-    "keep_chunk",
-    "keep_seed",
-    "PlainChunk",
-    "Probes",
-    "Token",
-]
-
 logger = logging.getLogger("checkpoint_guard.cache")
 
 # -- defaults: the one definition the backends and ``HistoryCacheConfig`` read ----------

@@ -24,8 +24,6 @@ from .._errors import CodecError
 from .._upstream import DeltaSnapshot
 from ._base import generated
 
-__all__ = ["DECODE_ALLOWLIST", "CodecError", "Misplaced", "ValueCodec"]
-
 
 class Misplaced(CodecError):
     """A value written for another place than it was read from (``ValueCodec.dumps``)."""

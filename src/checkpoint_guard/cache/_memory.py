@@ -35,8 +35,6 @@ from ._base import (
 )
 from ._protocol import HistoryCache
 
-__all__ = ["MemoryHistoryCache"]
-
 # seeded segments kept per (namespace, channel): a few snapshot values per thread
 MAX_SEGMENTS = 4
 

@@ -11,8 +11,6 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 from .._address import ThreadId
 from ._base import Begin, Probes, Step, Token
 
-__all__ = ["HistoryCache"]
-
 
 @runtime_checkable
 class HistoryCache(Protocol):

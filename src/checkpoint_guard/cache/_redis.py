@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._address import ThreadId
-from .._errors import ConfigError, check_range, redact_url
+from .._errors import CodecError, ConfigError, check_range, redact_url
 from .._io import Plan, Request, adrive, drive
 from ._base import (
     DEFAULT_ISOLATE,
@@ -54,14 +54,12 @@ from ._base import (
     keep_chunk,
     keep_seed,
 )
-from ._codec import CodecError, Misplaced, ValueCodec
+from ._codec import Misplaced, ValueCodec
 from ._redis_url import ACCEPTED, check_redis_target, parse_sentinel_url
 
 if TYPE_CHECKING:  # the 'redis' extra
     import redis
     import redis.asyncio
-
-__all__ = ["RedisHistoryCache"]
 
 _LENT: Any = object()  # the decoded objects went to a reader; the tier holds the bytes
 

@@ -10,8 +10,6 @@ import inspect
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-__all__ = ["SENTINEL_SCHEMES", "SentinelTarget", "check_redis_target", "parse_sentinel_url"]
-
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 PLAIN_SCHEMES = ("redis", "rediss", "unix")
 ACCEPTED = (

@@ -17,8 +17,6 @@ from .. import stores
 from .._config import CheckpointerConfig
 from ._sweep import asweep
 
-__all__ = ["RetentionWorker", "aretention", "retention", "sweep_lock"]
-
 logger = logging.getLogger("checkpoint_guard.retention")
 TASK_NAME = "checkpoint-guard-retention"
 

@@ -43,8 +43,6 @@ from ._ops import (
 )
 from ._thread import Reducer
 
-__all__ = ["SkippedThread", "SweepReport", "asweep", "sweep"]
-
 logger = logging.getLogger("checkpoint_guard.retention")
 
 

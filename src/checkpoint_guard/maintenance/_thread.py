@@ -28,16 +28,6 @@ from .._upstream import DeltaSnapshot
 from ..state._lineage import ROOT_METADATA_KEY
 from ..stores._rows import Rewrite
 
-__all__ = [
-    "DEFAULT_REDUCERS",
-    "Problem",
-    "Reducer",
-    "Rewrite",
-    "ThreadView",
-    "default_reducer",
-    "subgraph_path",
-]
-
 Reducer = Callable[[Any, Sequence[Any]], Any]
 #: The reducer our ``delta_messages_field`` uses: the default of the ``messages``
 #: channel (and of no other) when no graph says otherwise.

@@ -40,8 +40,6 @@ from .._upstream import DeltaSnapshot
 from ._layer import SaverLayer
 from ._requests import DeleteThread, ListTuples
 
-__all__ = ["GuardedSaver"]
-
 _Key = tuple[Any, str, str]
 _Namespace = tuple[Any, str]
 _Tuple = TypeVar("_Tuple", bound=CheckpointTuple | None)

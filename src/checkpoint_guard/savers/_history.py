@@ -53,8 +53,6 @@ from ._requests import (
     PutWrites,
 )
 
-__all__ = ["CachedHistorySaver", "MeasuredHistorySaver", "SharedCacheFence"]
-
 T = TypeVar("T")
 _Tuple = TypeVar("_Tuple", bound=CheckpointTuple | None)
 

@@ -23,15 +23,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .._address import canonical, canonical_thread_id
 from .._io import Plan, adrive, drive
 
-__all__ = [
-    "CAPABILITY_METHODS",
-    "OPTIONAL_METHODS",
-    "SaverLayer",
-    "implements",
-    "provides",
-    "unwrap",
-]
-
 OPTIONAL_METHODS: tuple[str, ...] = (
     "prune",
     "aprune",

@@ -23,24 +23,6 @@ if TYPE_CHECKING:
     from ._history import SharedCacheFence
     from ._layer import SaverLayer
 
-__all__ = [
-    "FAILED",
-    "CacheBegin",
-    "CacheContains",
-    "CacheDrop",
-    "CacheExtendRead",
-    "CacheFence",
-    "CacheRead",
-    "CacheStore",
-    "CacheUnfence",
-    "DeleteThread",
-    "Failed",
-    "GetTuple",
-    "InnerHistory",
-    "ListTuples",
-    "PutWrites",
-]
-
 T = TypeVar("T")
 L = TypeVar("L", bound="SaverLayer", contravariant=True)
 

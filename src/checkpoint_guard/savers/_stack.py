@@ -14,8 +14,6 @@ from ..cache import HistoryCache, MemoryHistoryCache, RedisHistoryCache
 from ._guard import GuardedSaver
 from ._history import CachedHistorySaver, MeasuredHistorySaver, SharedCacheFence
 
-__all__ = ["configured_stack", "make_cache", "needs_identity", "wrap"]
-
 
 def wrap(
     inner: BaseCheckpointSaver[Any],
