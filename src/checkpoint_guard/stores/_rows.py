@@ -7,7 +7,7 @@ as plans of ``Sql`` requests, shared by the sync and async savers.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar, Literal, TypeVar
@@ -59,6 +59,9 @@ def checkpoint_time(checkpoint_id: str) -> float | None:
         return None
     ticks = ((value.int >> 80) << 12) | ((value.int >> 64) & 0x0FFF)
     return (ticks - _UUID_EPOCH) / 1e7
+
+
+_Pair = tuple[str, str]  # (namespace, checkpoint id)
 
 
 def garbage(
@@ -251,25 +254,31 @@ class RowStore:
         doomed = {(ns, cid) for ns, ids in change.deletes.items() for cid in ids}
         kept = [pair for pair in checkpoints if pair not in doomed]
         left_written = [w for w in written if w not in doomed]
-        if change.orphans == "all":
-            orphaned = sorted(set(left_written) - set(kept))
-        else:
-            orphaned = garbage(kept, left_written, now) if change.orphans else []
-        by_ns: dict[str, list[str]] = {}
-        for ns, cid in orphaned:
-            by_ns.setdefault(ns, []).append(cid)
-        for ns, ids in by_ns.items():
+        for ns, ids in _by_ns(_orphaned(change, kept, left_written, now)).items():
             yield from self._delete_orphans(thread_id, ns, ids)
         if not self.excludes_writers and (change.rewrites or doomed):
-            left: dict[str, list[str]] = {}
-            for ns, cid in kept:
-                left.setdefault(ns, []).append(cid)
             again, written_again = yield from self._listed(thread_id)
             before = set(written)
-            late = unseen(left, again, [w for w in written_again if w not in before], now)
+            late = unseen(_by_ns(kept), again, [w for w in written_again if w not in before], now)
             if late is not None:
                 raise Raced(late)
         return None
+
+
+def _orphaned(
+    change: Change, kept: Sequence[_Pair], written: Sequence[_Pair], now: float
+) -> Sequence[_Pair]:
+    """The written-to checkpoints whose writes ``change`` deletes as orphans."""
+    if change.orphans == "all":
+        return sorted(set(written) - set(kept))
+    return garbage(kept, written, now) if change.orphans else []
+
+
+def _by_ns(pairs: Iterable[_Pair]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for ns, cid in pairs:
+        grouped.setdefault(ns, []).append(cid)
+    return grouped
 
 
 @dataclass(frozen=True)
