@@ -253,10 +253,9 @@ class Estimate(Request[Target, int]):
             old_values = old[rewrite.checkpoint["id"]].checkpoint["channel_values"]
             for ch, version in rewrite.versions.items():
                 key = (rewrite.checkpoint_ns, ch, version)
-                if by_version:
-                    if key in seen:
-                        continue
-                    seen.add(key)
+                if by_version and key in seen:
+                    continue
+                seen.add(key)
                 total += _size(raw, rewrite.checkpoint["channel_values"].get(ch))
                 if ch in old_values:
                     total -= _size(raw, old_values[ch])
@@ -298,9 +297,9 @@ class Pause(Request[Target, None]):
 
 
 @contextmanager
-def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
+def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Callable[[R], R]]:
     """The maintenance span of ``operation`` (fixed attributes only, no thread or
-    run ids); the operation counted."""
+    run ids), counted; yields ``done``, which sets a list result's length on it."""
     tier = "none"
     for layer in Target(saver).layers:
         cache = layer.__dict__.get("cache")
@@ -314,17 +313,18 @@ def _observed(saver: BaseCheckpointSaver[Any], operation: str) -> Iterator[Any]:
         "checkpoint_guard.cache": tier,
     }
     with _telemetry.span("checkpoint_guard.maintenance", attributes) as current:
+
+        def done(result: R) -> R:
+            if current is not None and isinstance(result, list):
+                current.set_attribute("checkpoint_guard.threads", len(result))
+            return result
+
         try:
-            yield current
+            yield done
         except BaseException:
             _telemetry.maintenance_operation(operation, "error")
             raise
         _telemetry.maintenance_operation(operation, "ok")
-
-
-def _finished(current: Any, result: Any) -> None:
-    if current is not None and isinstance(result, list):
-        current.set_attribute("checkpoint_guard.threads", len(result))
 
 
 # verify and inspect run the scan plan: the message names all three
@@ -358,18 +358,14 @@ _arefuse_other_api = functools.partial(_refuse_api, is_async=True)
 def _drive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     """Run ``plan`` against ``saver`` inside a maintenance span, counted."""
     _refuse_other_api(saver, operation)
-    with _observed(saver, operation) as current:
-        result = drive(plan, Target(saver))
-        _finished(current, result)
-    return result
+    with _observed(saver, operation) as done:
+        return done(drive(plan, Target(saver)))
 
 
 async def _adrive(saver: BaseCheckpointSaver[Any], operation: str, plan: MaintenancePlan[R]) -> R:
     _arefuse_other_api(saver, operation)
-    with _observed(saver, operation) as current:
-        result = await adrive(plan, Target(saver))
-        _finished(current, result)
-    return result
+    with _observed(saver, operation) as done:
+        return done(await adrive(plan, Target(saver)))
 
 
 # -- shared steps ----------------------------------------------------------------------
@@ -398,7 +394,6 @@ class ThreadFilter:
                 raise ConfigError(key, value, "an int >= 0 or None")
 
     def size_ok(self, nbytes: int) -> bool:
-        """Whether a thread of ``nbytes`` stored bytes passes the size bounds."""
         return (self.min_bytes is None or nbytes >= self.min_bytes) and (
             self.max_bytes is None or nbytes <= self.max_bytes
         )
@@ -455,11 +450,8 @@ def _knowledge(
         raise ConfigError(
             "subgraphs", subgraphs, "a mapping of namespace prefix (e.g. 'tools') to a graph"
         )
-    root: dict[str, Reducer | DeltaChannel[Any]] = {}
-    tables: dict[str, dict[str, DeltaChannel[Any]]] = {}
-    if graph is not None:
-        root.update(_delta_table(graph))
-        tables.update(_subgraph_tables(graph))
+    root: dict[str, Reducer | DeltaChannel[Any]] = {} if graph is None else {**_delta_table(graph)}
+    tables = {} if graph is None else _subgraph_tables(graph)
     for prefix, sub in (subgraphs or {}).items():
         path = str(prefix)
         if not path or any(not part or ":" in part for part in path.split("|")):
@@ -511,25 +503,18 @@ def _info(view: ThreadView, sizes: Mapping[str, int], orphans: Mapping[str, int]
     )
 
 
-def _replay_problems(view: ThreadView) -> list[Problem]:
-    """Rebuild every checkpoint's state of the usable delta channels: a reducer
-    that rejects the stored writes is a problem too."""
+def _verified(view: ThreadView) -> list[Problem]:
+    problems = view.problems()
+    if problems:
+        return problems
     found: list[Problem] = []
-    for tup in view.tuples():
+    for tup in view.tuples():  # a reducer that rejects the stored writes is a problem too
         try:
             view.materialize(tup)
         except Exception as exc:  # the reducer's own error, reported not raised
             at = Address.from_config(tup.config)
             why = f"replaying the writes fails: {type(exc).__name__}: {exc}"
             found.append(Problem(view.thread_id, at.checkpoint_ns, str(at.checkpoint_id), why))
-    return found
-
-
-def _verified(view: ThreadView) -> list[Problem]:
-    problems = view.problems()
-    if problems:
-        return problems
-    found = _replay_problems(view)
     for ns, ch, why in view.verdicts():
         if view.is_given(ch, ns):
             # a given reducer contradicts storage: another graph, or damaged data
@@ -639,8 +624,6 @@ def _size(raw: BaseCheckpointSaver[Any], value: Any) -> int:
 
 #: A thread's plan: the rewrites, the deletes per namespace, and a detail line.
 _Plan = tuple[list[Rewrite], dict[str, list[str]], str]
-#: A per-thread planner; raises ``MaintenanceError`` to refuse the thread.
-_Planner = Callable[[ThreadView], _Plan]
 
 
 @dataclass
@@ -648,7 +631,7 @@ class _Run:
     """One change operation over some threads (prune, migrate, run deletion)."""
 
     action: str
-    planner: _Planner
+    planner: Callable[[ThreadView], _Plan]  # raises ``MaintenanceError`` to refuse the thread
     known: _Knowledge
     dry_run: bool = False
     keep_going: bool = False
@@ -714,8 +697,7 @@ def _change_thread(
 ) -> MaintenancePlan[ChangeReport | None]:
     """Read, plan and change one thread: its report, or ``None`` when the filter
     leaves it out. A thread a turn changed meanwhile is read again (``_ATTEMPTS``)."""
-    attempt = 1
-    while True:
+    for _ in range(_ATTEMPTS):
         view = yield from _view(thread_id, run.known)
         if not run.wants(view):
             return None
@@ -728,10 +710,9 @@ def _change_thread(
         report, why = yield from _planned(run, view, sizes, planned, orphans_alone=True)
         if why is None:
             return report
-        if attempt == _ATTEMPTS:  # a turn landed since each read: nothing was changed
-            why += "; the thread was left as stored (a later run changes it)"
-            return _refused(run, view, sizes, why)
-        attempt += 1
+    # a turn landed since each read: nothing was changed
+    why = f"{why}; the thread was left as stored (a later run changes it)"
+    return _refused(run, view, sizes, why)
 
 
 def _planned(
@@ -921,12 +902,7 @@ def _to_mode(to: ChannelMode, view: ThreadView) -> _Plan:
     if to is ChannelMode.FULL:
         _refuse_unknown(view, f"migrate to {to.value}", view.tuples())
         return [view.to_full(t) for t in view.tuples() if _has_delta_state(view, t)], {}, ""
-    unmarked = [
-        t
-        for t in view.tuples()
-        if not metadata_uses_delta(t.metadata)
-        or (t.metadata or {}).get(MODE_METADATA_KEY) != ChannelMode.DELTA.value
-    ]
+    unmarked = [t for t in view.tuples() if (t.metadata or {}).get(MODE_METADATA_KEY) != "delta"]
     return [view.marked(t) for t in unmarked], {}, ""
 
 
@@ -938,12 +914,12 @@ def _migrate_run(to: ChannelMode, known: _Knowledge, **options: Any) -> _Run:
 
 
 def _has_delta_state(view: ThreadView, tup: CheckpointTuple) -> bool:
-    if metadata_uses_delta(tup.metadata):
-        return True
     values = tup.checkpoint["channel_values"]
-    if any(isinstance(v, DeltaSnapshot) for v in values.values()):
-        return True
-    return any(view.needs_replay(tup, ch) for ch in view.delta_channels)
+    return (
+        metadata_uses_delta(tup.metadata)
+        or any(isinstance(v, DeltaSnapshot) for v in values.values())
+        or any(view.needs_replay(tup, ch) for ch in view.delta_channels)
+    )
 
 
 def _scan_plan(

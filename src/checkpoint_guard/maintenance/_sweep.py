@@ -141,16 +141,11 @@ def _sweep_run(keep_latest: bool, keep_last: int | None, known: _Knowledge, **op
 
 
 def _sweep_plan(
-    thread_ids: Sequence[str] | None,
-    older_than: timedelta,
-    now: datetime | None,
-    run: _Run,
+    thread_ids: Sequence[str] | None, older_than: timedelta, now: datetime | None, run: _Run
 ) -> MaintenancePlan[SweepReport]:
     action = run.action.removeprefix("sweep:")
     cutoff = (now or datetime.now(UTC)) - older_than
-    report = SweepReport(
-        action, older_than.total_seconds(), cutoff.isoformat(), dry_run=run.dry_run
-    )
+    report = SweepReport(action, older_than.total_seconds(), cutoff.isoformat(), run.dry_run)
     sizes: dict[str, int] = yield SIZES
     unanalyzed: list[str] = yield UNANALYZED
     if unanalyzed:  # PostgreSQL tables never analyzed

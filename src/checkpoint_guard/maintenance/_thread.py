@@ -88,7 +88,7 @@ class ThreadView:
         reducers: Mapping[str, Reducer | DeltaChannel[Any]] | None = None,
         channels: Iterable[str] | None = None,
         subgraphs: Mapping[str, Mapping[str, Reducer | DeltaChannel[Any]]] | None = None,
-        complete: bool | None = None,
+        complete: bool = False,
     ) -> None:
         self.thread_id = thread_id
         self.by_ns: dict[str, dict[str, CheckpointTuple]] = {}
@@ -99,8 +99,15 @@ class ThreadView:
         self._tables: dict[str, dict[str, DeltaChannel[Any]]] = {"": _templates(reducers or {})}
         for path, table in (subgraphs or {}).items():
             self._tables[path] = _templates(table)
-        self._complete = subgraphs is not None if complete is None else complete
-        self.delta_channels = self._detect_delta_channels() | set(channels or ())
+        self._complete = complete
+        self.delta_channels = set(channels or ())
+        for tup in self.tuples():
+            counters = (tup.metadata or {}).get(_UPSTREAM_COUNTERS_KEY) or {}
+            if isinstance(counters, Mapping):
+                self.delta_channels.update(str(k) for k in counters)
+            for ch, value in tup.checkpoint["channel_values"].items():
+                if isinstance(value, DeltaSnapshot):
+                    self.delta_channels.add(ch)
         self._values: dict[tuple[str, str, str], Any] = {}
         self._children = Counter(
             (ns, parent)
@@ -112,21 +119,9 @@ class ThreadView:
 
     # -- facts -----------------------------------------------------------------
 
-    def _detect_delta_channels(self) -> set[str]:
-        found: set[str] = set()
-        for tup in self.tuples():
-            counters = (tup.metadata or {}).get(_UPSTREAM_COUNTERS_KEY) or {}
-            if isinstance(counters, Mapping):
-                found.update(str(k) for k in counters)
-            for ch, value in tup.checkpoint["channel_values"].items():
-                if isinstance(value, DeltaSnapshot):
-                    found.add(ch)
-        return found
-
     def tuples(self) -> Iterable[CheckpointTuple]:
         """Every checkpoint of the thread, namespace by namespace, oldest first."""
-        for ns in sorted(self.by_ns):
-            checkpoints = self.by_ns[ns]
+        for _, checkpoints in sorted(self.by_ns.items()):
             for cid in sorted(checkpoints):
                 yield checkpoints[cid]
 
@@ -148,10 +143,6 @@ class ThreadView:
         if tup.parent_config is None:
             return None
         return Address.from_config(tup.parent_config).checkpoint_id
-
-    def _stored(self, tup: CheckpointTuple, ch: str) -> Any:
-        value = tup.checkpoint["channel_values"].get(ch, _MISSING)
-        return value.value if isinstance(value, DeltaSnapshot) else value
 
     def needs_replay(self, tup: CheckpointTuple, ch: str) -> bool:
         """Whether ``ch``'s state at ``tup`` comes from the ancestors' writes."""
@@ -181,7 +172,8 @@ class ThreadView:
 
     def _missing_reducer(self, ch: str, path: str) -> str | None:
         table = self._table(path)
-        where = f" in namespace {self._example(path)!r}" if path else ""
+        example = next((ns for ns in sorted(self.by_ns) if subgraph_path(ns) == path), path)
+        where = f" in namespace {example!r}" if path else ""
         if table is None:
             return (
                 f"no reducer is known for delta channel {ch!r}{where}: the graph given has "
@@ -192,9 +184,6 @@ class ThreadView:
         if ch not in table:
             return f"no reducer is known for delta channel {ch!r}{where}"
         return None
-
-    def _example(self, path: str) -> str:
-        return next((ns for ns in sorted(self.by_ns) if subgraph_path(ns) == path), path)
 
     def refutation(self, ch: str, ns: str = "") -> str | None:
         """Why ``ch`` may not be rebuilt in namespace ``ns`` (``None``: it may): its
@@ -221,7 +210,9 @@ class ThreadView:
         """``(namespace, channel, why)`` for each subgraph path (one example
         namespace) that stores a delta channel as deltas and may not rebuild it."""
         as_deltas: dict[str, set[str]] = {}
-        for ns, checkpoints in self.by_ns.items():
+        examples: dict[str, str] = {}  # path -> its first namespace
+        for ns, checkpoints in sorted(self.by_ns.items()):
+            examples.setdefault(subgraph_path(ns), ns)
             found = as_deltas.setdefault(subgraph_path(ns), set())
             for t in checkpoints.values():
                 values = t.checkpoint["channel_values"]
@@ -230,9 +221,6 @@ class ThreadView:
                     for ch in self.delta_channels
                     if self.needs_replay(t, ch) or isinstance(values.get(ch), DeltaSnapshot)
                 )
-        examples: dict[str, str] = {}  # path -> its first namespace
-        for ns in sorted(self.by_ns):
-            examples.setdefault(subgraph_path(ns), ns)
         for path, ns in examples.items():
             for ch in sorted(as_deltas[path]):
                 why = self.refutation(ch, ns)
@@ -339,10 +327,7 @@ class ThreadView:
         return found
 
     def _cycle_reason(
-        self,
-        cid: str,
-        checkpoints: Mapping[str, CheckpointTuple],
-        memo: dict[str, str | None],
+        self, cid: str, checkpoints: Mapping[str, CheckpointTuple], memo: dict[str, str | None]
     ) -> str | None:
         """Why walking up from ``cid`` never ends (``None``: it does); memoized."""
         path: dict[str, None] = {}  # ordered, with fast membership
@@ -409,7 +394,8 @@ class ThreadView:
         for node in reversed(chain):
             tup = checkpoints[node]
             if not self.needs_replay(tup, ch):
-                result = self._stored(tup, ch)
+                stored = tup.checkpoint["channel_values"].get(ch, _MISSING)
+                result = stored.value if isinstance(stored, DeltaSnapshot) else stored
             else:
                 parent = self.parent_id(tup)
                 base = _MISSING if parent is None else self._values[(ns, parent, ch)]
