@@ -243,13 +243,10 @@ class GuardedSaver(SaverLayer):
         stack); ``degraded`` maps each failed upstream check of this process
         (``checkpoint_guard._upstream``) to its reason and what it turned off (empty
         when every assumption holds)."""
-        cache: Any = None
         layer: Any = self.inner
-        while isinstance(layer, SaverLayer):
-            cache = layer.__dict__.get("cache")
-            if cache is not None:
-                break
+        while isinstance(layer, SaverLayer) and "cache" not in layer.__dict__:
             layer = layer.inner
+        cache = layer.__dict__["cache"] if isinstance(layer, SaverLayer) else None
         return {
             "mode": self._mode.value,
             "cache": cache.stats() if cache is not None else None,
@@ -267,13 +264,10 @@ class GuardedSaver(SaverLayer):
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # A migration in this process changed the threads' modes: what we read is stale.
         memories: tuple[LRUCache[Any, bool], ...] = (self._delta, self._delta_heads)
+        doomed = None if thread_ids is None else set(thread_ids)
         with self._lock:
             for memory in memories:
-                if thread_ids is None:
-                    memory.clear()
-                    continue
-                doomed = set(thread_ids)
-                for key in [k for k in memory if k[0] in doomed]:
+                for key in [k for k in memory if doomed is None or k[0] in doomed]:
                     del memory[key]
 
     def _admit(self, tup: _Tuple, *, head: bool = False) -> _Tuple:

@@ -143,16 +143,14 @@ class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            call = getattr(target.cache, self.method)
-            return call(*self._args(self))  # type: ignore[no-any-return]
+            return super().run(target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            call = getattr(target.cache, self.amethod)
-            return await call(*self._args(self))  # type: ignore[no-any-return]
+            return await super().arun(target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
