@@ -1,8 +1,5 @@
 """``GuardedSaver``: the mode marker (delta mode) and the fail-closed compatibility gate
-(full mode), decided in memory from the write's arguments and what this process read.
-docs/gate.md states the rules and what is not guaranteed; docs/design.md ("The layers")
-the rest.
-"""
+(full mode), decided in memory (rules: docs/gate.md; design: docs/design.md)."""
 
 from __future__ import annotations
 
@@ -197,13 +194,11 @@ class _TakeFresh(Request["GuardedSaver", tuple[Any, list[str]] | None]):
 class GuardedSaver(SaverLayer):
     """Marker injection (delta mode) and the fail-closed gate (full mode).
 
-    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"``; anything else raises
-    ``ConfigError``. In delta mode every stored checkpoint carries the marker,
-    whatever the write path (graph run, ``update_state``, direct ``put``). In full
-    mode ``get_tuple``, every item of ``list`` and ``get_delta_channel_history``
-    raise ``CheckpointModeMismatchError`` rather than hand out a delta checkpoint,
-    and a write of delta-shaped data, onto a checkpoint this guard read as delta,
-    or of a new root over a head it saw as delta raises it with nothing written.
+    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"`` (else ``ConfigError``). In
+    delta mode every stored checkpoint carries the marker, whatever the write path. In
+    full mode reading a delta checkpoint (``get_tuple``, ``list``, history) raises
+    ``CheckpointModeMismatchError``, as does, with nothing written, a write of delta-shaped
+    data, onto a checkpoint read as delta, or of a new root over a head seen as delta.
     Full-mode writes reach the inner saver as they came, with no storage read.
     """
 

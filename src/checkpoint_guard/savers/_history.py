@@ -1,8 +1,6 @@
-"""The history cache layers: ``CachedHistorySaver`` (reads through the cache, one plan of
-``_requests.py`` requests for both sides), ``SharedCacheFence`` (the maintenance bracket
-alone) and ``MeasuredHistorySaver`` (no cache, requests counted). The protocol is in
-docs/concepts.md ("The history cache") and docs/design.md ("The layers").
-"""
+"""The history cache layers: ``CachedHistorySaver`` (reads through the cache),
+``SharedCacheFence`` (the maintenance bracket alone) and ``MeasuredHistorySaver`` (no
+cache, requests counted); see docs/design.md ("The layers")."""
 
 from __future__ import annotations
 
@@ -360,10 +358,8 @@ class CachedHistorySaver(SharedCacheFence):
     process sharing ``cache``, under the invalidation protocol (docs/concepts.md). A
     ``put_writes`` that may change cached histories and cannot invalidate them raises
     ``CacheInvalidationError`` with nothing written; maintenance refuses likewise,
-    before touching storage. Each request is counted once on the cache's ``stats()``
-    and the ``checkpoint_guard.history.*`` instruments: ``hit`` (the cache answered,
-    extended by the ancestors it lacked), ``miss`` (the saver's own read) or ``error``
-    (a cache failure made it one); with a span when an SDK tracer is configured.
+    before touching storage. Each request is counted once, as ``hit``, ``miss`` or
+    ``error``, on the cache's ``stats()`` and the instruments of docs/telemetry.md.
     """
 
     def __init__(

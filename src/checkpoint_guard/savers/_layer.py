@@ -320,8 +320,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
 
     def _maintenance(self, method: str) -> Any:
         """What serves the optional ``method``: this package's delta-safe maintenance
-        over the raw inner saver where it serves it (``_maintained``), else the inner
-        saver's own (over a layer, the call goes down to that layer)."""
+        where ``_maintained``, else the inner saver's own."""
         if not _maintained(self.inner, method):
             return getattr(self.inner, method)
         # Imported at call time, as ``stores`` in ``_maintained``: the edges that point up

@@ -215,8 +215,6 @@ class CacheUnfence(_FailOpen[None]):
 
 @dataclass(slots=True)
 class CacheFence(_CacheCall[None]):
-    """Fence a write onto the thread (raises into the plan when the cache fails)."""
-
     method, amethod = "fence", "afence"
     thread: Any
     ns: str
@@ -226,7 +224,5 @@ class CacheFence(_CacheCall[None]):
 
 @dataclass(slots=True)
 class CacheDrop(_CacheCall[None]):
-    """Drop the thread's entries (raises into the plan when the cache fails)."""
-
     method, amethod = "drop_thread", "adrop_thread"
     thread: Any
