@@ -1,8 +1,5 @@
 """``GuardedSaver``: the mode marker (delta mode) and the fail-closed compatibility gate
-(full mode), decided in memory from the write's arguments and what this process read.
-docs/gate.md states the rules and what is not guaranteed; docs/design.md ("The layers")
-the rest.
-"""
+(full mode), decided in memory (rules: docs/gate.md; design: docs/design.md)."""
 
 from __future__ import annotations
 
@@ -197,13 +194,11 @@ class _TakeFresh(Request["GuardedSaver", tuple[Any, list[str]] | None]):
 class GuardedSaver(SaverLayer):
     """Marker injection (delta mode) and the fail-closed gate (full mode).
 
-    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"``; anything else raises
-    ``ConfigError``. In delta mode every stored checkpoint carries the marker,
-    whatever the write path (graph run, ``update_state``, direct ``put``). In full
-    mode ``get_tuple``, every item of ``list`` and ``get_delta_channel_history``
-    raise ``CheckpointModeMismatchError`` rather than hand out a delta checkpoint,
-    and a write of delta-shaped data, onto a checkpoint this guard read as delta,
-    or of a new root over a head it saw as delta raises it with nothing written.
+    ``mode`` is a ``ChannelMode`` or ``"full"`` / ``"delta"`` (else ``ConfigError``). In
+    delta mode every stored checkpoint carries the marker, whatever the write path. In
+    full mode reading a delta checkpoint (``get_tuple``, ``list``, history) raises
+    ``CheckpointModeMismatchError``, as does, with nothing written, a write of delta-shaped
+    data, onto a checkpoint read as delta, or of a new root over a head seen as delta.
     Full-mode writes reach the inner saver as they came, with no storage read.
     """
 
@@ -243,13 +238,10 @@ class GuardedSaver(SaverLayer):
         stack); ``degraded`` maps each failed upstream check of this process
         (``checkpoint_guard._upstream``) to its reason and what it turned off (empty
         when every assumption holds)."""
-        cache: Any = None
         layer: Any = self.inner
-        while isinstance(layer, SaverLayer):
-            cache = layer.__dict__.get("cache")
-            if cache is not None:
-                break
+        while isinstance(layer, SaverLayer) and "cache" not in layer.__dict__:
             layer = layer.inner
+        cache = layer.__dict__["cache"] if isinstance(layer, SaverLayer) else None
         return {
             "mode": self._mode.value,
             "cache": cache.stats() if cache is not None else None,
@@ -267,13 +259,10 @@ class GuardedSaver(SaverLayer):
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
         # A migration in this process changed the threads' modes: what we read is stale.
         memories: tuple[LRUCache[Any, bool], ...] = (self._delta, self._delta_heads)
+        doomed = None if thread_ids is None else set(thread_ids)
         with self._lock:
             for memory in memories:
-                if thread_ids is None:
-                    memory.clear()
-                    continue
-                doomed = set(thread_ids)
-                for key in [k for k in memory if k[0] in doomed]:
+                for key in [k for k in memory if doomed is None or k[0] in doomed]:
                     del memory[key]
 
     def _admit(self, tup: _Tuple, *, head: bool = False) -> _Tuple:

@@ -1,8 +1,6 @@
-"""The history cache layers: ``CachedHistorySaver`` (reads through the cache, one plan of
-``_requests.py`` requests for both sides), ``SharedCacheFence`` (the maintenance bracket
-alone) and ``MeasuredHistorySaver`` (no cache, requests counted). The protocol is in
-docs/concepts.md ("The history cache") and docs/design.md ("The layers").
-"""
+"""The history cache layers: ``CachedHistorySaver`` (reads through the cache),
+``SharedCacheFence`` (the maintenance bracket alone) and ``MeasuredHistorySaver`` (no
+cache, requests counted); see docs/design.md ("The layers")."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from langgraph.checkpoint.base import (
 )
 
 from .. import _telemetry
-from .._address import Address, canonical, canonical_thread_id
+from .._address import Address, canonical
 from .._backends import backend_name, lists_like_get_tuple
 from .._errors import CacheInvalidationError
 from .._io import Plan, Request, adrive, drive
@@ -204,14 +202,10 @@ def _touches_history(writes: Sequence[tuple[str, Any]]) -> bool:
 
 
 class SharedCacheFence(SaverLayer):
-    """A layer holding a history cache and the maintenance bracket around it: every
-    rewrite of a thread's storage through it (``prune``, ``copy_thread``,
-    ``delete_for_runs``, ``delete_thread``, their twins, and maintenance on the stack
-    through the ``seal_threads`` hooks) fences and drops the thread before, and drops
-    and unfences it after, refusing with storage unchanged when the cache cannot be
-    reached. All else passes through untouched: on its own, it is a full-mode process's
-    hold on a shared cache whose entries delta workers of the same database keep.
-    """
+    """A history cache's maintenance bracket alone (a full-mode process's hold on a shared
+    cache; docs/design.md, "The layers"): every rewrite of a thread's storage through it
+    fences and drops the thread before, drops and unfences it after, and refuses with
+    storage unchanged when the cache cannot be reached. All else passes through."""
 
     def __init__(self, inner: BaseCheckpointSaver[Any], cache: HistoryCache) -> None:
         super().__init__(inner)
@@ -259,8 +253,10 @@ class SharedCacheFence(SaverLayer):
             yield CacheUnfence(thread, "", "", writer)
 
     @contextmanager
-    def _sealed(self, thread_ids: Sequence[Any]) -> Iterator[None]:
-        """The body rewrites ``thread_ids``: sealed before, unsealed after."""
+    def _sealed(
+        self, thread_ids: Sequence[Any] = (), run_ids: Sequence[str] = ()
+    ) -> Iterator[None]:
+        thread_ids = [*thread_ids, *drive(self._run_threads(run_ids), self)]
         writer = uuid.uuid4().hex
         drive(self._seal(thread_ids, writer), self)
         try:
@@ -269,7 +265,10 @@ class SharedCacheFence(SaverLayer):
             drive(self._unseal(thread_ids, writer), self)
 
     @asynccontextmanager
-    async def _asealed(self, thread_ids: Sequence[Any]) -> AsyncIterator[None]:
+    async def _asealed(
+        self, thread_ids: Sequence[Any] = (), run_ids: Sequence[str] = ()
+    ) -> AsyncIterator[None]:
+        thread_ids = [*thread_ids, *await adrive(self._run_threads(run_ids), self)]
         writer = uuid.uuid4().hex
         await adrive(self._seal(thread_ids, writer), self)
         try:
@@ -321,40 +320,6 @@ class SharedCacheFence(SaverLayer):
                 threads.add(Address.from_config(tup.config).thread_id)
         return sorted(threads, key=str)
 
-    def delete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        with self._sealed([thread_id]):
-            self.inner.delete_thread(thread_id)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        thread_id = canonical_thread_id(thread_id)
-        async with self._asealed([thread_id]):
-            await self.inner.adelete_thread(thread_id)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        with self._sealed(thread_ids):
-            super().prune(thread_ids, strategy=strategy)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        async with self._asealed(thread_ids):
-            await super().aprune(thread_ids, strategy=strategy)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        with self._sealed([target_thread_id]):
-            super().copy_thread(source_thread_id, target_thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        async with self._asealed([target_thread_id]):
-            await super().acopy_thread(source_thread_id, target_thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        with self._sealed(drive(self._run_threads(run_ids), self)):
-            super().delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        async with self._asealed(await adrive(self._run_threads(run_ids), self)):
-            await super().adelete_for_runs(run_ids)
-
 
 class _Query:
     """One history request while the plan answers it: the checkpoint it reads
@@ -393,10 +358,8 @@ class CachedHistorySaver(SharedCacheFence):
     process sharing ``cache``, under the invalidation protocol (docs/concepts.md). A
     ``put_writes`` that may change cached histories and cannot invalidate them raises
     ``CacheInvalidationError`` with nothing written; maintenance refuses likewise,
-    before touching storage. Each request is counted once on the cache's ``stats()``
-    and the ``checkpoint_guard.history.*`` instruments: ``hit`` (the cache answered,
-    extended by the ancestors it lacked), ``miss`` (the saver's own read) or ``error``
-    (a cache failure made it one); with a span when an SDK tracer is configured.
+    before touching storage. Each request is counted once, as ``hit``, ``miss`` or
+    ``error``, on the cache's ``stats()`` and the instruments of docs/telemetry.md.
     """
 
     def __init__(

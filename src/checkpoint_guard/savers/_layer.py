@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -90,13 +91,9 @@ def unwrap(saver: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
 
 
 class SaverLayer(BaseCheckpointSaver[Any]):
-    """Base of every layer: wraps ``inner`` and delegates the whole saver contract.
-
-    Subclasses override the methods they change and call ``self.inner`` for the
-    rest. ``serde`` is always the inner saver's. ``with_allowlist`` returns a copy of
-    the layer over ``inner.with_allowlist(...)``. Attributes a layer does not have
-    (``conn``, ``storage``, ...) are read from the inner saver.
-    """
+    """Base of every layer: wraps ``inner`` and delegates the whole saver contract
+    (``serde`` and attributes the layer lacks included); subclasses override what they
+    change."""
 
     inner: BaseCheckpointSaver[Any]
     _variants: ClassVar[dict[tuple[type, frozenset[str]], type]] = {}
@@ -258,7 +255,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         self.inner.put_writes(canonical(config), writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(canonical_thread_id(thread_id))
+        thread_id = canonical_thread_id(thread_id)
+        with self._sealed([thread_id]):
+            self.inner.delete_thread(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -306,7 +305,9 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         await self.inner.aput_writes(canonical(config), writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.inner.adelete_thread(canonical_thread_id(thread_id))
+        thread_id = canonical_thread_id(thread_id)
+        async with self._asealed([thread_id]):
+            await self.inner.adelete_thread(thread_id)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -319,8 +320,7 @@ class SaverLayer(BaseCheckpointSaver[Any]):
 
     def _maintenance(self, method: str) -> Any:
         """What serves the optional ``method``: this package's delta-safe maintenance
-        over the raw inner saver where it serves it (``_maintained``), else the inner
-        saver's own (over a layer, the call goes down to that layer)."""
+        where ``_maintained``, else the inner saver's own."""
         if not _maintained(self.inner, method):
             return getattr(self.inner, method)
         # Imported at call time, as ``stores`` in ``_maintained``: the edges that point up
@@ -336,58 +336,72 @@ class SaverLayer(BaseCheckpointSaver[Any]):
         changes (the gate's hook: nothing here)."""
         yield from ()
 
+    def _sealed(
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
+    ) -> AbstractContextManager[None]:
+        """Around a rewrite of the storage of ``thread_ids`` (or of the threads ``run_ids``
+        wrote) through this layer, after the gate: the cache fence's seal (nothing here)."""
+        return nullcontext()
+
+    def _asealed(
+        self, thread_ids: Sequence[str] = (), run_ids: Sequence[str] = ()
+    ) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Delta-safe prune (see ``checkpoint_guard.maintenance.prune``)."""
         drive(self._gate_maintenance(thread_ids), self)
-        self._maintenance("prune")(thread_ids, strategy=strategy)
+        with self._sealed(thread_ids):
+            self._maintenance("prune")(thread_ids, strategy=strategy)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async ``prune``."""
         await adrive(self._gate_maintenance(thread_ids), self)
-        await self._maintenance("aprune")(thread_ids, strategy=strategy)
+        async with self._asealed(thread_ids):
+            await self._maintenance("aprune")(thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a whole thread (see ``checkpoint_guard.maintenance.copy_thread``)."""
         drive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
-        self._maintenance("copy_thread")(source_thread_id, target_thread_id)
+        with self._sealed([target_thread_id]):
+            self._maintenance("copy_thread")(source_thread_id, target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
         await adrive(self._gate_maintenance([source_thread_id, target_thread_id]), self)
-        await self._maintenance("acopy_thread")(source_thread_id, target_thread_id)
+        async with self._asealed([target_thread_id]):
+            await self._maintenance("acopy_thread")(source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs, survivors intact (see ``maintenance.delete_for_runs``)."""
         drive(self._gate_maintenance(run_ids=run_ids), self)
-        self._maintenance("delete_for_runs")(run_ids)
+        with self._sealed(run_ids=run_ids):
+            self._maintenance("delete_for_runs")(run_ids)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
         await adrive(self._gate_maintenance(run_ids=run_ids), self)
-        await self._maintenance("adelete_for_runs")(run_ids)
+        async with self._asealed(run_ids=run_ids):
+            await self._maintenance("adelete_for_runs")(run_ids)
 
     # -- state derived from storage that maintenance rewrote ---------------------------
 
     def forget_threads(self, thread_ids: Sequence[str] | None) -> None:
-        """Drop what this layer remembers about ``thread_ids`` (``None``: all)
-        because storage was rewritten under it: the hook maintenance calls on every
-        layer of a stack, before and after its rewrites. Layers with state override."""
+        """Drop what this layer remembers about ``thread_ids`` (``None``: all): storage
+        was rewritten under it. Layers with state override."""
 
     async def aforget_threads(self, thread_ids: Sequence[str] | None) -> None:
         """Async ``forget_threads``."""
         self.forget_threads(thread_ids)
 
     def seal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        """Before maintenance rewrites the storage of ``thread_ids`` under this layer: shared
-        state stops taking entries from it (the cache layer fences and drops each thread),
-        this process's is forgotten; raises, nothing rewritten yet, when that cannot be
-        done. ``writer`` names the rewrite (``unseal_threads`` gets the same one)."""
+        """Before maintenance rewrites ``thread_ids`` under this layer (docs/design.md, "How
+        data flows"): raises, nothing rewritten yet, when its state cannot be sealed."""
         self.forget_threads(thread_ids)
 
     def unseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:
-        """After the rewrite (also after a failed one): forget again and lift what
-        ``seal_threads`` set. Never raises for cache trouble (a fence left in place
-        costs speed until it expires, never correctness)."""
+        """After the rewrite (also a failed one) by the same ``writer``: lifts the seal.
+        Never raises for cache trouble (a fence left in place only costs speed)."""
         self.forget_threads(thread_ids)
 
     async def aseal_threads(self, thread_ids: Sequence[str], writer: str) -> None:

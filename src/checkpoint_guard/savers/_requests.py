@@ -143,16 +143,14 @@ class _FailOpen(_CacheCall[T | Literal[Failed.FAILED]]):
 
     def run(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            call = getattr(target.cache, self.method)
-            return call(*self._args(self))  # type: ignore[no-any-return]
+            return super().run(target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
 
     async def arun(self, target: SharedCacheFence) -> T | Literal[Failed.FAILED]:
         try:
-            call = getattr(target.cache, self.amethod)
-            return await call(*self._args(self))  # type: ignore[no-any-return]
+            return await super().arun(target)
         except Exception as exc:
             target.cache.count_error(self.method, exc)
             return FAILED
@@ -217,8 +215,6 @@ class CacheUnfence(_FailOpen[None]):
 
 @dataclass(slots=True)
 class CacheFence(_CacheCall[None]):
-    """Fence a write onto the thread (raises into the plan when the cache fails)."""
-
     method, amethod = "fence", "afence"
     thread: Any
     ns: str
@@ -228,7 +224,5 @@ class CacheFence(_CacheCall[None]):
 
 @dataclass(slots=True)
 class CacheDrop(_CacheCall[None]):
-    """Drop the thread's entries (raises into the plan when the cache fails)."""
-
     method, amethod = "drop_thread", "adrop_thread"
     thread: Any
