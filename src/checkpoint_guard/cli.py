@@ -15,7 +15,7 @@ from contextlib import closing, contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -249,8 +249,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> Graph:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    graph: Graph = obj
-    return graph
+    return cast(Graph, obj)
 
 
 def _why(exc: BaseException) -> str:

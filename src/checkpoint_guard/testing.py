@@ -270,11 +270,7 @@ class SaverParityMachine(RuleBasedStateMachine):
             "step": self._ids,
             "run_id": f"run-{self._ids % 3}",
         }
-        config = (
-            parent.config()
-            if parent is not None
-            else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-        )
+        config = parent.config() if parent is not None else _cfg(thread_id, ns)
         model, subject = self._both(
             lambda s: s.put(config, checkpoint, metadata, versions),
             lambda s: s.aput(config, checkpoint, metadata, versions),
