@@ -106,8 +106,7 @@ def check(name: str) -> CheckResult:
 
 
 def result(name: str) -> CheckResult:
-    """The check ``name``'s outcome in this process: run once (a failure warns), then
-    remembered."""
+    """The check ``name``'s outcome in this process: run once (a failure warns), remembered."""
     with _lock:
         known = _results.get(name)
     if known is not None:
