@@ -65,8 +65,7 @@ def _nearest(saver_type: type) -> tuple[Backend, type] | None:
 
 
 def backend_name(saver: object) -> str:
-    """``memory``, ``sqlite``, ``postgres`` or ``other`` (a fixed set: a telemetry
-    attribute)."""
+    """``memory``, ``sqlite``, ``postgres`` or ``other`` (a fixed set: a telemetry attribute)."""
     backend = backend_of_type(type(saver))
     return backend.name if backend is not None else "other"
 

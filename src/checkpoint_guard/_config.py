@@ -173,8 +173,7 @@ class RetentionConfig(_Model):
         key = f"retention.{info.field_name}"
         if value is None and info.field_name == "older_than":
             return None
-        # a duration string, a number of seconds (as text too, from the environment) or a
-        # timedelta; any error names the key's own accepted text
+        # a duration, seconds (text too, from the environment) or a timedelta; errors name the key
         seconds: object = value.total_seconds() if isinstance(value, timedelta) else value
         if isinstance(value, str) and re.fullmatch(r"\d+(?:\.\d+)?", value.strip()):
             seconds = float(value)
@@ -522,8 +521,7 @@ def _accepted(name: str, field: FieldInfo) -> str:
 
 
 _KEYS = dict(_keys())
-# derived from the fields, once: the accepted text of each key, and which environment
-# variable sets which key
+# derived from the fields, once: each key's accepted text, and which variable sets which key
 _ACCEPTED = {name: _accepted(name, field) for name, field in _KEYS.items()}
 ENV_KEYS = {env: name for name, f in _KEYS.items() if (env := _key_of(f).env) is not None}
 _SECRET_KEYS = {"url", "history_cache.redis_url"}

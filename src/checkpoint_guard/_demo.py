@@ -126,8 +126,7 @@ def _run_mode(
     with open_checkpointer(_config(db, mode, frequency, cache), freeze=ModeFreeze()) as saver:
         schema = state_schema_for_mode(DemoState, mode, snapshot_frequency=frequency)
         graph = _chat_graph(saver, schema, payload)
-        # One untimed turn on a scratch thread: the first run would otherwise pay the
-        # process's one-time costs (imports, caches) for every run after it.
+        # One untimed turn on a scratch thread: the first run must not pay one-time costs.
         warmup: RunnableConfig = {"configurable": {"thread_id": f"{thread}-warmup"}}
         graph.invoke({"messages": [HumanMessage("warm up", id="warmup")]}, warmup)
         started = time.perf_counter()

@@ -62,8 +62,7 @@ class CheckpointModeMismatchError(CheckpointGuardError):
 
 
 class BackendUnavailableError(CheckpointGuardError):
-    """The configured database could not be reached. The message names the host,
-    never a credential."""
+    """The configured database could not be reached; the message names the host, no credential."""
 
 
 class CheckpointModeReconfigurationError(CheckpointGuardError):

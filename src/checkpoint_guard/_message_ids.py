@@ -118,8 +118,7 @@ def write_time_ids_active() -> bool:
 
 
 def probe() -> bool:
-    """Whether a one-node delta graph's bare-tuple message is stored with an id every read
-    returns."""
+    """Whether a one-node delta graph stores a bare-tuple message with an id every read returns."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, StateGraph
     from typing_extensions import TypedDict

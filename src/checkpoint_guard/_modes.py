@@ -78,7 +78,7 @@ def checkpoint_uses_delta(obj: object) -> bool:
 
 
 class ModeFreeze:
-    """One process's channel mode and snapshot frequency, frozen at the first ``freeze``."""
+    """One process's channel mode and snapshot frequency: ``None`` until the first ``freeze``."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -87,12 +87,10 @@ class ModeFreeze:
 
     @property
     def mode(self) -> ChannelMode | None:
-        """The frozen mode, or ``None`` before the first freeze."""
         return self._mode
 
     @property
     def snapshot_frequency(self) -> int | None:
-        """The frozen snapshot frequency, or ``None`` before the first freeze."""
         return self._frequency
 
     def freeze(

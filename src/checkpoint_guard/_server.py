@@ -108,8 +108,7 @@ def _install(adapter_cls: type) -> None:
     ) -> Mapping[str, DeltaChannelHistory]:
         inner = self.__dict__.get("_inner")
         if isinstance(inner, SaverLayer):
-            # The adapter's aget_tuple hands the inner saver's tuples through
-            # unchanged, so the inner saver's own answer is the walk's answer.
+            # The adapter's aget_tuple passes the inner tuples through: their walk is ours.
             return await inner.aget_delta_channel_history(config=config, channels=channels)
         result: Mapping[str, DeltaChannelHistory] = await original(
             self, config=config, channels=channels

@@ -15,7 +15,7 @@ from contextlib import closing, contextmanager
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -249,8 +249,7 @@ def load_graph(spec: str, *, key: str = "--graph") -> Graph:
         raise ConfigError(
             key, spec, accepted, detail=f"{attr} is a {type(obj).__name__}, not a graph"
         )
-    graph: Graph = obj
-    return graph
+    return cast(Graph, obj)
 
 
 def _why(exc: BaseException) -> str:
@@ -418,16 +417,12 @@ def _require_postgres_tables(config: CheckpointerConfig, where: str) -> None:
         )
 
 
-def _status(ok: bool) -> int:
-    return EXIT_OK if ok else EXIT_PROBLEM
-
-
 def _inspect(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
     info = maintenance.inspect(saver, args.thread_id, **known)
     if not info.checkpoints and not info.orphan_writes:
         raise MaintenanceError.no_checkpoints(args.thread_id)
     _print_infos(args, [info], problems=True)
-    return _status(info.ok)
+    return EXIT_OK if info.ok else EXIT_PROBLEM
 
 
 def _survey(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
@@ -443,7 +438,7 @@ def _survey(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> i
         else:
             infos = maintenance.scan(saver, ids, progress=tick)
     _print_infos(args, infos, problems=verify)
-    return _status(all(i.ok for i in infos))
+    return EXIT_OK if all(i.ok for i in infos) else EXIT_PROBLEM
 
 
 def _change(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> int:
@@ -463,7 +458,7 @@ def _change(args: argparse.Namespace, saver: _Saver, known: dict[str, Any]) -> i
             keep_going=bool(args.all),
         )
     _print_changes(args, reports)
-    return _status(not any(r.refused for r in reports))
+    return EXIT_PROBLEM if any(r.refused for r in reports) else EXIT_OK
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -475,8 +470,7 @@ def _maintain(args: argparse.Namespace) -> int:
     print(f"checkpoint-guard: store {where}", file=sys.stderr)
     _require_store(config)
     known = _known_graphs(args)
-    # A maintenance run reads threads of either mode; it must not freeze (or be
-    # refused by) this process's mode.
+    # Maintenance reads either mode: it neither freezes nor is refused by the process's mode.
     with open_checkpointer(config, freeze=ModeFreeze()) as saver:
         try:
             return _STORE_COMMANDS[args.command](args, saver, known)
@@ -553,8 +547,7 @@ DEMO_DIR = "checkpoint-guard-demo"
 def _demo(args: argparse.Namespace) -> int:
     if args.turns < 1 or args.payload_bytes < 1:
         raise ConfigError("--turns/--payload-bytes", (args.turns, args.payload_bytes), ">= 1")
-    # The database stays where the user can find it, so that the fix the demo prints
-    # can be run as printed.
+    # The database stays where the user can find it: the fix the demo prints runs as printed.
     directory = args.dir if args.dir is not None else Path(DEMO_DIR)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -602,8 +595,7 @@ def _bench(argv: Sequence[str]) -> int:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     harness = importlib.import_module("benchmarks.harness")
-    status: int = harness.main(list(argv))
-    return status
+    return int(harness.main(list(argv)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -142,8 +142,7 @@ _app = functools.cache(make_app)
 
 
 def __getattr__(name: str) -> Any:
-    # ``app`` is built on first access, so importing this module (the checkpointer
-    # factory) never needs Starlette.
+    # ``app`` is built on first access: importing the checkpointer factory needs no Starlette.
     if name == "app":
         return _app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,7 +41,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
-from ._address import Address
+from ._address import Address, thread_config
 from ._modes import MODE_METADATA_KEY
 from ._upstream import DeltaSnapshot
 from .maintenance import (
@@ -109,10 +109,7 @@ channel_values = st.fixed_dictionaries(
 
 
 def _cfg(thread_id: str, ns: str | None = None) -> RunnableConfig:
-    conf: dict[str, Any] = {"thread_id": thread_id}
-    if ns is not None:
-        conf["checkpoint_ns"] = ns
-    return {"configurable": conf}
+    return thread_config(thread_id) if ns is None else Address(thread_id, ns).thread_config()
 
 
 def _view(tup: CheckpointTuple | None) -> Any:
@@ -270,11 +267,7 @@ class SaverParityMachine(RuleBasedStateMachine):
             "step": self._ids,
             "run_id": f"run-{self._ids % 3}",
         }
-        config = (
-            parent.config()
-            if parent is not None
-            else {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-        )
+        config = parent.config() if parent is not None else _cfg(thread_id, ns)
         model, subject = self._both(
             lambda s: s.put(config, checkpoint, metadata, versions),
             lambda s: s.aput(config, checkpoint, metadata, versions),

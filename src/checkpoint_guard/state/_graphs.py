@@ -15,11 +15,10 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
-from typing_extensions import TypedDict
 
 from .._errors import ConfigError
 from .._modes import DEFAULT_SNAPSHOT_FREQUENCY, ChannelMode, parse_mode, parse_snapshot_frequency
-from .._schema import state_schema_for_mode
+from .._schema import _make_typeddict, state_schema_for_mode
 from .._upstream import MISSING
 
 DEFAULT_GRAPH_CACHE_MAX = 64
@@ -104,7 +103,6 @@ GRAPH_CACHE = CompiledGraphCache()
 
 _merged: dict[tuple[Any, ...], type] = {}
 _merged_lock = threading.Lock()
-_make_typeddict: Any = TypedDict
 
 
 def _schemas_of(source: SchemaSource) -> tuple[Any, ...]:
