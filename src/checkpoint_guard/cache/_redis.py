@@ -1,11 +1,6 @@
-"""``RedisHistoryCache``: the shared backend (every worker sees one cache).
-
-The entry model of ``_base.py`` in one Redis hash per thread, updated by the Lua
-scripts in ``lua/``; every pointer carries a tag binding its chunk list to its place,
-which a reader verifies (a mismatch is a miss, ``stats()["rejected"]``). A local tier
-keeps the values this process decoded. Layout, tags and why they suffice:
-docs/design.md, "The Redis cache: layout and trust".
-"""
+"""``RedisHistoryCache``: the shared backend, the entry model of ``_base.py`` in one Redis
+hash per thread, whose tags a reader verifies (a mismatch is a miss, ``rejected``).
+Layout, tags and why they suffice: docs/design.md, "The Redis cache: layout and trust"."""
 
 from __future__ import annotations
 
@@ -280,43 +275,35 @@ class _Known(NamedTuple):
 
 def _driven(
     plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
-) -> Callable[Concatenate[RedisHistoryCache, P], R]:
-    """The API method that drives ``plan`` on the sync client."""
+) -> tuple[
+    Callable[Concatenate[RedisHistoryCache, P], R],
+    Callable[Concatenate[RedisHistoryCache, P], Coroutine[Any, Any, R]],
+]:
+    """The API method that drives ``plan`` on the sync client, and its async twin that
+    drives it on the running event loop's client."""
 
     @functools.wraps(plan)
     def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return drive(plan(self, *args, **kwargs), self._sync())
 
-    return method
-
-
-def _adriven(
-    plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
-) -> Callable[Concatenate[RedisHistoryCache, P], Coroutine[Any, Any, R]]:
-    """Its async twin: ``plan`` driven on the running event loop's client."""
-
     @functools.wraps(plan)
-    async def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def amethod(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await adrive(plan(self, *args, **kwargs), self._async())
 
-    return method
+    return method, amethod
 
 
 class RedisHistoryCache(Counted):
-    """History cache shared by every worker through Redis.
-
-    ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
-    ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
-    client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
-    ``redis+sentinel://`` url names the primary its sentinels manage
+    """History cache shared by every worker through Redis: ``url``, or a ready ``client``
+    / ``aclient`` (``redis.Redis`` / ``redis.asyncio.Redis``, a ``RedisCluster`` or a
+    Sentinel's ``master_for`` client); ``cluster=True`` reads ``url`` as a node of a
+    Redis Cluster, a ``redis+sentinel://`` url names the primary its sentinels manage
     (docs/scale-out.md). ``key_prefix`` isolates deployments sharing one Redis;
     ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
-    Redis call, so a slow or stopped Redis costs at most that much per call (the
-    saver layer then answers from the database). ``serde`` is the saver's
-    serializer. ``local_max_bytes`` bounds the values this process keeps decoded
-    (``stats()["local_bytes"]``). Usable from sync and async code (one async client
-    per event loop).
-    """
+    Redis call (a slow or stopped Redis costs at most that per call, then the saver
+    layer answers from the database). ``serde`` is the saver's serializer;
+    ``local_max_bytes`` bounds the values this process keeps decoded
+    (``stats()["local_bytes"]``). Sync and async (one async client per event loop)."""
 
     tier = "redis"  # the ``cache`` attribute of its telemetry
 
@@ -870,15 +857,15 @@ class RedisHistoryCache(Counted):
 
     # -- the API: each operation's plan, driven on the sync or the async client ------------
 
-    read, aread = _driven(_read), _adriven(_read)
-    begin, abegin = _driven(_begin), _adriven(_begin)
-    contains, acontains = _driven(_contains), _adriven(_contains)
-    store, astore = _driven(_store), _adriven(_store)
-    extend_read, aextend_read = _driven(_extend_read), _adriven(_extend_read)
-    fence, afence = _driven(_fence), _adriven(_fence)
-    unfence, aunfence = _driven(_unfence), _adriven(_unfence)
-    drop_thread, adrop_thread = _driven(_drop_thread), _adriven(_drop_thread)
-    clear, aclear = _driven(_clear), _adriven(_clear)
+    read, aread = _driven(_read)
+    begin, abegin = _driven(_begin)
+    contains, acontains = _driven(_contains)
+    store, astore = _driven(_store)
+    extend_read, aextend_read = _driven(_extend_read)
+    fence, afence = _driven(_fence)
+    unfence, aunfence = _driven(_unfence)
+    drop_thread, adrop_thread = _driven(_drop_thread)
+    clear, aclear = _driven(_clear)
 
     def close(self) -> None:
         """Close the sync client this cache created."""
