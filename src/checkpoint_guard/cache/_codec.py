@@ -7,7 +7,7 @@ import functools
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import ormsgpack
@@ -311,8 +311,7 @@ class ValueCodec:
         payload and ``loads`` requires the same one (``Misplaced`` otherwise): under
         encryption only a key holder can make a value carry a binding."""
         packed = self._pack(value if binding is None else [binding, value])
-        envelope: bytes = msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True)
-        return envelope
+        return cast("bytes", msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True))
 
     # -- decode ----------------------------------------------------------------------
 

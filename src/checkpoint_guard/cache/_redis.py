@@ -79,10 +79,6 @@ class _LocalTier(LRUCache[tuple[str, str], _Group]):
     def __init__(self, max_bytes: int) -> None:
         super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
 
-    def fields(self, key: str, epoch: str) -> dict[str, _Held]:
-        """The group's values by field (empty when none are held); marks it used."""
-        return self.get((key, epoch)) or {}
-
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
         """Hold ``entries`` in the group, evicting others to fit (or not at all)."""
         group = self.get((key, epoch)) or _Group()
@@ -560,10 +556,8 @@ class RedisHistoryCache(Counted):
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
-        decoded: dict[str, Any] = {}
         try:
-            for field, blob in values.items():
-                decoded[field] = self._decode(field, blob)
+            decoded = {field: self._decode(field, blob) for field, blob in values.items()}
         except Misplaced:
             # an older value written back, another thread's or epoch's copied in
             self._stats.reject("a value written for another thread, place or epoch")
@@ -585,7 +579,7 @@ class RedisHistoryCache(Counted):
     ) -> DeltaChannelHistory | None:
         wanted = ([seed_field] if seed_field != "-" else []) + fields
         with self._lock:
-            group = self._local.fields(key, epoch)
+            group = self._local.get((key, epoch)) or _Group()
             try:
                 held = {f: group[f] for f in wanted if f not in own}
             except KeyError:  # evicted locally in between
@@ -732,7 +726,7 @@ class RedisHistoryCache(Counted):
         missing = ([seed_field] if seed_field != "-" else []) + fields
         if values is None:
             with self._lock:
-                held = self._local.fields(key, epoch)
+                held = self._local.get((key, epoch)) or _Group()
                 # once each: equal chunks share a field (every empty one, without encryption)
                 missing = list(dict.fromkeys(f for f in missing if f not in held))
             if missing:
@@ -775,9 +769,7 @@ class RedisHistoryCache(Counted):
             for i, c in enumerate(ids):
                 flag, pointer = flags[group * g + i], fields[group * g + i]
                 # bytes: the entry a miss would extend, whose tag it needs
-                if isinstance(flag, bytes) and not self._learn(key, epoch, pointer, flag):
-                    continue
-                if flag:
+                if self._learn(key, epoch, pointer, flag) if isinstance(flag, bytes) else flag:
                     hits.add(c)
         # the token names the epoch too: the tags a store makes are bound to it
         return Begin((_text(gen), epoch), epoch, bool(known), found)
