@@ -410,11 +410,6 @@ class RedisHistoryCache(Counted):
     def _top(ns: str) -> str:
         return "m:" + _digest("top", ns)
 
-    def _pattern(self) -> str:
-        """Every thread key under this cache's prefix, as a ``SCAN`` pattern."""
-        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
-        return escaped + ":t:*"
-
     def _fresh(self, script: _Script, thread_id: ThreadId, *args: Any) -> _Eval:
         """A call of a script that may start a generation (a fresh id, the TTL, ``args``)."""
         return _Eval(script, self._key(thread_id), [uuid.uuid4().hex, self.ttl_ms, *args])
@@ -844,8 +839,10 @@ class RedisHistoryCache(Counted):
         yield self._fresh(_DROP, thread_id)
 
     def _clear(self) -> Plan[Any, None]:
-        # fences in flight go too, with the generations a reader could store under
-        yield _DeleteMatching(self._pattern())
+        # fences in flight go too, with the generations a reader could store under; the
+        # SCAN pattern of every thread key under this prefix (its glob characters escaped)
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
+        yield _DeleteMatching(escaped + ":t:*")
 
     # -- the API: each operation's plan, driven on the sync or the async client ------------
 
