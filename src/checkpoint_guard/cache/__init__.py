@@ -1,8 +1,5 @@
-"""History cache backends for ``CachedHistorySaver``.
-
-Small parts: ``_base.py`` holds the entry model (pointers into shared segments),
-copies, sizes and stats; each backend is only storage for that model.
-"""
+"""History cache backends for ``CachedHistorySaver``: each stores the entry model of
+``_base.py`` (pointers into shared segments, docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""How the shared cache encodes values: msgpack inside the saver's serde (so encryption
-carries through), messages as their field dicts. Cache bytes are untrusted: decoding
-imports only allowlisted classes, never unpickles, checks a message's shape before
-rebuilding it and, under encryption, accepts only authenticated envelopes; any failed
-check raises ``CodecError``. The argument: docs/design.md, "How values are encoded".
-"""
+"""How the shared cache encodes values. Cache bytes are untrusted: whatever fails a check
+raises ``CodecError`` (what is checked and why: docs/design.md, "How values are encoded")."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import functools
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import ormsgpack
@@ -225,14 +221,10 @@ def _messages(items: list[Any]) -> list[Any]:
 def _write(row: Any) -> tuple[str, str, Any]:
     # One row of a chunk (see ``ValueCodec.dumps_chunk``) as its write.
     if type(row) is list and len(row) == 4 and row[2] == 1 and type(row[3]) is list:
-        task, channel, value = row[0], row[1], _messages(row[3])
-    elif type(row) is list and len(row) == 3:
-        task, channel, value = row
-    else:
+        row = [row[0], row[1], _messages(row[3])]
+    if type(row) is not list or len(row) != 3 or type(row[0]) is not str or type(row[1]) is not str:
         raise CodecError("cached chunk is not a list of writes")
-    if type(task) is not str or type(channel) is not str:
-        raise CodecError("cached chunk is not a list of writes")
-    return task, channel, value
+    return row[0], row[1], row[2]
 
 
 class ValueCodec:
@@ -319,8 +311,7 @@ class ValueCodec:
         payload and ``loads`` requires the same one (``Misplaced`` otherwise): under
         encryption only a key holder can make a value carry a binding."""
         packed = self._pack(value if binding is None else [binding, value])
-        envelope: bytes = msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True)
-        return envelope
+        return cast("bytes", msgpack.packb(self.serde.dumps_typed(packed), use_bin_type=True))
 
     # -- decode ----------------------------------------------------------------------
 
@@ -387,18 +378,6 @@ class ValueCodec:
                 raise refused[0] from None
             raise CodecError(f"cached serde value is malformed: {type(exc).__name__}") from None
 
-    def _class(self, module: Any, name: Any) -> Any:
-        key = (module, name)
-        found = self._classes.get(key)
-        if found is None:
-            if key not in self.allowlist:
-                raise CodecError(
-                    f"cached value names {module!r}.{name!r}, which is not on the decode allowlist"
-                )
-            found = getattr(importlib.import_module(module), name)
-            self._classes[key] = found
-        return found
-
     def _strict_ext(self, code: int, data: bytes, hook: Any) -> Any:
         # LangGraph's extension format without its permissive hook: allowlisted classes only
         inner = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -414,7 +393,15 @@ class ValueCodec:
                 raise CodecError(f"cached value calls a method that is not allowed: {name!r}")
             call = getattr(getattr(importlib.import_module(module), name), inner[3])
         else:
-            call = self._class(module, name)
+            call = self._classes.get((module, name))
+            if call is None:  # resolved once, if allowlisted
+                if (module, name) not in self.allowlist:
+                    raise CodecError(
+                        f"cached value names {module!r}.{name!r}, "
+                        "which is not on the decode allowlist"
+                    )
+                call = getattr(importlib.import_module(module), name)
+                self._classes[(module, name)] = call
             if code == _EXT_ARGS and type(arg) in (list, tuple):
                 args = arg
             elif code in (_EXT_KWARGS, _EXT_PYDANTIC_V2) and type(arg) is dict:

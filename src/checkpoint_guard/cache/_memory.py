@@ -106,16 +106,13 @@ class _Thread:
 
 
 class MemoryHistoryCache(Counted, HistoryCache):
-    """Process-local history cache, bounded in **bytes** with LRU eviction of
-    whole threads, and an optional TTL (``ttl_seconds``; ``None`` or 0: none).
-
-    A hit costs no serialization: values are kept as objects and every read returns
-    copies (``fresh``). ``isolate=False`` hands out the cached objects themselves
-    (3-6x cheaper warm reads on long threads, docs/performance.md): only for graphs
-    whose nodes and callers never mutate state messages in place. A thread larger
-    than ``max_bytes`` is not cached. Thread-safe; nothing here blocks, so the
-    ``a*`` methods are ``HistoryCache``'s: the sync operations.
-    """
+    """Process-local history cache, bounded in **bytes** (LRU eviction of whole threads;
+    a thread larger than ``max_bytes`` is not cached), with an optional TTL
+    (``ttl_seconds``; ``None`` or 0: none). Values are kept as objects, every read
+    returns copies; ``isolate=False`` hands out the cached objects themselves (3-6x
+    cheaper warm reads on long threads, docs/performance.md): only for graphs whose
+    nodes and callers never mutate state messages in place. Thread-safe; nothing here
+    blocks, so the ``a*`` methods are ``HistoryCache``'s: the sync operations."""
 
     tier = "memory"  # the ``cache`` attribute of its telemetry
 

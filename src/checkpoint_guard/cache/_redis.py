@@ -1,11 +1,6 @@
-"""``RedisHistoryCache``: the shared backend (every worker sees one cache).
-
-The entry model of ``_base.py`` in one Redis hash per thread, updated by the Lua
-scripts in ``lua/``; every pointer carries a tag binding its chunk list to its place,
-which a reader verifies (a mismatch is a miss, ``stats()["rejected"]``). A local tier
-keeps the values this process decoded. Layout, tags and why they suffice:
-docs/design.md, "The Redis cache: layout and trust".
-"""
+"""``RedisHistoryCache``: the shared backend, the entry model of ``_base.py`` in one Redis
+hash per thread, whose tags a reader verifies (a mismatch is a miss, ``rejected``).
+Layout, tags and why they suffice: docs/design.md, "The Redis cache: layout and trust"."""
 
 from __future__ import annotations
 
@@ -83,10 +78,6 @@ class _LocalTier(LRUCache[tuple[str, str], _Group]):
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(maxsize=max_bytes, getsizeof=lambda group: group.size)
-
-    def fields(self, key: str, epoch: str) -> dict[str, _Held]:
-        """The group's values by field (empty when none are held); marks it used."""
-        return self.get((key, epoch)) or {}
 
     def put(self, key: str, epoch: str, entries: Iterable[tuple[str, _Held]]) -> None:
         """Hold ``entries`` in the group, evicting others to fit (or not at all)."""
@@ -280,43 +271,35 @@ class _Known(NamedTuple):
 
 def _driven(
     plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
-) -> Callable[Concatenate[RedisHistoryCache, P], R]:
-    """The API method that drives ``plan`` on the sync client."""
+) -> tuple[
+    Callable[Concatenate[RedisHistoryCache, P], R],
+    Callable[Concatenate[RedisHistoryCache, P], Coroutine[Any, Any, R]],
+]:
+    """The API method that drives ``plan`` on the sync client, and its async twin that
+    drives it on the running event loop's client."""
 
     @functools.wraps(plan)
     def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return drive(plan(self, *args, **kwargs), self._sync())
 
-    return method
-
-
-def _adriven(
-    plan: Callable[Concatenate[RedisHistoryCache, P], Plan[Any, R]],
-) -> Callable[Concatenate[RedisHistoryCache, P], Coroutine[Any, Any, R]]:
-    """Its async twin: ``plan`` driven on the running event loop's client."""
-
     @functools.wraps(plan)
-    async def method(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def amethod(self: RedisHistoryCache, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await adrive(plan(self, *args, **kwargs), self._async())
 
-    return method
+    return method, amethod
 
 
 class RedisHistoryCache(Counted):
-    """History cache shared by every worker through Redis.
-
-    ``url`` (or a ready ``client`` / ``aclient``: ``redis.Redis`` /
-    ``redis.asyncio.Redis``, a ``RedisCluster`` or a Sentinel's ``master_for``
-    client); ``cluster=True`` reads ``url`` as a node of a Redis Cluster, and a
-    ``redis+sentinel://`` url names the primary its sentinels manage
+    """History cache shared by every worker through Redis: ``url``, or a ready ``client``
+    / ``aclient`` (``redis.Redis`` / ``redis.asyncio.Redis``, a ``RedisCluster`` or a
+    Sentinel's ``master_for`` client); ``cluster=True`` reads ``url`` as a node of a
+    Redis Cluster, a ``redis+sentinel://`` url names the primary its sentinels manage
     (docs/scale-out.md). ``key_prefix`` isolates deployments sharing one Redis;
     ``ttl_seconds`` (0: none) expires idle threads; ``timeout_seconds`` bounds every
-    Redis call, so a slow or stopped Redis costs at most that much per call (the
-    saver layer then answers from the database). ``serde`` is the saver's
-    serializer. ``local_max_bytes`` bounds the values this process keeps decoded
-    (``stats()["local_bytes"]``). Usable from sync and async code (one async client
-    per event loop).
-    """
+    Redis call (a slow or stopped Redis costs at most that per call, then the saver
+    layer answers from the database). ``serde`` is the saver's serializer;
+    ``local_max_bytes`` bounds the values this process keeps decoded
+    (``stats()["local_bytes"]``). Sync and async (one async client per event loop)."""
 
     tier = "redis"  # the ``cache`` attribute of its telemetry
 
@@ -426,11 +409,6 @@ class RedisHistoryCache(Counted):
     @staticmethod
     def _top(ns: str) -> str:
         return "m:" + _digest("top", ns)
-
-    def _pattern(self) -> str:
-        """Every thread key under this cache's prefix, as a ``SCAN`` pattern."""
-        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
-        return escaped + ":t:*"
 
     def _fresh(self, script: _Script, thread_id: ThreadId, *args: Any) -> _Eval:
         """A call of a script that may start a generation (a fresh id, the TTL, ``args``)."""
@@ -573,10 +551,8 @@ class RedisHistoryCache(Counted):
         if not blobs or len(blobs) != len(fields):
             return None
         values = dict(zip(fields, blobs, strict=True))  # a field named twice: once
-        decoded: dict[str, Any] = {}
         try:
-            for field, blob in values.items():
-                decoded[field] = self._decode(field, blob)
+            decoded = {field: self._decode(field, blob) for field, blob in values.items()}
         except Misplaced:
             # an older value written back, another thread's or epoch's copied in
             self._stats.reject("a value written for another thread, place or epoch")
@@ -598,7 +574,7 @@ class RedisHistoryCache(Counted):
     ) -> DeltaChannelHistory | None:
         wanted = ([seed_field] if seed_field != "-" else []) + fields
         with self._lock:
-            group = self._local.fields(key, epoch)
+            group = self._local.get((key, epoch)) or _Group()
             try:
                 held = {f: group[f] for f in wanted if f not in own}
             except KeyError:  # evicted locally in between
@@ -745,7 +721,7 @@ class RedisHistoryCache(Counted):
         missing = ([seed_field] if seed_field != "-" else []) + fields
         if values is None:
             with self._lock:
-                held = self._local.fields(key, epoch)
+                held = self._local.get((key, epoch)) or _Group()
                 # once each: equal chunks share a field (every empty one, without encryption)
                 missing = list(dict.fromkeys(f for f in missing if f not in held))
             if missing:
@@ -788,9 +764,7 @@ class RedisHistoryCache(Counted):
             for i, c in enumerate(ids):
                 flag, pointer = flags[group * g + i], fields[group * g + i]
                 # bytes: the entry a miss would extend, whose tag it needs
-                if isinstance(flag, bytes) and not self._learn(key, epoch, pointer, flag):
-                    continue
-                if flag:
+                if self._learn(key, epoch, pointer, flag) if isinstance(flag, bytes) else flag:
                     hits.add(c)
         # the token names the epoch too: the tags a store makes are bound to it
         return Begin((_text(gen), epoch), epoch, bool(known), found)
@@ -865,20 +839,22 @@ class RedisHistoryCache(Counted):
         yield self._fresh(_DROP, thread_id)
 
     def _clear(self) -> Plan[Any, None]:
-        # fences in flight go too, with the generations a reader could store under
-        yield _DeleteMatching(self._pattern())
+        # fences in flight go too, with the generations a reader could store under; the
+        # SCAN pattern of every thread key under this prefix (its glob characters escaped)
+        escaped = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.key_prefix)
+        yield _DeleteMatching(escaped + ":t:*")
 
     # -- the API: each operation's plan, driven on the sync or the async client ------------
 
-    read, aread = _driven(_read), _adriven(_read)
-    begin, abegin = _driven(_begin), _adriven(_begin)
-    contains, acontains = _driven(_contains), _adriven(_contains)
-    store, astore = _driven(_store), _adriven(_store)
-    extend_read, aextend_read = _driven(_extend_read), _adriven(_extend_read)
-    fence, afence = _driven(_fence), _adriven(_fence)
-    unfence, aunfence = _driven(_unfence), _adriven(_unfence)
-    drop_thread, adrop_thread = _driven(_drop_thread), _adriven(_drop_thread)
-    clear, aclear = _driven(_clear), _adriven(_clear)
+    read, aread = _driven(_read)
+    begin, abegin = _driven(_begin)
+    contains, acontains = _driven(_contains)
+    store, astore = _driven(_store)
+    extend_read, aextend_read = _driven(_extend_read)
+    fence, afence = _driven(_fence)
+    unfence, aunfence = _driven(_unfence)
+    drop_thread, adrop_thread = _driven(_drop_thread)
+    clear, aclear = _driven(_clear)
 
     def close(self) -> None:
         """Close the sync client this cache created."""
