@@ -339,6 +339,18 @@ def _unwrapped(value: Any) -> Any:
     return value.value if type(value) is DeltaSnapshot else value
 
 
+def _held(known: Sequence[Chunk], also: Seed | None) -> dict[str, Any]:
+    """The messages ``known``'s writes and ``also``'s value hold, by id (a later one
+    wins: ``also`` is older than the chunks)."""
+    pools = [_unwrapped(also.value)] if also is not None and also.present else []
+    held: dict[str, Any] = {}
+    for pool in pools + [v for chunk in known for _, _, v in chunk]:
+        for message in pool if type(pool) is list else (pool,):
+            if isinstance(message, BaseMessage) and type(message.id) is str:
+                held[message.id] = message
+    return held
+
+
 def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) -> tuple[Seed, int]:
     """``seed`` with each message of its list value (or snapshot of one) replaced by an
     ``identical`` one held in ``known``'s writes or ``also``'s value, and the bytes the
@@ -350,13 +362,7 @@ def share_items(seed: Seed, known: Sequence[Chunk], also: Seed | None = None) ->
     items = _unwrapped(value)
     if type(items) is not list or not items:
         return seed, approx_size(value)
-    # the messages held, by id (a later one wins: ``also`` is older than the chunks)
-    pools = [_unwrapped(also.value)] if also is not None and also.present else []
-    held: dict[str, Any] = {}
-    for pool in pools + [v for chunk in known for _, _, v in chunk]:
-        for message in pool if type(pool) is list else (pool,):
-            if isinstance(message, BaseMessage) and type(message.id) is str:
-                held[message.id] = message
+    held = _held(known, also)
     out: list[Any] = []
     # approx_size's own arithmetic: a list, inside a snapshot or not
     wrapped = items is not value
