@@ -247,6 +247,33 @@ def test_sqlite_layout_change_refuses_maintenance(
     _doctor_reports(capsys, "sqlite-tables")
 
 
+def test_sqlite_root_parent_change_refuses_maintenance(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    # An upstream that stores a root's parent as '' rather than NULL: maintenance,
+    # which writes NULL when it makes a checkpoint a root, would no longer match it.
+    put = SqliteSaver.put
+
+    def put_empty_parent(self: SqliteSaver, *args: Any, **kwargs: Any) -> Any:
+        stored = put(self, *args, **kwargs)
+        with self.cursor() as cur:
+            cur.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = '' "
+                "WHERE parent_checkpoint_id IS NULL"
+            )
+        return stored
+
+    monkeypatch.setattr(SqliteSaver, "put", put_empty_parent)
+    config = {"backend": "sqlite", "url": str(tmp_path / "c.sqlite"), "channel_mode": "delta"}
+    _open_degraded(caplog, "sqlite-tables", config)
+    _doctor_reports(capsys, "sqlite-tables")
+
+
 def test_sqlite_list_order_change_turns_the_one_query_listing_off(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,

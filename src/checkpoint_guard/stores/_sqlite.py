@@ -186,14 +186,21 @@ def check_tables() -> str | None:
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         stored = saver.put(config, root, {"step": -1}, {})
         saver.put_writes(stored, [("c", 2)], "task")
+        with saver.lock:  # the saver's own lock, which maintenance takes too
+            conn = saver.conn
+        top = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id"
+            " FROM checkpoints WHERE checkpoint_id = ?",
+            (root["id"],),
+        ).fetchall()
+        if [tuple(row) for row in top] != [("t", "", root["id"], None)]:  # NULL: a root
+            return f"put writes a root's row as {top!r}"
         # A rewrite writes the row put writes: same columns, serialization and metadata.
         child = empty_checkpoint()
         child["channel_values"] = {"c": [1]}
         child["channel_versions"] = {"c": "1"}
         metadata: Any = {"step": 0, "source": "loop"}
         saver.put(stored, child, metadata, {"c": "1"})
-        with saver.lock:  # the saver's own lock, which maintenance takes too
-            conn = saver.conn
         rows = conn.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
             " checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?",
