@@ -60,6 +60,8 @@ class _Key:
 
 def _within(default: float, bounds: tuple[float, float]) -> Any:
     """A number field's default and (finite) range; the accepted text is read from it."""
+    if isinstance(default, int):  # pydantic < 2.10 refuses allow_inf_nan on an int
+        return Field(default, ge=bounds[0], le=bounds[1])
     return Field(default, ge=bounds[0], le=bounds[1], allow_inf_nan=False)
 
 
